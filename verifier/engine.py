@@ -1,0 +1,233 @@
+"""Runs the judges of one case, each in its own forked process, and collects their records.
+
+Forking (not threads, not a fresh interpreter) is what makes isolation cheap: the
+child shares the already-loaded config and record, costs about a millisecond, and
+whatever it does (hang, exhaust memory, sys.exit, os._exit, segfault) ends with
+that child. The parent only reads a JSON result from a pipe, so the worst a judge
+can do is become an error or timeout record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from verifier.judges.base import JudgeReturnError, PreparedJudge, interpret
+from verifier.results import JudgeResult, Status
+
+DEFAULT_MEMORY_MB = 2048
+DEFAULT_LLM_PARALLEL = 4
+_READ_CHUNK = 65536
+
+
+@attrs.frozen(slots=True)
+class Limits:
+    """How many judges run at once (per pool) and how much memory each may map."""
+
+    parallel: int = attrs.field(factory=lambda: len(os.sched_getaffinity(0)) or 1)
+    llm_parallel: int = DEFAULT_LLM_PARALLEL
+    memory_mb: int | None = DEFAULT_MEMORY_MB
+
+    def capacity(self, pool: str) -> int:
+        return self.llm_parallel if pool == "llm" else self.parallel
+
+
+@attrs.define
+class _Running:
+    judge: PreparedJudge
+    pid: int
+    fd: int
+    started: float
+    chunks: list[bytes] = attrs.Factory(list)
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.judge.config.timeout_s
+
+
+def run_judges(
+    judges: Sequence[PreparedJudge], record: dict[str, Any], limits: Limits | None = None
+) -> tuple[JudgeResult, ...]:
+    """One record per judge, in the judges' order."""
+    limits = limits or Limits()
+    pending = list(judges)
+    running: dict[int, _Running] = {}
+    results: dict[str, JudgeResult] = {}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with selectors.DefaultSelector() as selector:
+        while pending or running:
+            for judge in _startable(pending, running.values(), limits):
+                pending.remove(judge)
+                run = _spawn(judge, record, limits.memory_mb)
+                running[run.fd] = run
+                selector.register(run.fd, selectors.EVENT_READ)
+            nearest = min(run.deadline for run in running.values())
+            for key, _ in selector.select(timeout=max(0.0, nearest - time.monotonic())):
+                run = running[key.fd]
+                chunk = os.read(key.fd, _READ_CHUNK)
+                if chunk:
+                    run.chunks.append(chunk)
+                    continue
+                selector.unregister(key.fd)
+                del running[key.fd]
+                results[run.judge.config.name] = _finish(run)
+            now = time.monotonic()
+            for run in [run for run in running.values() if run.deadline <= now]:
+                selector.unregister(run.fd)
+                del running[run.fd]
+                results[run.judge.config.name] = _time_out(run)
+    return tuple(results[judge.config.name] for judge in judges)
+
+
+def _startable(
+    pending: Sequence[PreparedJudge], running: Any, limits: Limits
+) -> list[PreparedJudge]:
+    busy: dict[str, int] = {}
+    for run in running:
+        busy[run.judge.pool] = busy.get(run.judge.pool, 0) + 1
+    chosen = []
+    for judge in pending:
+        if busy.get(judge.pool, 0) < limits.capacity(judge.pool):
+            busy[judge.pool] = busy.get(judge.pool, 0) + 1
+            chosen.append(judge)
+    return chosen
+
+
+def _spawn(judge: PreparedJudge, record: dict[str, Any], memory_mb: int | None) -> _Running:
+    read_fd, write_fd = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_fd)
+        _child_main(judge, record, memory_mb, write_fd)
+    os.close(write_fd)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child already did it, or has already exited
+    return _Running(judge=judge, pid=pid, fd=read_fd, started=started)
+
+
+def _child_main(
+    judge: PreparedJudge, record: dict[str, Any], memory_mb: int | None, write_fd: int
+) -> None:
+    try:
+        os.setpgid(0, 0)
+        _isolate(memory_mb)
+        payload = _judge_payload(judge, record)
+        data = json.dumps(payload, allow_nan=False, default=str).encode()
+    except BaseException as error:  # noqa: BLE001 - the child must always reach os._exit
+        data = json.dumps({"status": "error", "error": _describe(error)}).encode()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view) :]
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
+
+
+def _isolate(memory_mb: int | None) -> None:
+    """No stdin, judge prints go to stderr (stdout is the verifier's summary), bounded memory."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if memory_mb is not None:
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _judge_payload(judge: PreparedJudge, record: dict[str, Any]) -> dict[str, Any]:
+    try:
+        if not judge.should_run(record):
+            return {"status": Status.SKIPPED.value}
+    except Exception as error:
+        return {"status": "error", "error": f"if: {_describe(error)}"}
+    try:
+        returned = judge.call(record)
+    except BaseException as error:  # noqa: BLE001 - SystemExit from a judge is its error
+        return {"status": "error", "error": _describe(error)}
+    try:
+        value, rationale = interpret(returned, judge.config)
+    except JudgeReturnError as error:
+        return {"status": "error", "error": str(error)}
+    return {"status": Status.OK.value, "value": value, "rationale": rationale}
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"judge called sys.exit({error.code!r})"
+    if isinstance(error, MemoryError):
+        return "MemoryError: the judge ran out of memory"
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def _finish(run: _Running) -> JudgeResult:
+    duration = time.monotonic() - run.started
+    os.close(run.fd)
+    status = _reap(run.pid)
+    data = b"".join(run.chunks)
+    if not data:
+        return _record(run, Status.ERROR, duration, error=_exit_reason(status))
+    payload = json.loads(data)
+    outcome = Status(payload["status"])
+    return _record(
+        run,
+        outcome,
+        duration,
+        value=payload.get("value"),
+        rationale=payload.get("rationale"),
+        error=payload.get("error"),
+    )
+
+
+def _time_out(run: _Running) -> JudgeResult:
+    os.close(run.fd)
+    _reap(run.pid)
+    timeout = run.judge.config.timeout_s
+    return _record(
+        run, Status.TIMEOUT, timeout, error=f"timed out after {timeout:g}s (judge timeout)"
+    )
+
+
+def _reap(pid: int) -> int:
+    """Kill whatever the judge left running in its process group, then collect its status."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass  # the group is already gone
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+def _exit_reason(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"judge process was killed by {name}{hint} before returning a result"
+    return f"judge process exited with code {os.WEXITSTATUS(status)} before returning a result"
+
+
+def _record(run: _Running, status: Status, duration: float, **fields: Any) -> JudgeResult:
+    return JudgeResult(
+        name=run.judge.config.name,
+        judge_type=run.judge.config.kind,
+        status=status,
+        duration_s=duration,
+        **fields,
+    )

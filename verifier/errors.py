@@ -1,0 +1,58 @@
+"""Every way grading can fail before a reward exists, each with its exit code.
+
+The exit code is the contract with scripts and Harbor's logs: a caller can tell a
+broken eval.yaml (the task author's fault) from a missing case (the pipeline's
+fault) from an unwritable output dir (the platform's fault) without parsing text.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_CONFIG = 2
+EXIT_CASE = 3
+EXIT_OUTPUT = 4
+
+
+class VerifierError(Exception):
+    """A failure with a one-line message for the user; never shown as a traceback."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(VerifierError):
+    """eval.yaml (or a file it references) cannot be used: the task author must fix it."""
+
+    exit_code = EXIT_CONFIG
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        location = f"{source}: {key}" if key else source
+        super().__init__(f"{location}: {problem}")
+        self.source = source
+        self.key = key
+        self.problem = problem
+
+
+class UsageError(VerifierError):
+    """The command line itself is wrong."""
+
+    exit_code = EXIT_CONFIG
+
+
+class CaseError(VerifierError):
+    """The case directory is missing, unreadable or empty: nothing trustworthy to grade."""
+
+    exit_code = EXIT_CASE
+
+
+class OutputError(VerifierError):
+    """The output directory cannot be written, so no reward can be delivered."""
+
+    exit_code = EXIT_OUTPUT

@@ -1,0 +1,95 @@
+"""`verifier grade`: one case in, reward files out, one summary line on stdout.
+
+Parsed with argparse rather than typer to keep start-up short (see verifier.cli).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from verifier.cli import guarded
+from verifier.engine import DEFAULT_MEMORY_MB, Limits
+from verifier.errors import EXIT_OK, OutputError, VerifierError
+from verifier.grading import Grading, grade, load_eval, refuse_config_inside_case
+from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
+from verifier.results import Status
+
+EPILOG = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
+3 case dir missing, unreadable or empty; 4 output dir not writable; 1 internal error.
+No reward file is written unless the exit code is 0."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="verifier grade",
+        description="Grade one case directory against eval.yaml and write the reward files.",
+        epilog=EPILOG,
+    )
+    env = os.environ.get
+    parser.add_argument(
+        "--config", type=Path, default=Path(env("VERIFIER_CONFIG", "/tests/eval.yaml")),
+        help="eval.yaml ($VERIFIER_CONFIG, else /tests/eval.yaml)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--case", type=Path, default=Path(env("VERIFIER_CASE", "/case")),
+        help="the agent's work dir ($VERIFIER_CASE, else /case)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=Path(env("VERIFIER_OUT", "/logs/verifier")),
+        help="where reward.json, reward.txt and judges.json go ($VERIFIER_OUT, else /logs/verifier)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--memory-mb", type=int, default=int(env("VERIFIER_JUDGE_MEMORY_MB", DEFAULT_MEMORY_MB)),
+        help="address-space limit of each judge process ($VERIFIER_JUDGE_MEMORY_MB, default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def run_grade(argv: list[str]) -> int:
+    options = build_parser().parse_args(argv)
+    return guarded(lambda: _grade(options), debug=options.debug)
+
+
+def _grade(options: argparse.Namespace) -> int:
+    try:
+        loaded = load_eval(options.config)
+        refuse_config_inside_case(options.config, options.case)
+        for warning in loaded.config.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        prepare_out_dir(options.out)
+        grading = grade(loaded, options.case, Limits(memory_mb=options.memory_mb))
+    except OutputError:
+        raise
+    except VerifierError:
+        remove_stale_rewards(options.out)
+        raise
+    _report_warnings(grading)
+    written = write_outputs(options.out, grading)
+    print(summary_line(grading))
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def summary_line(grading: Grading) -> str:
+    """`reward=0.7500  [a=1.0, b=4.0, c=error]`: the reward and each judge at a glance."""
+    shown = []
+    for result in grading.results:
+        value = float(result.value) if result.value is not None else result.status.value
+        shown.append(f"{result.name}={value}")
+    return f"reward={grading.reward:.4f}  [{', '.join(shown)}]"
+
+
+def _report_warnings(grading: Grading) -> None:
+    for result in grading.results:
+        if result.status in (Status.ERROR, Status.TIMEOUT):
+            print(
+                f"warning: judge {result.name}: {result.status.value}: {result.error}",
+                file=sys.stderr,
+            )
+    for warning in (*grading.case_warnings, *grading.composition.warnings):
+        print(f"warning: {warning}", file=sys.stderr)

@@ -1,0 +1,97 @@
+"""Writes the graded case to the output dir: atomically, reward.json last.
+
+Harbor (and anything polling the dir) reads reward.json first, so it is renamed
+into place only after every other file is complete; a reader sees either no
+reward or a whole one. Stale reward files are removed before grading starts so
+that a failed run can never be mistaken for the previous run's reward.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from verifier.errors import OutputError
+from verifier.grading import Grading
+
+REWARD_JSON = "reward.json"
+REWARD_TXT = "reward.txt"
+JUDGES_JSON = "judges.json"
+OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON)
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Create the dir, prove it is writable, and remove any earlier reward from it."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-", delete=True)
+        probe.close()
+        for name in OUTPUT_FILES:
+            (out_dir / name).unlink(missing_ok=True)
+    except OSError as error:
+        raise OutputError(
+            f"{out_dir}: output directory is not writable ({error.strerror}); "
+            "mount it read-write or pass --out"
+        ) from None
+
+
+def remove_stale_rewards(out_dir: Path) -> None:
+    """Best effort, for failures before the out dir was checked: no old reward may survive."""
+    for name in (REWARD_JSON, REWARD_TXT):
+        try:
+            (out_dir / name).unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def reward_json(grading: Grading) -> dict[str, float]:
+    """Harbor's flat reward.json: the reward, then every judge that produced a value."""
+    flat = {"reward": grading.reward}
+    for result in grading.results:
+        if result.value is not None:
+            flat[result.name] = float(result.value)
+    assert all(math.isfinite(value) for value in flat.values())
+    return flat
+
+
+def judges_json(grading: Grading) -> dict[str, Any]:
+    return {
+        "name": grading.config_name,
+        "reward": grading.reward,
+        "per_judge": {result.name: result.as_record() for result in grading.results},
+        "composition": grading.composition.as_record(),
+        "case_warnings": list(grading.case_warnings),
+    }
+
+
+def write_outputs(out_dir: Path, grading: Grading) -> list[Path]:
+    """Write the three files (reward.json last) and return their paths."""
+    return [
+        _write_atomic(out_dir / JUDGES_JSON, _dumps(judges_json(grading))),
+        _write_atomic(out_dir / REWARD_TXT, f"{grading.reward!r}\n"),
+        _write_atomic(out_dir / REWARD_JSON, _dumps(reward_json(grading))),
+    ]
+
+
+def _dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, allow_nan=False, default=str) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> Path:
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(temporary, 0o664)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as error:
+        raise OutputError(f"{path}: cannot be written ({error.strerror})") from None
+    return path
