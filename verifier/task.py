@@ -114,6 +114,9 @@ def init_task(
             text = render(template.read_text(encoding="utf-8"), values)
         _write(target, text, executable=template.suffix == ".sh")
     (dest / "environment").mkdir(exist_ok=True)
+    stale = dest / "environment" / "Dockerfile"
+    if agent_image and (stale.is_file() or stale.is_symlink()):
+        stale.unlink()  # from an earlier init without --agent-image: docker_image rules now
 
     tests = dest / "tests"
     _copy_file(config, tests / "eval.yaml")
@@ -227,9 +230,12 @@ def _module_files(base: Path, module: str, source: str, key: str) -> list[PurePo
     return found
 
 
-def _resolve_module(base: Path, parts: list[str]) -> list[PurePosixPath] | None:
+def _resolve_module(
+    base: Path, parts: list[str], *, whole_package: bool = True
+) -> list[PurePosixPath] | None:
     """`a.b.c` -> [a/b/c.py or a/b/c/, a/__init__.py, a/b/__init__.py (those present)].
 
+    A package is its whole dir, or only its `__init__.py` unless `whole_package`.
     None when there is no such module next to eval.yaml; [] when it is a symlink
     that leads outside eval.yaml's dir.
     """
@@ -237,8 +243,10 @@ def _resolve_module(base: Path, parts: list[str]) -> list[PurePosixPath] | None:
     as_file = rel.with_name(rel.name + ".py")
     if (base / as_file).is_file():
         hit = as_file
-    elif (base / rel).is_dir():
+    elif (base / rel).is_dir() and whole_package:
         hit = rel
+    elif (base / rel / "__init__.py").is_file():
+        hit = rel / "__init__.py"
     else:
         return None
     if not _inside(base, hit):
@@ -263,7 +271,9 @@ def _with_local_imports(base: Path, modules: list[PurePosixPath]) -> set[PurePos
         for py in _python_files(base / rel):
             package = py.parent.relative_to(base).parts
             for parts in _imports(py, package):
-                resolved = _resolve_module(base, parts) if parts else None
+                # An imported package brings its __init__.py, whose imports are
+                # followed in turn; only a judge's own `module:` brings a whole dir.
+                resolved = _resolve_module(base, parts, whole_package=False)
                 queue.extend(resolved or [])
     return found
 
