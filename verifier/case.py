@@ -131,9 +131,8 @@ class _Reader:
                 path = Path(directory, filename)
                 real = path.resolve()
                 if not real.is_relative_to(self.case_dir):
-                    self.warnings.append(
-                        f"{path.relative_to(self.case_dir)}: symlink leaves the case dir; not followed"
-                    )
+                    key = path.relative_to(self.case_dir)
+                    self.warnings.append(f"{key}: symlink leaves the case dir; not followed")
                 elif real.is_file():
                     yield path
 

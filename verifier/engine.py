@@ -9,6 +9,7 @@ can do is become an error or timeout record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -32,11 +33,13 @@ _READ_CHUNK = 65536
 
 @attrs.frozen(slots=True)
 class Limits:
-    """How many judges run at once (per pool) and how much memory each may map."""
+    """How many judges run at once (per pool), how much memory each may map, and which
+    pools are skipped outright (`--no-llm`)."""
 
     parallel: int = attrs.field(factory=lambda: len(os.sched_getaffinity(0)) or 1)
     llm_parallel: int = DEFAULT_LLM_PARALLEL
     memory_mb: int | None = DEFAULT_MEMORY_MB
+    skip_pools: frozenset[str] = frozenset()
 
     def capacity(self, pool: str) -> int:
         return self.llm_parallel if pool == "llm" else self.parallel
@@ -60,9 +63,18 @@ def run_judges(
 ) -> tuple[JudgeResult, ...]:
     """One record per judge, in the judges' order."""
     limits = limits or Limits()
-    pending = list(judges)
+    pending = [judge for judge in judges if judge.pool not in limits.skip_pools]
     running: dict[int, _Running] = {}
-    results: dict[str, JudgeResult] = {}
+    results = {
+        judge.config.name: JudgeResult(
+            name=judge.config.name,
+            judge_type=judge.config.kind,
+            status=Status.SKIPPED,
+            rationale=f"{judge.pool} judges are switched off for this run",
+        )
+        for judge in judges
+        if judge.pool in limits.skip_pools
+    }
     sys.stdout.flush()
     sys.stderr.flush()
     with selectors.DefaultSelector() as selector:
@@ -112,10 +124,8 @@ def _spawn(judge: PreparedJudge, record: dict[str, Any], memory_mb: int | None) 
         os.close(read_fd)
         _child_main(judge, record, memory_mb, write_fd)
     os.close(write_fd)
-    try:
+    with contextlib.suppress(OSError):  # the child already did it, or has already exited
         os.setpgid(pid, pid)
-    except OSError:
-        pass  # the child already did it, or has already exited
     return _Running(judge=judge, pid=pid, fd=read_fd, started=started)
 
 
@@ -127,7 +137,7 @@ def _child_main(
         _isolate(memory_mb)
         payload = _judge_payload(judge, record)
         data = json.dumps(payload, allow_nan=False, default=str).encode()
-    except BaseException as error:  # noqa: BLE001 - the child must always reach os._exit
+    except BaseException as error:  # the child must always reach os._exit
         data = json.dumps({"status": "error", "error": _describe(error)}).encode()
     try:
         view = memoryview(data)
@@ -158,13 +168,24 @@ def _judge_payload(judge: PreparedJudge, record: dict[str, Any]) -> dict[str, An
         return {"status": "error", "error": f"if: {_describe(error)}"}
     try:
         returned = judge.call(record)
-    except BaseException as error:  # noqa: BLE001 - SystemExit from a judge is its error
-        return {"status": "error", "error": _describe(error)}
+    except BaseException as error:  # SystemExit from a judge is its error
+        return {"status": "error", "error": _describe(error), "details": _details(error)}
     try:
         value, rationale = interpret(returned, judge.config)
     except JudgeReturnError as error:
-        return {"status": "error", "error": str(error)}
-    return {"status": Status.OK.value, "value": value, "rationale": rationale}
+        return {"status": "error", "error": str(error), "details": _details(returned)}
+    return {
+        "status": Status.OK.value,
+        "value": value,
+        "rationale": rationale,
+        "details": _details(returned),
+    }
+
+
+def _details(source: object) -> dict[str, Any]:
+    """Extra judges.json fields a judge attaches (LLM judges: model, latency, usage)."""
+    details = getattr(source, "details", None)
+    return dict(details) if isinstance(details, dict) else {}
 
 
 def _describe(error: BaseException) -> str:
@@ -193,6 +214,7 @@ def _finish(run: _Running) -> JudgeResult:
         value=payload.get("value"),
         rationale=payload.get("rationale"),
         error=payload.get("error"),
+        details=payload.get("details") or {},
     )
 
 
@@ -207,10 +229,8 @@ def _time_out(run: _Running) -> JudgeResult:
 
 def _reap(pid: int) -> int:
     """Kill whatever the judge left running in its process group, then collect its status."""
-    try:
+    with contextlib.suppress(OSError):  # the group is already gone
         os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass  # the group is already gone
     _, status = os.waitpid(pid, 0)
     return status
 

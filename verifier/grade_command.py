@@ -39,11 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--out", type=Path, default=Path(env("VERIFIER_OUT", "/logs/verifier")),
-        help="where reward.json, reward.txt and judges.json go ($VERIFIER_OUT, else /logs/verifier)",
+        help="where the reward files go ($VERIFIER_OUT, else /logs/verifier)",
     )  # fmt: skip
     parser.add_argument(
         "--memory-mb", type=int, default=int(env("VERIFIER_JUDGE_MEMORY_MB", DEFAULT_MEMORY_MB)),
-        help="address-space limit of each judge process ($VERIFIER_JUDGE_MEMORY_MB, default %(default)s)",
+        help="memory limit of each judge process ($VERIFIER_JUDGE_MEMORY_MB, default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-llm", action="store_true", default=env("VERIFIER_NO_LLM", "") not in ("", "0"),
+        help="skip LLM judges (skipped records), for dry runs ($VERIFIER_NO_LLM=1)",
     )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
@@ -61,7 +65,11 @@ def _grade(options: argparse.Namespace) -> int:
         for warning in loaded.config.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         prepare_out_dir(options.out)
-        grading = grade(loaded, options.case, Limits(memory_mb=options.memory_mb))
+        limits = Limits(
+            memory_mb=options.memory_mb,
+            skip_pools=frozenset({"llm"}) if options.no_llm else frozenset(),
+        )
+        grading = grade(loaded, options.case, limits)
     except OutputError:
         raise
     except VerifierError:

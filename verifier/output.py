@@ -8,6 +8,7 @@ that a failed run can never be mistaken for the previous run's reward.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -28,8 +29,8 @@ def prepare_out_dir(out_dir: Path) -> None:
     """Create the dir, prove it is writable, and remove any earlier reward from it."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-", delete=True)
-        probe.close()
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-"):
+            pass
         for name in OUTPUT_FILES:
             (out_dir / name).unlink(missing_ok=True)
     except OSError as error:
@@ -42,10 +43,8 @@ def prepare_out_dir(out_dir: Path) -> None:
 def remove_stale_rewards(out_dir: Path) -> None:
     """Best effort, for failures before the out dir was checked: no old reward may survive."""
     for name in (REWARD_JSON, REWARD_TXT):
-        try:
+        with contextlib.suppress(OSError):
             (out_dir / name).unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def reward_json(grading: Grading) -> dict[str, float]:
