@@ -22,7 +22,8 @@ from verifier.grading import Grading
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
 JUDGES_JSON = "judges.json"
-OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON)
+REWARD_DETAILS_JSON = "reward-details.json"
+OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON, REWARD_DETAILS_JSON)
 
 
 def prepare_out_dir(out_dir: Path) -> None:
@@ -67,10 +68,40 @@ def judges_json(grading: Grading) -> dict[str, Any]:
     }
 
 
+def reward_details(grading: Grading) -> dict[str, Any]:
+    """reward-details.json in the shape harbor-rewardkit writes and `harbor view` renders.
+
+    One row per judge: {kind, score, criteria: [{name, value, weight, raw, reasoning?,
+    error?}], warnings?, judge?}. score is the judge's normalized contribution when
+    the reward has one, else its value (0.0 when it has none). See docs/harbor.md.
+    """
+    contributions = grading.composition.contributions
+    details: dict[str, Any] = {}
+    for result in grading.results:
+        value = None if result.value is None else float(result.value)
+        score = contributions.get(result.name, value)
+        score = 0.0 if score is None or not math.isfinite(score) else float(score)
+        criterion: dict[str, Any] = {
+            "name": result.name, "value": score, "weight": 1.0, "raw": result.value,
+        }
+        if result.rationale:
+            criterion["reasoning"] = str(result.rationale)
+        if result.error:
+            criterion["error"] = str(result.error)
+        row: dict[str, Any] = {"kind": result.judge_type, "score": score, "criteria": [criterion]}
+        if result.status.value != "ok":
+            row["warnings"] = [f"status: {result.status.value}"]
+        if isinstance(result.details.get("model"), str):
+            row["judge"] = {"model": result.details["model"]}
+        details[result.name] = row
+    return details
+
+
 def write_outputs(out_dir: Path, grading: Grading) -> list[Path]:
-    """Write the three files (reward.json last) and return their paths."""
+    """Write the four files (reward.json last) and return their paths."""
     return [
         _write_atomic(out_dir / JUDGES_JSON, _dumps(judges_json(grading))),
+        _write_atomic(out_dir / REWARD_DETAILS_JSON, _dumps(reward_details(grading))),
         _write_atomic(out_dir / REWARD_TXT, f"{grading.reward!r}\n"),
         _write_atomic(out_dir / REWARD_JSON, _dumps(reward_json(grading))),
     ]
