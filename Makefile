@@ -1,0 +1,171 @@
+# harbor-verifier: image, demo, tests, benchmarks.
+#
+#   make image       build $(IMAGE) with $(ENGINE) (and copy it to the other engine)
+#   make demo        build the image and grade examples/case-pass and examples/case-fail
+#   make test        unit + integration tests (all of tests/)
+#   make test-fast   tests without the integration and harbor markers
+#   make bench       figures: image size, grading time in a container
+#   make lint        ruff check + ruff format --check
+#
+# ENGINE defaults to podman when installed, else docker. Where BASE_IMAGE cannot be
+# pulled (no registry), `make base-image` bootstraps a base from Debian packages with
+# mmdebstrap and the image is built on it.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ifeq ($(origin ENGINE),undefined)
+ENGINE := $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+endif
+IMAGE ?= localhost/harbor-verifier:latest
+BASE_IMAGE ?= python:3.12-slim
+# Local fallback bases (Debian bookworm, python3 3.11): runtime and build stage.
+LOCAL_BASE ?= localhost/verifier-base:bookworm
+LOCAL_BUILD_BASE ?= localhost/verifier-build:bookworm
+DEBIAN_SUITE ?= bookworm
+DEBIAN_MIRROR ?= http://deb.debian.org/debian
+DEBIAN_SECURITY_MIRROR ?= http://deb.debian.org/debian-security
+# CA bundle handed to pip in the build stage (TLS-intercepting proxies); optional.
+HOST_CA ?= /etc/ssl/certs/ca-certificates.crt
+# Copy the image to the other engine's storage when it is installed and running
+# (the integration tests use both); TRANSFER=0 turns that off.
+TRANSFER ?= 1
+
+PYTHON ?= python3
+VENV ?= .venv
+PYTEST_ARGS ?=
+
+OTHER_ENGINE := $(if $(filter podman,$(ENGINE)),docker,podman)
+# Docker Hub short names: podman needs them fully qualified to pull.
+BASE_REF := $(if $(findstring /,$(BASE_IMAGE)),$(BASE_IMAGE),docker.io/library/$(BASE_IMAGE))
+VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml | head -n 1)
+REVISION := $(or $(shell git rev-parse --verify -q HEAD 2>/dev/null),unknown)
+CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
+PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
+
+.PHONY: help venv base-image image demo test test-fast bench bench-image lint clean
+
+help:
+	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
+
+# --- Python environment -------------------------------------------------------
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]' ruff
+	touch $@
+
+venv: $(VENV)/.installed
+
+# --- images -------------------------------------------------------------------
+# Minimal Debian rootfs (variant essential: bash, coreutils, findutils, tar, gzip, ...)
+# plus python3; the build-stage base adds python3-venv (pip, ensurepip). Both come
+# from the same mirror snapshot, so their python3 is the same.
+MMDEBSTRAP = mmdebstrap --variant=essential --quiet \
+	--aptopt='Acquire::Check-Valid-Until "false"' \
+	--aptopt='APT::Install-Recommends "false"' \
+	--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+	--dpkgopt='path-exclude=/usr/share/man/*' \
+	--dpkgopt='path-exclude=/usr/share/info/*' \
+	--dpkgopt='path-exclude=/usr/share/locale/*' \
+	--dpkgopt='path-exclude=/usr/share/doc/*' \
+	--dpkgopt='path-include=/usr/share/doc/*/copyright'
+MMDEBSTRAP_MIRRORS = \
+	"deb $(DEBIAN_MIRROR) $(DEBIAN_SUITE) main" \
+	"deb $(DEBIAN_MIRROR) $(DEBIAN_SUITE)-updates main" \
+	"deb $(DEBIAN_SECURITY_MIRROR) $(DEBIAN_SUITE)-security main"
+IMPORT_CHANGES = --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+	--change 'ENV LANG=C.UTF-8' --change 'CMD ["/bin/bash"]'
+
+base-image:
+	@if $(ENGINE) image inspect $(LOCAL_BASE) >/dev/null 2>&1 \
+	    && $(ENGINE) image inspect $(LOCAL_BUILD_BASE) >/dev/null 2>&1; then \
+	    echo "base-image: $(LOCAL_BASE) and $(LOCAL_BUILD_BASE) exist in $(ENGINE)"; exit 0; \
+	fi; \
+	command -v mmdebstrap >/dev/null || { echo "base-image: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }; \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	echo "base-image: mmdebstrap $(DEBIAN_SUITE) (python3; build stage: + python3-venv) ..."; \
+	start=$$SECONDS; \
+	$(MMDEBSTRAP) --include=python3 $(DEBIAN_SUITE) "$$tmp/base.tar" $(MMDEBSTRAP_MIRRORS) </dev/null >"$$tmp/base.log" 2>&1 & p1=$$!; \
+	$(MMDEBSTRAP) --include=python3-venv $(DEBIAN_SUITE) "$$tmp/build.tar" $(MMDEBSTRAP_MIRRORS) </dev/null >"$$tmp/build.log" 2>&1 & p2=$$!; \
+	wait $$p1 || { cat "$$tmp/base.log" >&2; exit 1; }; \
+	wait $$p2 || { cat "$$tmp/build.log" >&2; exit 1; }; \
+	echo "base-image: bootstrapped in $$((SECONDS - start)) s"; \
+	$(ENGINE) import $(call PODMAN_ONLY,$(ENGINE),--quiet) $(IMPORT_CHANGES) "$$tmp/base.tar" $(LOCAL_BASE) >/dev/null; \
+	$(ENGINE) import $(call PODMAN_ONLY,$(ENGINE),--quiet) $(IMPORT_CHANGES) "$$tmp/build.tar" $(LOCAL_BUILD_BASE) >/dev/null; \
+	echo "base-image: imported $(LOCAL_BASE) and $(LOCAL_BUILD_BASE) into $(ENGINE)"
+
+# The public BASE_IMAGE when present or pullable, else the local bases. The image is
+# then copied to the other engine (podman save | docker load) unless it already
+# holds the same image id there.
+image:
+	@if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
+	    || $(ENGINE) pull $(BASE_REF) >/dev/null 2>&1; then \
+	    echo "image: base $(BASE_REF)"; \
+	    base_args="--build-arg BASE_IMAGE=$(BASE_REF) --build-arg BUILD_IMAGE=$(BASE_REF)"; \
+	else \
+	    echo "image: $(BASE_REF) cannot be pulled: using the local Debian base"; \
+	    $(MAKE) --no-print-directory base-image ENGINE=$(ENGINE); \
+	    base_args="--build-arg BASE_IMAGE=$(LOCAL_BASE) --build-arg BUILD_IMAGE=$(LOCAL_BUILD_BASE) $(call PODMAN_ONLY,$(ENGINE),--pull=never)"; \
+	fi; \
+	mkdir -p .cache; \
+	if [ -r "$(HOST_CA)" ]; then cmp -s "$(HOST_CA)" .cache/build-ca.crt || cp "$(HOST_CA)" .cache/build-ca.crt; \
+	else rm -f .cache/build-ca.crt; fi; \
+	start=$$SECONDS; \
+	$(ENGINE) build --network host $$base_args \
+	    --build-arg "VERSION=$(VERSION)" --build-arg "REVISION=$(REVISION)" --build-arg "CREATED=$(CREATED)" \
+	    -t $(IMAGE) -f Dockerfile . >.cache/image-build.log 2>&1 \
+	    || { cat .cache/image-build.log >&2; echo "image: $(ENGINE) build failed" >&2; exit 1; }; \
+	id=$$($(ENGINE) image inspect --format '{{.Id}}' $(IMAGE)); id=$${id#sha256:}; \
+	echo "image: $(IMAGE) $${id:0:12} built by $(ENGINE) in $$((SECONDS - start)) s (log: .cache/image-build.log)"; \
+	if [ "$(TRANSFER)" = 1 ] && command -v $(OTHER_ENGINE) >/dev/null 2>&1 \
+	    && $(OTHER_ENGINE) info >/dev/null 2>&1; then \
+	    other=$$($(OTHER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE) 2>/dev/null || true); \
+	    if [ "$${other#sha256:}" = "$$id" ]; then \
+	        echo "image: $(OTHER_ENGINE) already has $(IMAGE) $${id:0:12}"; \
+	    else \
+	        start=$$SECONDS; \
+	        $(ENGINE) save $(call PODMAN_ONLY,$(ENGINE),--format docker-archive) $(IMAGE) \
+	            | $(OTHER_ENGINE) load >/dev/null; \
+	        echo "image: copied to $(OTHER_ENGINE) in $$((SECONDS - start)) s"; \
+	    fi; \
+	fi
+
+# --- demo ---------------------------------------------------------------------
+DEMO_OUT := .cache/demo
+
+demo: image
+	@for case in case-pass case-fail; do \
+	    out="$(DEMO_OUT)/$$case"; rm -rf "$$out"; mkdir -p "$$out"; chmod 0777 "$$out"; \
+	    echo "== $$case: $(ENGINE) run $(IMAGE) (grading examples/$$case)"; \
+	    $(ENGINE) run --rm --network none \
+	        -v "$(CURDIR)/examples/$$case:/case:ro" \
+	        -v "$(CURDIR)/examples/eval.yaml:/tests/eval.yaml:ro" \
+	        -v "$(CURDIR)/$$out:/logs/verifier" \
+	        $(IMAGE); \
+	    echo "$$out/reward.json: $$(cat "$$out/reward.json")"; \
+	    echo; \
+	done
+
+# --- tests, benchmarks, lint ---------------------------------------------------
+# The integration tests build the image once per session (`make image`).
+TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE)
+
+test: venv
+	$(TEST_ENV) $(VENV)/bin/pytest tests $(PYTEST_ARGS)
+
+test-fast: venv
+	$(VENV)/bin/pytest tests -m "not integration and not harbor" $(PYTEST_ARGS)
+
+bench: bench-image
+
+bench-image: venv image
+	$(VENV)/bin/python bench/image.py --engine $(ENGINE) --image $(IMAGE)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf .cache/demo .cache/image-build.log .cache/build-ca.crt
