@@ -6,6 +6,7 @@ Parsed with argparse rather than typer to keep start-up short (see verifier.cli)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from verifier.results import Status
 EPILOG = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
 3 case dir missing, unreadable or empty; 4 output dir not writable; 1 internal error.
 No reward file is written unless the exit code is 0."""
+TERMINATION_MESSAGE_BYTES = 4000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-llm", action="store_true", default=env("VERIFIER_NO_LLM", "") not in ("", "0"),
         help="skip LLM judges (skipped records), for dry runs ($VERIFIER_NO_LLM=1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--termination-log", type=Path, default=env("VERIFIER_TERMINATION_LOG") or None,
+        help="also write the summary line here, e.g. /dev/termination-log in Kubernetes "
+        "($VERIFIER_TERMINATION_LOG)",
     )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
@@ -78,6 +85,7 @@ def _grade(options: argparse.Namespace) -> int:
     _report_warnings(grading)
     written = write_outputs(options.out, grading)
     print(summary_line(grading))
+    write_termination_message(options.termination_log, summary_line(grading))
     for path in written:
         print(f"wrote {path}")
     return EXIT_OK
@@ -90,6 +98,19 @@ def summary_line(grading: Grading) -> str:
         value = float(result.value) if result.value is not None else result.status.value
         shown.append(f"{result.name}={value}")
     return f"reward={grading.reward:.4f}  [{', '.join(shown)}]"
+
+
+def write_termination_message(path: Path | None, text: str) -> None:
+    """Best effort: Kubernetes shows this file as the container's termination message.
+
+    Its limit is 4096 bytes; outside a pod the path may not exist, which must not
+    turn a written reward into a failure.
+    """
+    if path is None:
+        return
+    data = text.encode()[:TERMINATION_MESSAGE_BYTES].decode(errors="ignore")
+    with contextlib.suppress(OSError):
+        path.write_text(data + "\n", encoding="utf-8")
 
 
 def _report_warnings(grading: Grading) -> None:
