@@ -219,6 +219,12 @@ def _annotations(value: Any, path: Path, source: str) -> Mapping[str, Any]:
         return {}
     if isinstance(value, str):
         annotations_path = path.parent / value
+        if not annotations_path.is_file():
+            raise ConfigError(
+                source,
+                "annotations",
+                f"{value!r} is not a file beside eval.yaml ({annotations_path})",
+            )
         value = _read_yaml(annotations_path, str(annotations_path))
         if value is None:
             return {}

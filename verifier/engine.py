@@ -154,6 +154,7 @@ def _isolate(memory_mb: int | None) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
+    sys.stdout = sys.stderr
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     if memory_mb is not None:
         limit = memory_mb * 1024 * 1024

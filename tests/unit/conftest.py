@@ -1,0 +1,63 @@
+"""Shared builders: eval.yaml files and case dirs in tmp_path, judge results by value."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from verifier.config import EvalConfig, load_config
+from verifier.results import JudgeResult, Status
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[[str], Path]:
+    """Write an eval.yaml (dedented) under tmp_path/config and return its path."""
+
+    def write(text: str, name: str = "eval.yaml") -> Path:
+        directory = tmp_path / "config"
+        directory.mkdir(exist_ok=True)
+        path = directory / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def load(write_config: Callable[[str], Path]) -> Callable[[str], EvalConfig]:
+    return lambda text: load_config(write_config(text))
+
+
+@pytest.fixture
+def make_case(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
+    """A case dir holding the given files (relative path -> text or bytes)."""
+
+    def make(files: dict[str, str | bytes], name: str = "case") -> Path:
+        case = tmp_path / name
+        case.mkdir()
+        for relative, content in files.items():
+            path = case / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+        return case
+
+    return make
+
+
+def results(**values: bool | float | str | None) -> list[JudgeResult]:
+    """JudgeResults by name: a value is ok, None is an error, "skipped" is skipped."""
+    made = []
+    for name, value in values.items():
+        if value is None:
+            made.append(JudgeResult(name, "check", Status.ERROR, error="boom"))
+        elif value == "skipped":
+            made.append(JudgeResult(name, "check", Status.SKIPPED))
+        else:
+            made.append(JudgeResult(name, "check", Status.OK, value=value))
+    return made

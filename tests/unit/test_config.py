@@ -1,0 +1,186 @@
+"""Load-time validation: each bad eval.yaml names the file, the key and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from verifier.config import ConfigErrors, load_config
+from verifier.errors import ConfigError
+from verifier.grading import load_eval
+
+GOOD_JUDGE = "judges:\n  - {name: ok, check: 'return True'}\n"
+
+
+def error_of(write_config: Callable[[str], Path], text: str) -> ConfigError:
+    path = write_config(text)
+    with pytest.raises(ConfigError) as caught:
+        load_eval(path)
+    assert str(path) in caught.value.message
+    assert "\n" not in caught.value.message
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ("judges: [\n", "line 2", "invalid YAML"),
+        ("- a\n- b\n", "", "must be a YAML mapping"),
+        ("name: x\n", "judges", "non-empty list"),
+        ("judges: []\n", "judges", "non-empty list"),
+        ("judges:\n  - {name: 1bad, check: 'return 1'}\n", "judges[0].name", "identifier"),
+        ("judges:\n  - {name: reward, check: 'return 1'}\n", "judges[0] (reward).name", "reserved"),
+        ("judges:\n  - {name: mean, check: 'return 1'}\n", "judges[0] (mean).name", "reserved"),
+        ("judges:\n  - {name: a, check: 'return 1'}\n  - {name: a, check: 'return 2'}\n",
+         "judges[1] (a).name", "duplicate judge name"),
+        ("judges:\n  - {name: a, chekc: 'return 1'}\n", "judges[0] (a).chekc", "did you mean 'check'"),
+        ("judges:\n  - {name: a, description: x}\n", "judges[0] (a)", "has no judge"),
+        ("judges:\n  - {name: a, agent: {x: 1}}\n", "judges[0] (a).agent", "not supported"),
+        ("judges:\n  - {name: a, module: m}\n", "judges[0] (a).function", "both module and function"),
+        ("judges:\n  - {name: a, check: 'return 1', score_range: [5, 1]}\n",
+         "judges[0] (a).score_range", "increasing"),
+        ("judges:\n  - {name: a, check: 'return 1', score_range: [1, .nan]}\n",
+         "judges[0] (a).score_range", "finite"),
+        ("judges:\n  - {name: a, check: 'return 1', score_range: [1]}\n",
+         "judges[0] (a).score_range", "[lo, hi]"),
+        ("judges:\n  - {name: a, check: 'return 1', feedback_type: bool, score_range: [0, 1]}\n",
+         "judges[0] (a).feedback_type", "bool judges have no score_range"),
+        ("judges:\n  - {name: a, check: 'return 1', feedback_type: int, score_range: [0, 1.5]}\n",
+         "judges[0] (a).score_range", "whole-number bounds"),
+        ("judges:\n  - {name: a, check: 'return 1', feedback_type: str}\n",
+         "judges[0] (a).feedback_type", "bool, int or float"),
+        ("judges:\n  - {name: a, check: 'return 1', timeout: 0}\n", "judges[0] (a).timeout", "positive"),
+        ("judges:\n  - {name: a, check: 'return 1', arguments: [1]}\n",
+         "judges[0] (a).arguments", "mapping"),
+        ("judges:\n  - {name: a, check: 'return (', }\n", "judges[0] (a).check", "does not compile"),
+        ("judges:\n  - {name: a, check: 'x = 1'}\n", "judges[0] (a).check", "never returns"),
+        ("judges:\n  - {name: a, check: 'return 1', if: 'x ==' }\n", "judges[0] (a).if",
+         "not a Python expression"),
+        ("judges:\n  - {name: a, llm_rubric: 'Is it good?'}\n", "judges[0] (a)", "LLM"),
+        (GOOD_JUDGE + "outputs: [{path: ../x}]\n", "outputs[0].path", "without '..'"),
+        (GOOD_JUDGE + "outputs: [{path: /abs}]\n", "outputs[0].path", "relative"),
+        (GOOD_JUDGE + "outputs: [{path: .}]\n", "outputs[0].path", "not '.'"),
+        (GOOD_JUDGE + "annotations: [1, 2]\n", "annotations", "mapping"),
+        (GOOD_JUDGE + "annotations: missing.yaml\n", "annotations", "not a file beside eval.yaml"),
+        (GOOD_JUDGE + "reward: 3\n", "reward", "mapping"),
+        (GOOD_JUDGE + "reward: {judge: ok, formula: 'ok'}\n", "reward.judge", "cannot be combined"),
+        (GOOD_JUDGE + "reward: {judge: ok, raw: [ok]}\n", "reward.judge", "cannot be combined"),
+        (GOOD_JUDGE + "reward: {judge: nope}\n", "reward.judge", "not a defined judge"),
+        (GOOD_JUDGE + "reward: {formula: 'ok ** 2'}\n", "reward.formula", "'**'"),
+        (GOOD_JUDGE + "reward: {formula: 'x = ok'}\n", "reward.formula", "last line"),
+        (GOOD_JUDGE + "reward: {weights: {ok: -1}}\n", "reward.weights.ok", "non-negative"),
+        (GOOD_JUDGE + "reward: {weights: {ok: high}}\n", "reward.weights.ok", "non-negative number"),
+        (GOOD_JUDGE + "reward: {weights: {ok: 0}}\n", "reward.weights", "positive weight"),
+        (GOOD_JUDGE + "reward: {gate: true}\n", "reward.weights", "positive weight"),
+        (GOOD_JUDGE + "reward: {judge: ok, gate: 'yes'}\n", "reward.gate", "true or false"),
+        (GOOD_JUDGE + "reward: {weights: {ok: 1}, score_range: [3, 3]}\n", "reward.score_range",
+         "increasing"),
+        (GOOD_JUDGE + "reward: {wieghts: {ok: 1}}\n", "reward.wieghts", "did you mean 'weights'"),
+        (GOOD_JUDGE + "reward: {weights: {ok: 1}, raw: ok}\n", "reward.raw", "list"),
+    ],
+)  # fmt: skip
+def test_invalid_config_is_a_one_line_error_naming_key_and_problem(
+    write_config: Callable[[str], Path], text: str, key: str, problem: str
+) -> None:
+    error = error_of(write_config, text)
+    assert error.exit_code == 2
+    assert key in error.key or key in error.message
+    assert problem in error.message
+
+
+def test_missing_config_file_says_how_to_point_at_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="file not found; pass --config"):
+        load_config(tmp_path / "eval.yaml")
+
+
+def test_every_independent_problem_is_collected(write_config: Callable[[str], Path]) -> None:
+    path = write_config(
+        "judges:\n  - {name: a, chekc: x}\n  - {name: b, check: 'return 1', timeout: -1}\n"
+        "reward: {weights: {c: -1}}\noutputs: [{path: ../x}]\n"
+    )
+    with pytest.raises(ConfigErrors) as caught:
+        load_config(path)
+    keys = [problem.key for problem in caught.value.problems]
+    assert keys == [
+        "judges[0] (a).chekc",
+        "judges[1] (b).timeout",
+        "reward.weights.c",
+        "outputs[0].path",
+    ]
+    assert "(and 3 more; run `verifier check`)" in caught.value.message
+
+
+def test_reward_references_to_broken_judges_are_not_reported_twice(
+    write_config: Callable[[str], Path],
+) -> None:
+    path = write_config("judges:\n  - {name: a, chekc: x}\nreward: {judge: a}\n")
+    with pytest.raises(ConfigErrors) as caught:
+        load_config(path)
+    assert len(caught.value.problems) == 1
+
+
+def test_unknown_names_in_weights_raw_and_formula_are_warnings(
+    load: Callable[[str], object],
+) -> None:
+    config = load(GOOD_JUDGE + "reward: {formula: 'ok * qualty', raw: [speed]}\n")
+    warnings = "\n".join(config.warnings)  # type: ignore[attr-defined]
+    assert "reward.formula: 'qualty' matches no judge; it is unbound" in warnings
+    assert "reward.raw: 'speed' matches no judge" in warnings
+    config = load(GOOD_JUDGE + "reward: {weights: {ok: 1, okk: 1}}\n")
+    assert (
+        "reward.weights: 'okk' matches no judge; it never has a value and is dropped (did you mean 'ok'?)"
+        in "\n".join(config.warnings)
+    )  # type: ignore[attr-defined]
+
+
+def test_reward_score_range_warns_where_a_composed_judge_declares_another(
+    load: Callable[[str], object],
+) -> None:
+    config = load(
+        "judges:\n  - {name: q, check: 'return 1', score_range: [0, 10]}\n"
+        "  - {name: r, check: 'return 1', score_range: [1, 5]}\n"
+        "reward: {weights: {q: 1, r: 1}, score_range: [1, 5]}\n"
+    )
+    warnings = config.warnings  # type: ignore[attr-defined]
+    assert len(warnings) == 1
+    assert "judge 'q' declares its own score_range [0.0, 10.0]" in warnings[0]
+
+
+def test_unknown_top_level_keys_warn_and_suite_keys_are_silent(
+    load: Callable[[str], object],
+) -> None:
+    config = load(GOOD_JUDGE + "thresholds: {x: 1}\nmodels: {judge: m}\njudgse: []\n")
+    assert config.warnings == (  # type: ignore[attr-defined]
+        f"{config.path}: judgse: unknown top-level key, ignored (did you mean 'judges'?)",  # type: ignore[attr-defined]
+    )
+    assert config.default_model == "m"  # type: ignore[attr-defined]
+
+
+def test_pairwise_judge_is_skipped_with_a_note(load: Callable[[str], object]) -> None:
+    config = load(GOOD_JUDGE + "  - {name: pairwise, llm_rubric: 'A or B?'}\n")
+    assert [judge.name for judge in config.judges] == ["ok"]  # type: ignore[attr-defined]
+    assert "pairwise" in config.warnings[0]  # type: ignore[attr-defined]
+
+
+def test_judge_kind_follows_the_documented_precedence(load: Callable[[str], object]) -> None:
+    config = load(
+        "judges:\n"
+        "  - {name: a, builtin: file_exists, check: 'return 1', arguments: {path: x}}\n"
+        "  - {name: b, check: 'return 1', module: m, function: f}\n"
+    )
+    assert [judge.kind for judge in config.judges] == ["builtin", "check"]  # type: ignore[attr-defined]
+
+
+def test_annotations_may_be_a_yaml_file_beside_eval_yaml(
+    write_config: Callable[[str], Path],
+) -> None:
+    write_config("expected: 42\n", name="truth.yaml")
+    config = load_config(write_config(GOOD_JUDGE + "annotations: truth.yaml\n"))
+    assert config.annotations == {"expected": 42}
+
+
+def test_step_and_description_are_accepted(load: Callable[[str], object]) -> None:
+    config = load("judges:\n  - {name: a, check: 'return 1', step: s1, description: d}\n")
+    assert config.judges[0].description == "d"  # type: ignore[attr-defined]

@@ -1,0 +1,242 @@
+"""Judge isolation and return values: whatever one judge does, the others and the reward stand."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from verifier.engine import Limits
+from verifier.grading import Grading, grade, load_eval
+from verifier.results import Status
+
+WriteConfig = Callable[..., Path]
+MakeCase = Callable[..., Path]
+
+
+def check_judge(name: str, body: str, extra: str = "") -> str:
+    indented = textwrap.indent(textwrap.dedent(body).strip(), "      ")
+    return f"  - name: {name}\n{extra}    check: |\n{indented}\n"
+
+
+def grade_with(
+    write_config: WriteConfig, make_case: MakeCase, judges: str, reward: str = "",
+    limits: Limits | None = None,
+) -> Grading:  # fmt: skip
+    config = write_config("judges:\n" + judges + reward)
+    case = make_case({"report.md": "hello"})
+    return grade(load_eval(config), case, limits)
+
+
+def by_name(grading: Grading) -> dict[str, object]:
+    return {result.name: result for result in grading.results}
+
+
+GOOD = check_judge("good", "return 5", extra="    score_range: [1, 5]\n")
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("import sys\nsys.exit(3)\nreturn True", "judge called sys.exit(3)"),
+        ("import os\nos._exit(0)\nreturn True", "exited with code 0 before returning a result"),
+        (
+            "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\nreturn True",
+            "killed by SIGSEGV",
+        ),
+        ("import ctypes\nctypes.string_at(0)\nreturn True", "killed by SIGSEGV"),
+        ("return 1 / 0", "ZeroDivisionError: division by zero (at <judges[1] (bad).check>:1)"),
+        (
+            "x = 1\nraise RuntimeError('nope')\nreturn True",
+            "RuntimeError: nope (at <judges[1] (bad).check>:2)",
+        ),
+        ("return 'yes'", "returned str; a judge must return a bool or a finite number"),
+        ("return None", "returned None"),
+        ("return {'score': 1}", "returned dict"),
+        ("return [1]", "returned list"),
+        ("return (1, 'a', 'b')", "returned a 3-tuple"),
+        ("return float('nan')", "returned nan, not a finite number"),
+        ("return float('inf')", "returned inf, not a finite number"),
+        ("return (float('-inf'), 'why')", "returned -inf, not a finite number"),
+    ],
+)
+def test_misbehaving_judge_becomes_an_error_record_and_others_stand(
+    write_config: WriteConfig, make_case: MakeCase, body: str, error: str
+) -> None:
+    grading = grade_with(write_config, make_case, GOOD + check_judge("bad", body))
+    results = by_name(grading)
+    assert results["bad"].status is Status.ERROR
+    assert results["bad"].value is None
+    assert error in results["bad"].error
+    assert results["good"].value == 5.0
+    assert grading.reward == 1.0  # default composition: the error is ignored beside a score
+
+
+def test_hanging_judge_times_out_and_the_rest_finish(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    hang = check_judge("hang", "while True:\n    pass\nreturn 1", extra="    timeout: 0.5\n")
+    started = time.monotonic()
+    grading = grade_with(write_config, make_case, GOOD + hang)
+    assert time.monotonic() - started < 10
+    hung = by_name(grading)["hang"]
+    assert hung.status is Status.TIMEOUT
+    assert hung.error == "timed out after 0.5s (judge timeout)"
+    assert by_name(grading)["good"].status is Status.OK
+
+
+def test_timeout_kills_processes_the_judge_started(
+    write_config: WriteConfig, make_case: MakeCase, tmp_path: Path
+) -> None:
+    marker = tmp_path / "still-running"
+    body = f"""
+    import subprocess, time
+    subprocess.Popen(["sh", "-c", "sleep 1.5; touch {marker}"])
+    time.sleep(30)
+    return True
+    """
+    grade_with(write_config, make_case, check_judge("spawner", body, extra="    timeout: 0.5\n"))
+    time.sleep(2)
+    assert not marker.exists()
+
+
+def test_memory_hog_becomes_an_error_record(write_config: WriteConfig, make_case: MakeCase) -> None:
+    hog = check_judge("hog", "blocks = bytearray(4 * 1024 ** 3)\nreturn True")
+    grading = grade_with(write_config, make_case, GOOD + hog, limits=Limits(memory_mb=512))
+    assert by_name(grading)["hog"].status is Status.ERROR
+    assert "MemoryError" in by_name(grading)["hog"].error
+    assert by_name(grading)["good"].value == 5.0
+
+
+def test_judges_run_in_parallel(write_config: WriteConfig, make_case: MakeCase) -> None:
+    sleepers = "".join(
+        check_judge(f"s{i}", "import time\ntime.sleep(0.6)\nreturn 5") for i in range(4)
+    )
+    started = time.monotonic()
+    grading = grade_with(write_config, make_case, sleepers, limits=Limits(parallel=4))
+    assert time.monotonic() - started < 2.0  # serially it would take 2.4 s
+    assert [result.value for result in grading.results] == [5.0] * 4
+
+
+def test_parallel_limit_is_respected(write_config: WriteConfig, make_case: MakeCase) -> None:
+    sleepers = "".join(
+        check_judge(f"s{i}", "import time\ntime.sleep(0.4)\nreturn 5") for i in range(3)
+    )
+    started = time.monotonic()
+    grade_with(write_config, make_case, sleepers, limits=Limits(parallel=1))
+    assert time.monotonic() - started >= 1.2
+
+
+def test_large_rationale_arrives_whole(write_config: WriteConfig, make_case: MakeCase) -> None:
+    grading = grade_with(write_config, make_case, check_judge("big", "return True, 'x' * 19000"))
+    assert grading.results[0].rationale == "x" * 19000
+
+
+def test_judge_prints_do_not_reach_stdout(
+    write_config: WriteConfig, make_case: MakeCase, capfd: pytest.CaptureFixture[str]
+) -> None:
+    grade_with(write_config, make_case, check_judge("chatty", "print('noise')\nreturn True"))
+    captured = capfd.readouterr()
+    assert "noise" not in captured.out
+    assert "noise" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("body", "extra", "value", "rationale"),
+    [
+        ("return True", "", True, None),
+        ("return 3", "", 3.0, None),
+        ("return 2.5, 'because'", "", 2.5, "because"),
+        ("return False, 42", "", False, "42"),
+        ("class R:\n    value = 4\n    rationale = 'obj'\nreturn R()", "", 4.0, "obj"),
+        ("return 5", "    score_range: [1, 5]\n", 5.0, None),
+        ("return 4.0", "    feedback_type: int\n", 4.0, None),
+    ],
+)
+def test_allowed_return_values(
+    write_config: WriteConfig, make_case: MakeCase, body: str, extra: str,
+    value: object, rationale: str | None,
+) -> None:  # fmt: skip
+    result = grade_with(write_config, make_case, check_judge("j", body, extra=extra)).results[0]
+    assert result.status is Status.OK
+    assert result.value == value and type(result.value) is type(value)
+    assert result.rationale == rationale
+
+
+@pytest.mark.parametrize(
+    ("body", "extra", "error"),
+    [
+        ("return 6", "    score_range: [1, 5]\n", "returned 6, outside its score_range [1, 5]"),
+        ("return 0.5", "    score_range: [1, 5]\n", "outside its score_range"),
+        ("return 1", "    feedback_type: bool\n", "feedback_type is bool"),
+        ("return True", "    feedback_type: float\n", "feedback_type is float"),
+        ("return 2.5", "    feedback_type: int\n", "feedback_type is int"),
+    ],
+)
+def test_values_off_the_declared_scale_are_errors_never_clamped(
+    write_config: WriteConfig, make_case: MakeCase, body: str, extra: str, error: str
+) -> None:
+    result = grade_with(write_config, make_case, check_judge("j", body, extra=extra)).results[0]
+    assert result.status is Status.ERROR
+    assert error in result.error
+
+
+def test_if_false_skips_with_null_value_and_no_error(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    judge = check_judge("j", "return 5", extra="    if: \"'missing.md' in outputs['files']\"\n")
+    result = grade_with(write_config, make_case, GOOD + judge).results[1]
+    assert (result.status, result.value, result.error) == (Status.SKIPPED, None, None)
+
+
+def test_if_sees_outputs_annotations_and_arguments(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    config = write_config(
+        "annotations: {level: 3}\njudges:\n"
+        + check_judge(
+            "j", "return True",
+            extra="    arguments: {min: 2}\n"
+            "    if: \"annotations['level'] > arguments['min'] and len(outputs['files']) == 1\"\n",
+        )
+    )  # fmt: skip
+    result = grade(load_eval(config), make_case({"a.txt": "x"})).results[0]
+    assert result.status is Status.OK
+
+
+def test_if_that_raises_is_an_error(write_config: WriteConfig, make_case: MakeCase) -> None:
+    judge = check_judge("j", "return 5", extra="    if: \"outputs['nope'] > 1\"\n")
+    result = grade_with(write_config, make_case, judge).results[0]
+    assert result.status is Status.ERROR
+    assert result.error.startswith("if: KeyError")
+
+
+def test_if_cannot_use_builtins_outside_its_list(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    judge = check_judge("j", "return 5", extra="    if: \"open('/etc/passwd')\"\n")
+    result = grade_with(write_config, make_case, judge).results[0]
+    assert result.status is Status.ERROR
+    assert "NameError" in result.error
+
+
+def test_check_receives_outputs_and_arguments(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    judge = check_judge(
+        "j", "return outputs['files']['report.md'] == arguments['want']",
+        extra="    arguments: {want: hello}\n",
+    )  # fmt: skip
+    assert grade_with(write_config, make_case, judge).results[0].value is True
+
+
+def test_skipped_pool_gives_skipped_records_without_running(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    grading = grade_with(
+        write_config, make_case, GOOD, limits=Limits(skip_pools=frozenset({"cpu"}))
+    )
+    assert grading.results[0].status is Status.SKIPPED

@@ -1,0 +1,277 @@
+"""Every documented behaviour of reward-api.md and reward-block.md, as compose() sees it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.unit.conftest import results
+from verifier.config import EvalConfig
+from verifier.reward import compose
+
+Load = Callable[[str], EvalConfig]
+
+JUDGES = """
+judges:
+  - {name: quality, check: "return 4", score_range: [1, 5]}
+  - {name: efficiency, check: "return 0.5"}
+  - {name: passed, check: "return True"}
+  - {name: lint, check: "return True"}
+"""
+
+
+def reward_of(load: Load, block: str, **values: bool | float | str | None) -> float:
+    config = load(JUDGES + block)
+    return compose(results(**values), config).reward
+
+
+# --- single-judge mode -------------------------------------------------------------------
+
+
+def test_single_judge_value_is_the_reward_clamped_as_is(load: Load) -> None:
+    block = "reward: {judge: efficiency}"
+    assert reward_of(load, block, efficiency=0.7) == pytest.approx(0.7)
+    assert reward_of(load, block, efficiency=1.3) == 1.0
+    assert reward_of(load, block, efficiency=-2.0) == 0.0
+
+
+def test_single_judge_normalize_false_clamps_even_a_ranged_value(load: Load) -> None:
+    assert reward_of(load, "reward: {judge: quality, normalize: false}", quality=4.0) == 1.0
+
+
+def test_single_judge_normalize_maps_from_the_judges_own_score_range(load: Load) -> None:
+    assert reward_of(load, "reward: {judge: quality, normalize: true}", quality=4.0) == 0.75
+
+
+def test_single_judge_normalize_falls_back_to_reward_score_range(load: Load) -> None:
+    block = "reward: {judge: efficiency, normalize: true, score_range: [0, 10]}"
+    assert reward_of(load, block, efficiency=5.0) == 0.5
+
+
+def test_single_judge_normalize_defaults_to_one_to_five(load: Load) -> None:
+    assert reward_of(load, "reward: {judge: efficiency, normalize: true}", efficiency=2.0) == 0.25
+
+
+@pytest.mark.parametrize("missing", [None, "skipped"])
+def test_single_judge_missing_skipped_or_errored_scores_zero(
+    load: Load, missing: str | None
+) -> None:
+    assert reward_of(load, "reward: {judge: quality}", quality=missing, passed=True) == 0.0
+
+
+def test_single_judge_boolean_is_one_or_zero(load: Load) -> None:
+    assert reward_of(load, "reward: {judge: passed}", passed=True) == 1.0
+    assert reward_of(load, "reward: {judge: passed}", passed=False) == 0.0
+
+
+def test_single_judge_gate_defaults_to_off(load: Load) -> None:
+    assert reward_of(load, "reward: {judge: efficiency}", efficiency=0.7, lint=False) == 0.7
+
+
+def test_single_judge_gate_on_zeros_for_any_false_boolean(load: Load) -> None:
+    block = "reward: {judge: efficiency, gate: true}"
+    assert reward_of(load, block, efficiency=0.7, lint=False) == 0.0
+    assert reward_of(load, block, efficiency=0.7, lint=True) == pytest.approx(0.7)
+
+
+# --- weighted ----------------------------------------------------------------------------
+
+WEIGHTED = """
+reward:
+  formula: weighted
+  weights:
+    quality: 0.7
+    efficiency: 0.3
+  raw: [efficiency]
+  gate: true
+"""
+
+
+def test_weighted_is_the_weight_normalized_sum(load: Load) -> None:
+    # quality 4 on [1, 5] -> 0.75; efficiency raw 0.5 -> 0.5
+    assert reward_of(load, WEIGHTED, quality=4.0, efficiency=0.5) == pytest.approx(0.675)
+
+
+def test_weighted_divides_by_the_sum_of_weights(load: Load) -> None:
+    block = "reward: {weights: {quality: 3, efficiency: 1}, raw: [efficiency]}"
+    assert reward_of(load, block, quality=5.0, efficiency=0.0) == pytest.approx(0.75)
+
+
+def test_weighted_is_the_default_formula(load: Load) -> None:
+    block = "reward: {weights: {quality: 1}}"
+    assert reward_of(load, block, quality=3.0) == 0.5
+
+
+def test_weighted_normalizes_unless_raw(load: Load) -> None:
+    block = "reward: {weights: {efficiency: 1}}"
+    # efficiency has no score_range: normalized over the default [1, 5] -> 0.5 is below 1 -> 0
+    assert reward_of(load, block, efficiency=0.5) == 0.0
+    assert reward_of(load, block + "\n", efficiency=3.0) == 0.5
+
+
+def test_weighted_raw_values_are_clamped_not_normalized(load: Load) -> None:
+    block = "reward: {weights: {efficiency: 1}, raw: [efficiency]}"
+    assert reward_of(load, block, efficiency=1.7) == 1.0
+
+
+def test_weighted_drops_missing_judges_and_renormalizes_upward(load: Load) -> None:
+    both = reward_of(load, WEIGHTED, quality=5.0, efficiency=0.0)
+    dropped = reward_of(load, WEIGHTED, quality=5.0, efficiency=None)
+    assert both == pytest.approx(0.7)
+    assert dropped == 1.0  # the reward can go up
+
+
+def test_weighted_uses_reward_score_range_for_judges_without_their_own(load: Load) -> None:
+    block = "reward: {weights: {efficiency: 1}, score_range: [0, 2]}"
+    assert reward_of(load, block, efficiency=0.5) == 0.25
+
+
+def test_weighted_judge_own_range_beats_reward_score_range(load: Load) -> None:
+    block = "reward: {weights: {quality: 1}, score_range: [0, 10]}"
+    assert reward_of(load, block, quality=4.0) == 0.75
+
+
+def test_weighted_booleans_count_as_one_or_zero(load: Load) -> None:
+    block = "reward: {weights: {passed: 1, efficiency: 1}, raw: [efficiency], gate: false}"
+    assert reward_of(load, block, passed=False, efficiency=1.0) == 0.5
+
+
+def test_weighted_with_every_judge_missing_is_zero(load: Load) -> None:
+    config = load(JUDGES + WEIGHTED)
+    composition = compose(results(quality=None, efficiency="skipped"), config)
+    assert composition.reward == 0.0
+    assert any("reward is 0.0" in warning for warning in composition.warnings)
+
+
+# --- expressions -------------------------------------------------------------------------
+
+
+def test_expression_binds_normalized_values(load: Load) -> None:
+    block = """
+reward:
+  formula: "0.6 * quality + 0.4 * efficiency"
+  score_range: [1, 5]
+  raw: [efficiency]
+  gate: false
+"""
+    assert reward_of(load, block, quality=4.0, efficiency=0.5) == pytest.approx(0.65)
+
+
+def test_expression_result_is_clamped(load: Load) -> None:
+    block = "reward: {formula: 'quality * 3 - 1'}"
+    assert reward_of(load, block, quality=5.0) == 1.0
+    assert reward_of(load, block, quality=1.0) == 0.0
+
+
+def test_multi_line_expression_last_line_is_the_value(load: Load) -> None:
+    block = """
+judges:
+  - {name: clarity, check: "return 3", score_range: [1, 5]}
+  - {name: accuracy, check: "return 5", score_range: [1, 5]}
+  - {name: efficiency, check: "return 0.9"}
+reward:
+  formula: |
+    base = mean([clarity, accuracy])
+    min(base, efficiency)
+  raw: [efficiency]
+  gate: false
+"""
+    config = load(block)
+    both = results(clarity=3.0, accuracy=5.0, efficiency=0.9)
+    assert compose(both, config).reward == pytest.approx(0.75)
+    assert compose(results(clarity=3.0, accuracy=5.0, efficiency=0.6), config).reward == 0.6
+
+
+def test_expression_with_an_unbound_judge_is_zero_with_a_warning(load: Load) -> None:
+    config = load(JUDGES + "reward: {formula: 'quality + efficiency', raw: [efficiency]}")
+    composition = compose(results(quality=5.0, efficiency=None), config)
+    assert composition.reward == 0.0
+    assert "efficiency" in composition.warnings[0]
+
+
+def test_expression_division_by_zero_is_zero_with_a_warning(load: Load) -> None:
+    config = load(JUDGES + "reward: {formula: 'quality / efficiency', raw: [efficiency]}")
+    composition = compose(results(quality=5.0, efficiency=0.0), config)
+    assert composition.reward == 0.0
+    assert "ZeroDivisionError" in composition.warnings[0]
+
+
+def test_expression_booleans_are_bound_as_one_or_zero(load: Load) -> None:
+    block = "reward: {formula: 'passed * quality', gate: false}"
+    assert reward_of(load, block, passed=True, quality=5.0) == 1.0
+    assert reward_of(load, block, passed=False, quality=5.0) == 0.0
+
+
+# --- gate --------------------------------------------------------------------------------
+
+
+def test_gate_defaults_to_on_in_formula_mode(load: Load) -> None:
+    block = "reward: {formula: 'quality'}"
+    assert reward_of(load, block, quality=5.0, lint=False) == 0.0
+
+
+def test_gate_scans_every_boolean_not_just_referenced_ones(load: Load) -> None:
+    assert reward_of(load, WEIGHTED, quality=5.0, efficiency=1.0, lint=False) == 0.0
+
+
+def test_double_gating_note_gate_off_leaves_other_booleans_alone(load: Load) -> None:
+    block = "reward: {formula: 'passed * quality', gate: false}"
+    assert reward_of(load, block, passed=True, quality=5.0, lint=False) == 1.0
+
+
+def test_gate_ignores_errored_and_skipped_booleans(load: Load) -> None:
+    assert (
+        reward_of(load, WEIGHTED, quality=5.0, efficiency=1.0, lint=None, passed="skipped") == 1.0
+    )
+
+
+def test_gate_outcome_is_recorded(load: Load) -> None:
+    config = load(JUDGES + WEIGHTED)
+    composition = compose(results(quality=5.0, efficiency=1.0, lint=False), config)
+    record = composition.as_record()
+    assert record["gate"] == {"enabled": True, "passed": False, "failed_judges": ["lint"]}
+    assert record["mode"] == "weighted"
+
+
+# --- default composition (no reward block) -----------------------------------------------
+
+
+def test_default_reward_json_example_is_0_875(load: Load) -> None:
+    config = load("""
+judges:
+  - {name: files_exist, check: "return True"}
+  - {name: rfe_quality, check: "return 4", score_range: [1, 5]}
+  - {name: revision_quality, check: "return 5", score_range: [1, 5]}
+""")
+    composition = compose(results(files_exist=True, rfe_quality=4.0, revision_quality=5.0), config)
+    assert composition.reward == 0.875
+
+
+def test_default_booleans_gate_and_do_not_average(load: Load) -> None:
+    assert reward_of(load, "", quality=3.0, passed=True) == 0.5
+    assert reward_of(load, "", quality=5.0, passed=False) == 0.0
+
+
+def test_default_numeric_without_range_uses_one_to_five(load: Load) -> None:
+    assert reward_of(load, "", efficiency=2.0) == 0.25
+
+
+def test_default_gates_only_all_passing_is_one(load: Load) -> None:
+    assert reward_of(load, "", passed=True, lint=True) == 1.0
+
+
+def test_default_skipped_judges_are_ignored(load: Load) -> None:
+    assert reward_of(load, "", passed=True, quality="skipped") == 1.0
+
+
+def test_default_nothing_scored_because_of_errors_is_zero(load: Load) -> None:
+    assert reward_of(load, "", passed=True, quality=None) == 0.0
+
+
+def test_default_errors_beside_scored_numbers_are_ignored(load: Load) -> None:
+    assert reward_of(load, "", quality=5.0, efficiency=None) == 1.0
+
+
+def test_default_values_above_range_clamp(load: Load) -> None:
+    assert reward_of(load, "", efficiency=9.0) == 1.0
