@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="verifier grade",
         description="Grade one case directory against eval.yaml and write the reward files.",
         epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     env = os.environ.get
     parser.add_argument(

@@ -1,0 +1,262 @@
+"""`verifier grade` and `verifier check` end to end, as a user runs them: real processes,
+real case dirs, exit codes and the files left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
+
+EVAL = textwrap.dedent("""
+    name: cli-example
+    outputs:
+      - path: report.md
+    judges:
+      - name: has_report
+        builtin: file_exists
+        arguments: {path: report.md}
+      - name: mentions_fix
+        check: |
+          return "fixed" in outputs["files"].get("report.md", "").lower()
+      - name: quality
+        score_range: [1, 5]
+        check: |
+          print("judge chatter")
+          return 4, "four of five"
+      - name: broken
+        check: |
+          return 1 / 0
+      - name: skipped_one
+        if: "False"
+        check: |
+          return 5
+    reward:
+      formula: weighted
+      weights: {mentions_fix: 1, quality: 1}
+""")
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> dict[str, Path]:
+    config = tmp_path / "tests" / "eval.yaml"
+    config.parent.mkdir()
+    config.write_text(EVAL)
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "report.md").write_text("The bug is fixed.\n")
+    return {"config": config, "case": case, "out": tmp_path / "out", "root": tmp_path}
+
+
+def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
+    return subprocess.run(
+        [VERIFIER, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60
+    )
+
+
+def grade_args(layout: dict[str, Path]) -> list[str]:
+    return ["grade", "--config", str(layout["config"]), "--case", str(layout["case"]),
+            "--out", str(layout["out"])]  # fmt: skip
+
+
+def test_grade_writes_the_three_files_and_a_summary(layout: dict[str, Path]) -> None:
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert lines[0] == (
+        "reward=0.8750  [has_report=1.0, mentions_fix=1.0, quality=4.0, broken=error, "
+        "skipped_one=skipped]"
+    )
+    assert lines[1:] == [f"wrote {layout['out'] / name}" for name in
+                         ("judges.json", "reward-details.json", "reward.txt", "reward.json")]  # fmt: skip
+    reward = json.loads((layout["out"] / "reward.json").read_text())
+    assert reward == {"reward": 0.875, "has_report": 1.0, "mentions_fix": 1.0, "quality": 4.0}
+    assert float((layout["out"] / "reward.txt").read_text()) == reward["reward"]
+    judges = json.loads((layout["out"] / "judges.json").read_text())
+    assert judges["reward"] == 0.875
+    assert judges["per_judge"]["quality"] == {
+        "value": 4.0, "rationale": "four of five", "status": "ok", "error": None,
+        "judge_type": "check", "duration_s": judges["per_judge"]["quality"]["duration_s"],
+    }  # fmt: skip
+    assert judges["per_judge"]["broken"]["status"] == "error"
+    assert judges["per_judge"]["broken"]["error"].startswith("ZeroDivisionError")
+    assert judges["per_judge"]["skipped_one"]["status"] == "skipped"
+    assert judges["composition"]["contributions"] == {"mentions_fix": 1.0, "quality": 0.75}
+    assert "warning: judge broken: error: ZeroDivisionError" in completed.stderr
+    assert "judge chatter" in completed.stderr
+    assert sorted(p.name for p in layout["out"].iterdir()) == [
+        "judges.json", "reward-details.json", "reward.json", "reward.txt"
+    ]  # fmt: skip
+
+
+def test_zero_reward_still_exits_zero(layout: dict[str, Path]) -> None:
+    (layout["case"] / "report.md").unlink()
+    (layout["case"] / "other.txt").write_text("nothing useful")
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 0
+    assert json.loads((layout["out"] / "reward.json").read_text())["reward"] == 0.0
+
+
+def test_environment_variables_set_the_defaults(layout: dict[str, Path]) -> None:
+    env = {**os.environ, "VERIFIER_CONFIG": str(layout["config"]),
+           "VERIFIER_CASE": str(layout["case"]), "VERIFIER_OUT": str(layout["out"])}  # fmt: skip
+    completed = run("grade", env=env)
+    assert completed.returncode == 0, completed.stderr
+    assert (layout["out"] / "reward.json").exists()
+
+
+def write_stale_reward(out: Path) -> None:
+    out.mkdir(exist_ok=True)
+    (out / "reward.json").write_text('{"reward": 1.0}')
+    (out / "reward.txt").write_text("1.0")
+
+
+@pytest.mark.parametrize(
+    ("config_text", "message"),
+    [
+        ("judges: [\n", "invalid YAML"),
+        ("judges:\n  - {name: a, chekc: x}\n", "judges[0] (a).chekc: unknown judge key (did you mean 'check'?)"),
+        ("judges:\n  - {name: a, check: 'return ('}\n", "judges[0] (a).check: does not compile"),
+        ("judges:\n  - {name: a, module: nomodule_here, function: f}\n", "cannot import 'nomodule_here'"),
+        ("judges:\n  - {name: a, check: 'return 1'}\nreward: {formula: 'a ** 2'}\n", "reward.formula: '**' is not allowed"),
+        ("judges:\n  - {name: a, check: 'return 1', score_range: [2, 1]}\n", "must be increasing"),
+        ("judges:\n  - {name: reward, check: 'return 1'}\n", "'reward' is reserved"),
+    ],
+)  # fmt: skip
+def test_load_errors_exit_2_with_one_line_and_no_reward(
+    layout: dict[str, Path], config_text: str, message: str
+) -> None:
+    layout["config"].write_text(config_text)
+    write_stale_reward(layout["out"])
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 2
+    assert completed.stdout == ""
+    assert completed.stderr.count("\n") == 1
+    assert completed.stderr.startswith(f"verifier: error: {layout['config']}: ")
+    assert message in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert not (layout["out"] / "reward.json").exists()
+    assert not (layout["out"] / "reward.txt").exists()
+
+
+def test_missing_config_exits_2(layout: dict[str, Path]) -> None:
+    layout["config"].unlink()
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 2
+    assert "file not found; pass --config or set VERIFIER_CONFIG" in completed.stderr
+
+
+@pytest.mark.parametrize("problem", ["missing", "empty", "file"])
+def test_case_problems_exit_3_and_leave_no_reward(layout: dict[str, Path], problem: str) -> None:
+    for child in layout["case"].iterdir():
+        child.unlink()
+    layout["case"].rmdir()
+    if problem == "empty":
+        layout["case"].mkdir()
+    elif problem == "file":
+        layout["case"].write_text("x")
+    write_stale_reward(layout["out"])
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 3
+    assert completed.stderr.startswith(f"verifier: error: {layout['case']}")
+    assert not (layout["out"] / "reward.json").exists()
+
+
+def test_unwritable_out_dir_exits_4(layout: dict[str, Path]) -> None:
+    blocker = layout["root"] / "blocker"
+    blocker.write_text("a file where a dir should be")
+    args = grade_args(layout)
+    args[-1] = str(blocker / "out")
+    completed = run(*args)
+    assert completed.returncode == 4
+    assert "output directory is not writable" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_config_inside_the_case_dir_is_refused(layout: dict[str, Path]) -> None:
+    planted = layout["case"] / "eval.yaml"
+    planted.write_text(EVAL)
+    args = grade_args(layout)
+    args[2] = str(planted)
+    completed = run(*args)
+    assert completed.returncode == 2
+    assert "lies inside the case dir" in completed.stderr
+
+
+def test_debug_shows_the_traceback(layout: dict[str, Path]) -> None:
+    layout["config"].write_text("judges: [\n")
+    completed = run(*grade_args(layout), "--debug")
+    assert completed.returncode == 2
+    assert "Traceback" in completed.stderr
+
+
+def test_python_m_verifier_ignores_modules_planted_in_the_working_dir(
+    layout: dict[str, Path],
+) -> None:
+    (layout["case"] / "yaml.py").write_text("raise SystemExit('planted yaml imported')\n")
+    (layout["case"] / "attrs.py").write_text("raise SystemExit('planted attrs imported')\n")
+    completed = subprocess.run(
+        [sys.executable, "-m", "verifier", *grade_args(layout)],
+        capture_output=True, text=True, cwd=layout["case"], timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "planted" not in completed.stderr
+
+
+def test_check_lists_judges_and_reward_mode(layout: dict[str, Path]) -> None:
+    completed = run("check", str(layout["config"]))
+    assert completed.returncode == 0, completed.stderr
+    assert f"{layout['config']}: valid" in completed.stdout
+    assert "  quality: check, score_range [1, 5], timeout 60s" in completed.stdout
+    assert "  has_report: builtin file_exists" in completed.stdout
+    assert "reward: weighted (mentions_fix=1, quality=1), gate on" in completed.stdout
+
+
+def test_check_lists_every_problem_and_exits_2(layout: dict[str, Path]) -> None:
+    layout["config"].write_text(
+        "judges:\n  - {name: a, chekc: x}\n  - {name: b, check: 'return 1', timeout: -1}\n"
+        "reward: {weights: {b: -1}}\n"
+    )
+    completed = run("check", str(layout["config"]))
+    assert completed.returncode == 2
+    assert "invalid (3 problems)" in completed.stdout
+    assert completed.stdout.count("  error: ") == 3
+
+
+def test_check_warns_about_names_that_match_no_judge(layout: dict[str, Path]) -> None:
+    layout["config"].write_text(
+        "judges:\n  - {name: quality, check: 'return 1'}\nreward: {formula: 'qualty'}\n"
+    )
+    completed = run("check", str(layout["config"]))
+    assert completed.returncode == 0
+    assert "'qualty' matches no judge" in completed.stderr
+    assert "did you mean 'quality'?" in completed.stderr
+
+
+def test_grade_with_unbound_formula_name_warns_and_gives_zero(layout: dict[str, Path]) -> None:
+    layout["config"].write_text(
+        "judges:\n  - {name: quality, check: 'return 5'}\nreward: {formula: 'qualty'}\n"
+    )
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 0
+    assert completed.stdout.startswith("reward=0.0000")
+    assert "reward.formula failed: name 'qualty' is not defined" in completed.stderr
+
+
+def test_grade_help_documents_exit_codes() -> None:
+    completed = run("grade", "--help")
+    assert completed.returncode == 0
+    assert "3 case dir missing, unreadable or empty" in completed.stdout
+
+
+def test_top_level_help_lists_commands() -> None:
+    completed = run("--help")
+    assert completed.returncode == 0
+    for command in ("grade", "check"):
+        assert command in completed.stdout
