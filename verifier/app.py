@@ -43,6 +43,55 @@ def check(
 
 
 @app.command()
+def batch(
+    cases: Annotated[
+        Path, typer.Option("--cases", help="a dir of case dirs, or a Harbor job dir (its trials)")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="OUT/<case>/reward.json ..., OUT/summary.*")],
+    config: Annotated[
+        Path, typer.Option("--config", envvar="VERIFIER_CONFIG", help="eval.yaml")
+    ] = Path("/tests/eval.yaml"),
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="worker processes [default: CPUs]")
+    ] = None,
+    shard: Annotated[
+        str | None, typer.Option("--shard", metavar="I/N", help="grade only shard I of N")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="re-grade cases already graded with this config")
+    ] = False,
+    memory_mb: Annotated[
+        int, typer.Option("--memory-mb", envvar="VERIFIER_JUDGE_MEMORY_MB", help="per judge")
+    ] = 2048,
+    no_llm: Annotated[
+        bool, typer.Option("--no-llm", envvar="VERIFIER_NO_LLM", help="skip LLM judges")
+    ] = False,
+    termination_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--termination-log",
+            envvar="VERIFIER_TERMINATION_LOG",
+            help="also write the summary line here (/dev/termination-log in Kubernetes)",
+        ),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
+) -> None:
+    """Grade every case under --cases in parallel workers; resumable, shardable."""
+    from verifier.batch import batch_request, run_batch_command
+
+    raise typer.Exit(
+        guarded(
+            lambda: run_batch_command(
+                batch_request(
+                    config, cases, out, jobs, shard, force, memory_mb, no_llm, termination_log
+                )
+            ),
+            debug=debug,
+        )
+    )
+
+
+@app.command()
 def version() -> None:
     """Print the verifier's version."""
     print(__version__)
