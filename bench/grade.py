@@ -1,0 +1,102 @@
+"""Figures for `verifier grade` on a case with three inline judges.
+
+Prints the median wall time and peak memory of `verifier grade`, beside a bare
+interpreter start and an import of the CLI framework measured in the same run
+(interleaved, so machine noise hits all of them alike), and the ratio to the
+reference implementation's quoted ~0.3 s (issue 2: at most 0.5x, peak < 40 MiB).
+
+    python bench/grade.py [--runs 21]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REFERENCE_SECONDS = 0.3
+TARGET_RATIO = 0.5
+TARGET_PEAK_MIB = 40
+
+EVAL_YAML = """\
+name: bench-three-inline
+outputs:
+  - path: report.md
+judges:
+  - name: has_report
+    check: |
+      return "report.md" in outputs["files"]
+  - name: mentions_fix
+    check: |
+      return "fixed" in outputs["files"].get("report.md", "").lower()
+  - name: length_score
+    score_range: [1, 5]
+    check: |
+      words = len(outputs["files"].get("report.md", "").split())
+      return min(5, max(1, words // 20 + 1))
+"""
+
+
+def measure(command: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one run of command."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {process.stderr.read().decode()}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21)
+    options = parser.parse_args()
+    verifier = str(Path(sys.executable).with_name("verifier"))
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        (root / "eval.yaml").write_text(EVAL_YAML)
+        (root / "case").mkdir()
+        (root / "case" / "report.md").write_text("The bug is fixed. " * 30)
+        commands = {
+            "verifier grade (3 inline judges)": [
+                verifier, "grade", "--config", str(root / "eval.yaml"),
+                "--case", str(root / "case"), "--out", str(root / "out"),
+            ],
+            "python -I -c pass": [sys.executable, "-I", "-c", "pass"],
+            "python -I -c 'import typer'": [sys.executable, "-I", "-c", "import typer"],
+        }  # fmt: skip
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for command in commands.values():
+            measure(command)  # warm the page cache and byte code
+        for _ in range(options.runs):
+            for name, command in commands.items():
+                samples[name].append(measure(command))
+    grade_name = next(iter(commands))
+    grade_wall = statistics.median(wall for wall, _ in samples[grade_name])
+    grade_peak = max(peak for _, peak in samples[grade_name])
+    print(f"verifier grade benchmark: median of {options.runs} interleaved runs")
+    for name, runs in samples.items():
+        wall = statistics.median(w for w, _ in runs)
+        peak = max(p for _, p in runs)
+        print(f"  {name:36s} {wall * 1000:7.1f} ms  peak {peak:5.1f} MiB  "
+              f"({wall / grade_wall:4.2f}x grade)")  # fmt: skip
+    ratio = grade_wall / REFERENCE_SECONDS
+    print(
+        f"  ratio to the reference (~{REFERENCE_SECONDS} s quoted): {ratio:.2f}x "
+        f"(target <= {TARGET_RATIO}x): {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}"
+    )
+    print(
+        f"  peak memory {grade_peak:.1f} MiB (target < {TARGET_PEAK_MIB} MiB): "
+        f"{'PASS' if grade_peak < TARGET_PEAK_MIB else 'FAIL'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
