@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Callable
 
 from verifier.errors import EXIT_INTERNAL, VerifierError
@@ -43,6 +42,8 @@ def guarded(command: Callable[[], int], *, debug: bool) -> int:
         return command()
     except VerifierError as error:
         if debug:
+            import traceback  # only here: it costs start-up time on the grading path
+
             traceback.print_exc()
         print(f"verifier: error: {error.message}", file=sys.stderr)
         return error.exit_code

@@ -17,7 +17,6 @@ import selectors
 import signal
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -194,6 +193,8 @@ def _describe(error: BaseException) -> str:
         return f"judge called sys.exit({error.code!r})"
     if isinstance(error, MemoryError):
         return "MemoryError: the judge ran out of memory"
+    import traceback  # only on errors: it costs start-up time on the grading path
+
     frames = traceback.extract_tb(error.__traceback__)
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(error).__name__}: {error}{where}"

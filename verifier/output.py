@@ -12,7 +12,6 @@ import contextlib
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,9 @@ def prepare_out_dir(out_dir: Path) -> None:
     """Create the dir, prove it is writable, and remove any earlier reward from it."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-"):
-            pass
+        probe = out_dir / f".write-test-{os.getpid()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
         for name in OUTPUT_FILES:
             (out_dir / name).unlink(missing_ok=True)
     except OSError as error:
@@ -100,10 +100,10 @@ def reward_details(grading: Grading) -> dict[str, Any]:
 def write_outputs(out_dir: Path, grading: Grading) -> list[Path]:
     """Write the four files (reward.json last) and return their paths."""
     return [
-        _write_atomic(out_dir / JUDGES_JSON, _dumps(judges_json(grading))),
-        _write_atomic(out_dir / REWARD_DETAILS_JSON, _dumps(reward_details(grading))),
-        _write_atomic(out_dir / REWARD_TXT, f"{grading.reward!r}\n"),
-        _write_atomic(out_dir / REWARD_JSON, _dumps(reward_json(grading))),
+        write_atomic(out_dir / JUDGES_JSON, _dumps(judges_json(grading))),
+        write_atomic(out_dir / REWARD_DETAILS_JSON, _dumps(reward_details(grading))),
+        write_atomic(out_dir / REWARD_TXT, f"{grading.reward!r}\n"),
+        write_atomic(out_dir / REWARD_JSON, _dumps(reward_json(grading))),
     ]
 
 
@@ -111,16 +111,18 @@ def _dumps(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, allow_nan=False, default=str) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> Path:
+def write_atomic(path: Path, text: str) -> Path:
+    """Write text to a temporary file beside path, then rename it into place."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
+            temporary.unlink(missing_ok=True)  # never write through a planted symlink
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
             with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(text)
-            os.chmod(temporary, 0o664)
             os.replace(temporary, path)
         except BaseException:
-            Path(temporary).unlink(missing_ok=True)
+            temporary.unlink(missing_ok=True)
             raise
     except OSError as error:
         raise OutputError(f"{path}: cannot be written ({error.strerror})") from None
