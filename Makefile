@@ -96,17 +96,19 @@ base-image:
 	$(ENGINE) import $(call PODMAN_ONLY,$(ENGINE),--quiet) $(IMPORT_CHANGES) "$$tmp/build.tar" $(LOCAL_BUILD_BASE) >/dev/null; \
 	echo "base-image: imported $(LOCAL_BASE) and $(LOCAL_BUILD_BASE) into $(ENGINE)"
 
-# The public BASE_IMAGE when present or pullable, else the local bases. The image is
-# then copied to the other engine (podman save | docker load) unless it already
-# holds the same image id there.
+# The public BASE_IMAGE when present or pullable, else the local bases. The image and
+# its bases are then copied to the other engine (podman save | docker load) unless it
+# already holds the same image ids.
 image:
 	@if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
 	    || $(ENGINE) pull $(BASE_REF) >/dev/null 2>&1; then \
 	    echo "image: base $(BASE_REF)"; \
+	    bases="$(BASE_REF)"; \
 	    base_args="--build-arg BASE_IMAGE=$(BASE_REF) --build-arg BUILD_IMAGE=$(BASE_REF)"; \
 	else \
 	    echo "image: $(BASE_REF) cannot be pulled: using the local Debian base"; \
 	    $(MAKE) --no-print-directory base-image ENGINE=$(ENGINE); \
+	    bases="$(LOCAL_BASE) $(LOCAL_BUILD_BASE)"; \
 	    base_args="--build-arg BASE_IMAGE=$(LOCAL_BASE) --build-arg BUILD_IMAGE=$(LOCAL_BUILD_BASE) $(call PODMAN_ONLY,$(ENGINE),--pull=never)"; \
 	fi; \
 	mkdir -p .cache; \
@@ -121,15 +123,17 @@ image:
 	echo "image: $(IMAGE) $${id:0:12} built by $(ENGINE) in $$((SECONDS - start)) s (log: .cache/image-build.log)"; \
 	if [ "$(TRANSFER)" = 1 ] && command -v $(OTHER_ENGINE) >/dev/null 2>&1 \
 	    && $(OTHER_ENGINE) info >/dev/null 2>&1; then \
-	    other=$$($(OTHER_ENGINE) image inspect --format '{{.Id}}' $(IMAGE) 2>/dev/null || true); \
-	    if [ "$${other#sha256:}" = "$$id" ]; then \
-	        echo "image: $(OTHER_ENGINE) already has $(IMAGE) $${id:0:12}"; \
-	    else \
+	    for ref in $(IMAGE) $$bases; do \
+	        src=$$($(ENGINE) image inspect --format '{{.Id}}' $$ref); src=$${src#sha256:}; \
+	        dst=$$($(OTHER_ENGINE) image inspect --format '{{.Id}}' $$ref 2>/dev/null || true); \
+	        if [ "$${dst#sha256:}" = "$$src" ]; then \
+	            echo "image: $(OTHER_ENGINE) already has $$ref $${src:0:12}"; continue; \
+	        fi; \
 	        start=$$SECONDS; \
-	        $(ENGINE) save $(call PODMAN_ONLY,$(ENGINE),--format docker-archive) $(IMAGE) \
+	        $(ENGINE) save $(call PODMAN_ONLY,$(ENGINE),--format docker-archive) $$ref \
 	            | $(OTHER_ENGINE) load >/dev/null; \
-	        echo "image: copied to $(OTHER_ENGINE) in $$((SECONDS - start)) s"; \
-	    fi; \
+	        echo "image: copied $$ref to $(OTHER_ENGINE) in $$((SECONDS - start)) s"; \
+	    done; \
 	fi
 
 # --- demo ---------------------------------------------------------------------
@@ -161,7 +165,7 @@ test-fast: venv
 bench: bench-image
 
 bench-image: venv image
-	$(VENV)/bin/python bench/image.py --engine $(ENGINE) --image $(IMAGE)
+	$(VENV)/bin/python bench/image.py --image $(IMAGE) $(BENCH_IMAGE_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

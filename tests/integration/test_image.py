@@ -1,0 +1,301 @@
+"""The verifier image on real engines: grading, OpenShift-style restrictions, Harbor's
+way of running it, a trial through a volume, and bad inputs.
+
+Every test runs on docker (SDK), podman (SDK on its Docker-compatible socket) and
+podman's CLI; every container runs with --network none.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from .conftest import (
+    EXAMPLES,
+    REPO,
+    RESTRICTED_USER,
+    Engine,
+    Mount,
+    RunOptions,
+    grade_mounts,
+    read_reward,
+    shared_dir,
+    shared_file,
+)
+
+pytestmark = pytest.mark.integration
+
+REWARD_FILES = {"reward.json", "reward.txt", "judges.json"}
+
+# What the bundled example must give (examples/eval.yaml): the passing report
+# mentions the fix and is long (length_score 5); the failing one does not mention
+# it, which gates the weighted reward to 0 whatever its length_score (3).
+EXPECTED = {
+    "case-pass": {"reward": 1.0, "has_report": 1.0, "mentions_fix": 1.0, "length_score": 5.0},
+    "case-fail": {"reward": 0.0, "has_report": 1.0, "mentions_fix": 0.0, "length_score": 3.0},
+}
+SUMMARY = {
+    "case-pass": "reward=1.0000  [has_report=1.0, mentions_fix=1.0, length_score=5.0]",
+    "case-fail": "reward=0.0000  [has_report=1.0, mentions_fix=0.0, length_score=3.0]",
+}
+
+
+def assert_graded(out: Path, case: str, host_rewards: dict[str, dict]) -> None:
+    reward = read_reward(out)
+    assert reward == host_rewards[case], "container and host grading differ"
+    assert reward == EXPECTED[case]
+    assert float((out / "reward.txt").read_text()) == EXPECTED[case]["reward"]
+    judges = json.loads((out / "judges.json").read_text())
+    assert set(judges["per_judge"]) == {"has_report", "mentions_fix", "length_score"}
+
+
+def assert_no_reward(out: Path) -> None:
+    left = REWARD_FILES & {p.name for p in out.iterdir()}
+    assert not left, f"a failed run left {sorted(left)} in {out}"
+
+
+# --- grading from bind mounts ----------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["case-pass", "case-fail"])
+def test_grades_example_case(engine: Engine, case: str, out_dir: Path, host_rewards) -> None:
+    """No arguments: the entrypoint runs `verifier grade` with the VERIFIER_* defaults."""
+    result = engine.run(mounts=grade_mounts(EXAMPLES / case, out_dir))
+    assert result.exit_code == 0, str(result)
+    assert SUMMARY[case] in result.stdout
+    assert_graded(out_dir, case, host_rewards)
+
+
+@pytest.mark.parametrize("case", ["case-pass", "case-fail"])
+def test_grades_under_restricted_v2(engine: Engine, case: str, out_dir: Path, host_rewards) -> None:
+    """Arbitrary UID with GID 0, read-only root, /tmp tmpfs, no capabilities."""
+    result = engine.run(
+        ["grade"], mounts=grade_mounts(EXAMPLES / case, out_dir), options=RunOptions.restricted()
+    )
+    assert result.exit_code == 0, str(result)
+    assert SUMMARY[case] in result.stdout
+    assert_graded(out_dir, case, host_rewards)
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in out_dir.iterdir()}
+    uid, gid = (int(n) for n in RESTRICTED_USER.split(":"))
+    if engine.name != "podman-cli" or owners != {(0, 0)}:  # rootless podman maps ids
+        assert owners == {(uid, gid)}
+
+
+def test_grading_changes_nothing_in_the_container(engine: Engine, out_dir: Path) -> None:
+    """Nothing is written or installed outside the mounts at run time (no .pyc either)."""
+    result, changes = engine.run_with_diff(mounts=grade_mounts(EXAMPLES / "case-pass", out_dir))
+    assert result.exit_code == 0, str(result)
+    assert changes == [], f"the container's filesystem changed: {changes}"
+
+
+# --- Harbor's way: keep alive, exec /tests/test.sh --------------------------------
+
+
+@pytest.mark.parametrize("user", ["0", "1001", RESTRICTED_USER])
+def test_harbor_exec_test_sh(engine: Engine, user: str, host_rewards) -> None:
+    """`sh -c "sleep infinity"`, then Harbor's exec sequence; /logs/verifier is the image's."""
+    container = engine.start(
+        ["sh", "-c", "sleep infinity"],
+        mounts=[
+            Mount(str(EXAMPLES / "case-pass"), "/case", read_only=True),
+            Mount(str(EXAMPLES / "eval.yaml"), "/tests/eval.yaml", read_only=True),
+        ],
+    )
+    try:
+        prep = engine.exec(
+            container,
+            [
+                "bash",
+                "-c",
+                "chmod +x /tests/test.sh && "
+                "rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
+            ],
+            user="0",
+        )
+        assert prep.exit_code == 0, str(prep)
+        run = engine.exec(
+            container,
+            ["bash", "-c", "(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"],
+            user=user,
+        )
+        assert run.exit_code == 0, str(run)
+        reward = engine.exec(container, ["cat", "/logs/verifier/reward.json"], user="0")
+        assert reward.exit_code == 0, str(reward)
+        assert json.loads(reward.stdout) == host_rewards["case-pass"] == EXPECTED["case-pass"]
+        stdout = engine.exec(container, ["cat", "/logs/verifier/test-stdout.txt"], user="0")
+        text = stdout.stdout
+        assert "config: /tests/eval.yaml\n" in text
+        assert "case:   /case  (1 files)" in text
+        assert SUMMARY["case-pass"] in text
+        assert "verifier exit code: 0" in text
+        listing = engine.exec(container, ["ls", "/logs/verifier"], user="0")
+        assert set(listing.stdout.split()) >= REWARD_FILES, str(listing)
+    finally:
+        engine.remove(container)
+
+
+def test_harbor_test_sh_reports_a_failure(engine: Engine, tmp_path: Path) -> None:
+    """An empty case: test.sh says so, exits with the verifier's code 3, no reward."""
+    empty = shared_dir(tmp_path / "empty")
+    container = engine.start(
+        ["sh", "-c", "sleep infinity"],
+        mounts=[
+            Mount(str(empty), "/case", read_only=True),
+            Mount(str(EXAMPLES / "eval.yaml"), "/tests/eval.yaml", read_only=True),
+        ],
+    )
+    try:
+        run = engine.exec(
+            container,
+            ["bash", "-c", "(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"],
+            user="1001",
+        )
+        assert run.exit_code == 3, str(run)
+        text = engine.exec(container, ["cat", "/logs/verifier/test-stdout.txt"]).stdout
+        assert "case:   /case  (0 files)" in text
+        assert "case directory is empty" in text
+        assert "verifier exit code: 3" in text
+        listing = engine.exec(container, ["ls", "/logs/verifier"]).stdout.split()
+        assert listing == ["test-stdout.txt"]
+    finally:
+        engine.remove(container)
+
+
+# --- a trial: agent container -> volume -> verifier container ---------------------
+
+
+def test_trial_through_a_volume(engine: Engine, out_dir: Path, host_rewards) -> None:
+    volume = engine.volume_create()
+    try:
+        agent = engine.run(
+            ["sh", "-c", "cp -R /src/. /work/ && ls -l /work"],
+            mounts=[
+                Mount(str(EXAMPLES / "case-pass"), "/src", read_only=True),
+                Mount(volume, "/work"),
+            ],
+            options=RunOptions(user="0:0"),
+        )
+        assert agent.exit_code == 0, str(agent)
+        assert "report.md" in agent.stdout
+        verifier = engine.run(
+            mounts=[
+                Mount(volume, "/case", read_only=True),
+                Mount(str(EXAMPLES / "eval.yaml"), "/tests/eval.yaml", read_only=True),
+                Mount(str(out_dir), "/logs/verifier"),
+            ],
+            options=RunOptions.restricted(),
+        )
+        assert verifier.exit_code == 0, str(verifier)
+        assert_graded(out_dir, "case-pass", host_rewards)
+    finally:
+        engine.volume_remove(volume)
+
+
+# --- bad inputs -----------------------------------------------------------------------
+
+
+def test_missing_eval_yaml(engine: Engine, out_dir: Path) -> None:
+    result = engine.run(mounts=grade_mounts(EXAMPLES / "case-pass", out_dir, config=None))
+    assert result.exit_code == 2, str(result)
+    assert (
+        "verifier: error: /tests/eval.yaml: file not found; pass --config or set VERIFIER_CONFIG"
+        in result.stderr
+    )
+    assert_no_reward(out_dir)
+
+
+def test_invalid_eval_yaml(engine: Engine, out_dir: Path, tmp_path: Path) -> None:
+    config = shared_file(tmp_path / "eval.yaml", "name: broken\njudges: [\n")
+    result = engine.run(mounts=grade_mounts(EXAMPLES / "case-pass", out_dir, config=config))
+    assert result.exit_code == 2, str(result)
+    assert "verifier: error: /tests/eval.yaml: line 3, column 1: invalid YAML" in result.stderr
+    assert_no_reward(out_dir)
+
+
+def test_eval_yaml_with_unknown_builtin(engine: Engine, out_dir: Path, tmp_path: Path) -> None:
+    config = shared_file(
+        tmp_path / "eval.yaml",
+        "name: broken\njudges:\n  - name: a\n    builtin: no_such_builtin\n",
+    )
+    result = engine.run(mounts=grade_mounts(EXAMPLES / "case-pass", out_dir, config=config))
+    assert result.exit_code == 2, str(result)
+    assert "unknown builtin 'no_such_builtin'" in result.stderr
+    assert_no_reward(out_dir)
+
+
+def test_empty_case(engine: Engine, out_dir: Path, tmp_path: Path) -> None:
+    empty = shared_dir(tmp_path / "empty")
+    result = engine.run(mounts=grade_mounts(empty, out_dir))
+    assert result.exit_code == 3, str(result)
+    assert "verifier: error: /case: case directory is empty" in result.stderr
+    assert_no_reward(out_dir)
+
+
+def test_unwritable_out_dir(engine: Engine, out_dir: Path) -> None:
+    mounts = [
+        Mount(str(EXAMPLES / "case-pass"), "/case", read_only=True),
+        Mount(str(EXAMPLES / "eval.yaml"), "/tests/eval.yaml", read_only=True),
+        Mount(str(out_dir), "/logs/verifier", read_only=True),
+    ]
+    result = engine.run(mounts=mounts)
+    assert result.exit_code == 4, str(result)
+    assert "verifier: error: /logs/verifier:" in result.stderr
+    assert "not writable" in result.stderr
+    assert_no_reward(out_dir)
+
+
+# --- the entrypoint and the image -------------------------------------------------
+
+
+def test_entrypoint_runs_verifier_commands(engine: Engine) -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    result = engine.run(["version"])
+    assert (result.exit_code, result.stdout.strip()) == (0, version), str(result)
+    result = engine.run(["--help"])
+    assert result.exit_code == 0, str(result)
+    assert "grade" in result.stdout and "check" in result.stdout
+    result = engine.run(
+        ["check", "/tests/eval.yaml"],
+        mounts=[Mount(str(EXAMPLES / "eval.yaml"), "/tests/eval.yaml", read_only=True)],
+    )
+    assert result.exit_code == 0, str(result)
+    assert "/tests/eval.yaml: valid" in result.stdout
+
+
+def test_entrypoint_execs_other_commands(engine: Engine) -> None:
+    """Anything else is exec'd: it is PID 1, so signals reach it."""
+    result = engine.run(["sh", "-c", 'echo "pid=$$ user=$(id -u):$(id -g) home=$HOME"'])
+    assert result.exit_code == 0, str(result)
+    assert result.stdout.strip() == "pid=1 user=1001:0 home=/home/verifier"
+    assert engine.run(["false"]).exit_code == 1
+    tools = "bash sh mkdir rm chmod find tar gzip base64"
+    result = engine.run(["bash", "-c", f"for t in {tools}; do command -v $t || exit 1; done"])
+    assert result.exit_code == 0, str(result)
+    assert len(result.stdout.split()) == len(tools.split())
+
+
+def test_no_installer_in_the_image(engine: Engine) -> None:
+    result = engine.run(["python3", "-c", "import pip"], options=RunOptions.restricted())
+    assert result.exit_code == 1 and "No module named 'pip'" in result.stderr, str(result)
+
+
+def test_image_metadata(engine: Engine) -> None:
+    config = engine.image_inspect()["Config"]
+    assert config["User"] == "1001:0"
+    assert config["Entrypoint"] == ["entrypoint.sh"]
+    assert not config.get("Cmd")
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert env["VERIFIER_CONFIG"] == "/tests/eval.yaml"
+    assert env["VERIFIER_CASE"] == "/case"
+    assert env["VERIFIER_OUT"] == "/logs/verifier"
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env["PATH"].startswith("/opt/verifier/bin:")
+    labels = config["Labels"]
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert labels["org.opencontainers.image.title"] == "harbor-verifier"
+    assert labels["org.opencontainers.image.version"] == version
+    for key in ("revision", "created", "base.name", "licenses", "description"):
+        assert labels.get(f"org.opencontainers.image.{key}"), key
