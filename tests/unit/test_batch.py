@@ -1,0 +1,505 @@
+"""`verifier batch` on a few hundred generated cases: every case graded exactly once, the
+same reward `verifier grade` writes, a correct summary, resume, --force, shards, Harbor
+job dirs, and no bad case (or dying worker) stopping the batch."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from verifier.batch import (
+    MARKER,
+    BatchRequest,
+    BatchSummary,
+    Case,
+    CaseOutcome,
+    Progress,
+    Shard,
+    available_cpus,
+    discover_cases,
+    harbor_trial_case,
+    run_batch,
+    run_pool,
+    summary_paths,
+)
+from verifier.engine import Limits
+from verifier.errors import UsageError
+from verifier.grade_command import run_grade
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
+
+# Three inline judges. Each run of `has_report` appends the case dir to a log, so the
+# test can count how often every case was graded. "BOOM" in a report makes a judge
+# raise; "HANG" makes one time out.
+EVAL = """\
+name: batch-test
+outputs:
+  - path: report.md
+judges:
+  - name: has_report
+    arguments: {{log: "{log}"}}
+    check: |
+      with open(arguments["log"], "a") as log:
+          log.write(outputs["case_dir"] + "\\n")
+      return "report.md" in outputs["files"]
+  - name: mentions_fix
+    check: |
+      text = outputs["files"].get("report.md", "")
+      if "BOOM" in text:
+          raise RuntimeError("judge exploded")
+      return "fixed" in text.lower()
+  - name: length_score
+    score_range: [1, 5]
+    timeout: 2
+    check: |
+      text = outputs["files"].get("report.md", "")
+      if "HANG" in text:
+          import time
+          time.sleep(30)
+      return min(5, max(1, len(text.split()) // 20 + 1))
+"""
+
+KINDS = ("pass", "short", "fail", "boom", "no-report", "empty")
+
+
+def make_corpus(root: Path, count: int, *, hang: int = 0) -> tuple[Path, Path, Path]:
+    """count cases cycling through KINDS (+ `hang` cases whose judge times out)."""
+    log = root / "judge-calls.log"
+    config = root / "config" / "eval.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(EVAL.format(log=log))
+    cases = root / "cases"
+    for index in range(count):
+        kind = KINDS[index % len(KINDS)]
+        case = cases / f"{kind}-{index:04d}"
+        case.mkdir(parents=True)
+        write_kind(case, kind)
+    for index in range(hang):
+        (cases / f"hang-{index}").mkdir()
+        (cases / f"hang-{index}" / "report.md").write_text("HANG fixed")
+    return config, cases, log
+
+
+def write_kind(case: Path, kind: str) -> None:
+    text = {
+        "pass": "The bug is fixed. " * 30,
+        "short": "fixed",
+        "fail": "Could not reproduce it. " * 12,
+        "boom": "BOOM fixed " * 25,
+    }.get(kind)
+    if text is not None:
+        (case / "report.md").write_text(text)
+    elif kind == "no-report":
+        (case / "notes.txt").write_text("no report here\n")
+
+
+def batch(config: Path, cases: Path, out: Path, **fields) -> BatchSummary:
+    fields.setdefault("jobs", 2)
+    return run_batch(BatchRequest(config, cases, out, progress=io.StringIO(), **fields))
+
+
+def calls(log: Path) -> Counter[str]:
+    return (
+        Counter(Path(line).name for line in log.read_text().splitlines())
+        if log.exists()
+        else Counter()
+    )
+
+
+def rows(summary: BatchSummary) -> dict[str, CaseOutcome]:
+    return {row.name: row for row in summary.outcomes}
+
+
+# --- a few hundred cases, graded once -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("batch")
+    config, cases, log = make_corpus(root, 300)
+    out = root / "out"
+    summary = batch(config, cases, out)
+    return {"config": config, "cases": cases, "out": out, "log": log, "summary": summary}
+
+
+def test_every_case_graded_exactly_once(graded) -> None:
+    names = sorted(path.name for path in graded["cases"].iterdir())
+    summary = graded["summary"]
+    assert [row.name for row in summary.outcomes] == names
+    judged = [name for name in names if not name.startswith("empty")]
+    assert calls(graded["log"]) == Counter(dict.fromkeys(judged, 1))
+
+
+def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
+    """The in-process grade path for every case, and the real CLI for a sample."""
+    for case in sorted(graded["cases"].iterdir()):
+        out = tmp_path / case.name
+        code = run_grade(
+            ["--config", str(graded["config"]), "--case", str(case), "--out", str(out)]
+        )
+        batch_out = graded["out"] / case.name
+        if case.name.startswith("empty"):
+            assert code == 3
+            assert not (batch_out / "reward.json").exists()
+            assert not (out / "reward.json").exists()
+            continue
+        assert code == 0
+        for name in ("reward.json", "reward.txt"):
+            assert (batch_out / name).read_text() == (out / name).read_text(), case.name
+        assert json.loads((batch_out / "judges.json").read_text())["per_judge"].keys() == {
+            "has_report", "mentions_fix", "length_score",
+        }  # fmt: skip
+    for case in sorted(graded["cases"].iterdir())[:6]:
+        out = tmp_path / "cli" / case.name
+        command = [VERIFIER, "grade", "--config", str(graded["config"]), "--case", str(case)]
+        completed = subprocess.run([*command, "--out", str(out)], capture_output=True, timeout=60)
+        if case.name.startswith("empty"):
+            assert completed.returncode == 3
+        else:
+            assert (out / "reward.json").read_bytes() == (
+                graded["out"] / case.name / "reward.json"
+            ).read_bytes()
+
+
+def test_summary_json_and_csv(graded) -> None:
+    out, summary = graded["out"], graded["summary"]
+    document = json.loads((out / "summary.json").read_text())
+    rewards = {
+        name: json.loads((out / name / "reward.json").read_text())["reward"]
+        for name in rows(summary)
+        if (out / name / "reward.json").exists()
+    }
+    assert document["count"] == 300
+    assert document["errors"] == 50  # the empty dirs
+    assert document["graded"] == 250 == len(rewards)
+    assert document["resumed"] == 0
+    assert document["mean_reward"] == pytest.approx(sum(rewards.values()) / len(rewards))
+    assert document["cases_with_judge_errors"] == 50  # the BOOM cases
+    assert document["interrupted"] is False
+    by_case = {row["case"]: row for row in document["cases"]}
+    assert by_case["boom-0003"]["errored_judges"] == ["mentions_fix"]
+    assert by_case["boom-0003"]["reward"] == rewards["boom-0003"]
+    assert by_case["empty-0005"]["status"] == "error"
+    assert "empty" in by_case["empty-0005"]["error"]
+    assert by_case["pass-0000"] == {
+        **by_case["pass-0000"], "status": "ok", "reward": 1.0, "errored_judges": [],
+    }  # fmt: skip
+    with (out / "summary.csv").open() as handle:
+        table = list(csv.DictReader(handle))
+    assert [row["case"] for row in table] == list(by_case)
+    assert {row["case"]: row["reward"] for row in table if row["reward"]} == {
+        name: repr(value) for name, value in rewards.items()
+    }
+    assert table[3]["errored_judges"] == "mentions_fix"
+    assert all(float(row["time_s"]) > 0 for row in table)
+
+
+def test_a_marker_beside_every_graded_case(graded) -> None:
+    marker = json.loads((graded["out"] / "pass-0000" / MARKER).read_text())
+    assert marker["status"] == "ok"
+    assert marker["config_hash"] == graded["summary"].config_hash
+
+
+# --- resume, --force, a changed config ------------------------------------------------
+
+
+@pytest.fixture
+def small(tmp_path: Path):
+    config, cases, log = make_corpus(tmp_path, 60)
+    out = tmp_path / "out"
+    first = batch(config, cases, out)
+    return {"config": config, "cases": cases, "out": out, "log": log, "first": first}
+
+
+def test_resume_skips_graded_cases_and_retries_errors(small) -> None:
+    before = {
+        path.parent.name: path.stat().st_mtime_ns for path in small["out"].glob("*/reward.json")
+    }
+    (small["cases"] / "empty-0005" / "report.md").write_text("fixed, now delivered")
+    second = batch(small["config"], small["cases"], small["out"])
+    assert second.count(resumed=True) == 50
+    assert second.count(status="ok", resumed=False) == 1  # the repaired case
+    assert second.count(status="error") == 9
+    assert calls(small["log"])["pass-0000"] == 1
+    assert calls(small["log"])["empty-0005"] == 1
+    after = {
+        path.parent.name: path.stat().st_mtime_ns for path in small["out"].glob("*/reward.json")
+    }
+    assert {name: after[name] for name in before} == before
+    assert rows(second)["pass-0000"].reward == rows(small["first"])["pass-0000"].reward
+    document = json.loads((small["out"] / "summary.json").read_text())
+    assert document["resumed"] == 50 and document["count"] == 60
+
+
+def test_force_regrades_everything(small) -> None:
+    again = batch(small["config"], small["cases"], small["out"], force=True)
+    assert again.count(resumed=True) == 0
+    assert again.count(status="ok") == 50
+    assert set(calls(small["log"]).values()) == {2}
+    assert [row.reward for row in again.outcomes] == [row.reward for row in small["first"].outcomes]
+
+
+def test_a_changed_config_regrades(small) -> None:
+    small["config"].write_text(small["config"].read_text() + "# edited\n")
+    again = batch(small["config"], small["cases"], small["out"])
+    assert again.count(resumed=True) == 0
+    assert again.config_hash != small["first"].config_hash
+
+
+def test_no_llm_is_part_of_the_config_hash(small) -> None:
+    again = batch(
+        small["config"], small["cases"], small["out"], limits=Limits(skip_pools=frozenset({"llm"}))
+    )
+    assert again.count(resumed=True) == 0
+
+
+# --- shards ---------------------------------------------------------------------------
+
+
+def test_shards_are_disjoint_and_complete(tmp_path: Path) -> None:
+    config, cases, log = make_corpus(tmp_path, 120)
+    out = tmp_path / "out"
+    shards = [batch(config, cases, out, jobs=1, shard=Shard(index, 3)) for index in range(3)]
+    names = [row.name for summary in shards for row in summary.outcomes]
+    assert len(names) == len(set(names)) == 120
+    assert all(len(summary.outcomes) > 20 for summary in shards)
+    assert set(calls(log).values()) == {1}
+    for index in range(3):
+        json_path, csv_path = summary_paths(out, Shard(index, 3))
+        assert json.loads(json_path.read_text())["shard"] == f"{index}/3"
+        assert csv_path.exists()
+    assert not (out / "summary.json").exists()
+    merged = batch(config, cases, out)  # after the shards: resumes all, one summary
+    assert merged.count(resumed=True) == 100 and merged.count(status="error") == 20
+    assert set(calls(log).values()) == {1}
+
+
+def test_shard_membership_is_stable_and_parsed_strictly() -> None:
+    names = [f"case-{index}" for index in range(1000)]
+    owners = [[Shard(index, 4).owns(name) for index in range(4)] for name in names]
+    assert all(sum(row) == 1 for row in owners)
+    assert Shard.parse("2/4") == Shard(2, 4)
+    assert str(Shard(2, 4)) == "2/4"
+    for bad in ("4/4", "-1/4", "1", "a/b", "0/0"):
+        with pytest.raises(UsageError):
+            Shard.parse(bad)
+
+
+# --- what counts as a case -----------------------------------------------------------
+
+
+def test_hidden_dirs_files_and_the_out_dir_are_not_cases(tmp_path: Path) -> None:
+    for name in ("a", "b", ".hidden", "results"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    found = discover_cases(tmp_path, tmp_path / "results")
+    assert [case.name for case in found] == ["a", "b"]
+
+
+def make_trial(job: Path, name: str, report: str | None, manifest: list | None) -> Path:
+    trial = job / name
+    (trial / "artifacts" / "app").mkdir(parents=True)
+    (trial / "artifacts" / "logs" / "artifacts").mkdir(parents=True)
+    (trial / "config.json").write_text(json.dumps({"trial_name": name}))
+    if report is not None:
+        (trial / "artifacts" / "app" / "report.md").write_text(report)
+    if manifest is not None:
+        (trial / "artifacts" / "manifest.json").write_text(json.dumps(manifest))
+    return trial
+
+
+APP_MANIFEST = [
+    {"source": "/logs/artifacts", "destination": "artifacts/logs/artifacts", "type": "directory",
+     "status": "ok"},
+    {"source": "/app", "destination": "artifacts/app", "type": "directory", "status": "ok"},
+]  # fmt: skip
+
+
+def test_a_harbor_job_dir_grades_each_trials_artifacts(tmp_path: Path) -> None:
+    config, _, _ = make_corpus(tmp_path, 0)
+    job = tmp_path / "jobs" / "2026-01-01__00-00-00"
+    job.mkdir(parents=True)
+    (job / "config.json").write_text(json.dumps({"job_name": job.name, "jobs_dir": "jobs"}))
+    (job / "result.json").write_text("{}")
+    make_trial(job, "task__AAA", "The bug is fixed. " * 30, APP_MANIFEST)
+    make_trial(job, "task__BBB", "nothing", APP_MANIFEST)
+    make_trial(job, "task__CCC", None, APP_MANIFEST)  # the agent left /app empty
+    summary = batch(config, job, tmp_path / "out")
+    outcome = rows(summary)
+    assert list(outcome) == ["task__AAA", "task__BBB", "task__CCC"]
+    assert outcome["task__AAA"].reward == 1.0
+    assert outcome["task__BBB"].status == "ok" and outcome["task__BBB"].reward < 1.0
+    assert outcome["task__CCC"].status == "error"
+    assert (tmp_path / "out" / "task__AAA" / "reward.json").exists()
+
+
+def test_harbor_trial_case_choice(tmp_path: Path) -> None:
+    app = make_trial(tmp_path, "one", "x", APP_MANIFEST)
+    assert harbor_trial_case(app) == app / "artifacts" / "app"
+    bare = make_trial(tmp_path, "bare", "x", None)
+    assert harbor_trial_case(bare) == bare / "artifacts"
+    convention = make_trial(tmp_path, "conv", "x", APP_MANIFEST[:1])
+    assert harbor_trial_case(convention) == convention / "artifacts" / "logs" / "artifacts"
+    two = make_trial(
+        tmp_path, "two", "x", [*APP_MANIFEST, {**APP_MANIFEST[1], "source": "/data",
+                                               "destination": "artifacts/data"}],
+    )  # fmt: skip
+    assert harbor_trial_case(two) == two / "artifacts"
+    escape = make_trial(tmp_path, "esc", "x", [{**APP_MANIFEST[1], "destination": "../../etc"}])
+    assert harbor_trial_case(escape) == escape / "artifacts"
+
+
+# --- one bad case never stops the batch --------------------------------------------------
+
+
+def test_a_timed_out_judge_is_a_judge_error_not_a_stopped_batch(tmp_path: Path) -> None:
+    config, cases, _ = make_corpus(tmp_path, 12, hang=2)
+    summary = batch(config, cases, tmp_path / "out")
+    assert summary.count(status="ok") == 12
+    assert rows(summary)["hang-0"].errored_judges == ("length_score",)
+
+
+def crash_on_b(case: Case) -> CaseOutcome:
+    if case.name == "b":
+        os._exit(7)
+    if case.name == "c":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return CaseOutcome(case.name, "ok", reward=1.0)
+
+
+def test_a_dying_worker_is_replaced_and_its_case_is_an_error(tmp_path: Path) -> None:
+    cases = [Case(name, tmp_path / name) for name in "abcdefgh"]
+    seen: list[str] = []
+    outcomes, interrupted = run_pool(cases, crash_on_b, 2, lambda row: seen.append(row.name))
+    assert not interrupted
+    assert sorted(seen) == list("abcdefgh")
+    assert outcomes["b"].status == "error" and "code 7" in (outcomes["b"].error or "")
+    assert outcomes["c"].status == "error" and "SIGKILL" in (outcomes["c"].error or "")
+    assert all(outcomes[name].reward == 1.0 for name in "adefgh")
+
+
+def test_a_case_whose_out_dir_cannot_be_written_is_an_error_row(tmp_path: Path) -> None:
+    config, cases, _ = make_corpus(tmp_path, 6)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "pass-0000").write_text("a file where the case's dir should be")
+    summary = batch(config, cases, out)
+    assert rows(summary)["pass-0000"].status == "error"
+    assert summary.count(status="ok") == 4  # and the empty case is the other error
+
+
+# --- progress and the command ----------------------------------------------------------
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere() -> None:
+    terminal, log = FakeTerminal(), io.StringIO()
+    for stream in (terminal, log):
+        progress = Progress(40, stream)
+        for index in range(40):
+            progress.update(CaseOutcome(f"c{index}", "error" if index == 3 else "ok"))
+        progress.close()
+    assert "\r[" in terminal.getvalue() and "40/40 (100%)" in terminal.getvalue()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 20 and all(line.startswith("batch: ") for line in lines)
+    assert "40/40 (100%)" in lines[-1] and "errors 1" in lines[-1]
+
+
+def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Path) -> None:
+    config, cases, _ = make_corpus(tmp_path, 12)
+    out, termination = tmp_path / "out", tmp_path / "termination-log"
+    command = [VERIFIER, "batch", "--config", str(config), "--cases", str(cases)]
+    completed = subprocess.run(
+        [*command, "--out", str(out), "-j", "2", "--termination-log", str(termination)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    line = completed.stdout.splitlines()[0]
+    assert line.startswith("batch: cases=12 graded=10 resumed=0 errors=2 mean_reward=")
+    assert termination.read_text().strip() == line.removeprefix("batch: ")
+    assert "batch: 12/12 (100%)" in completed.stderr
+    env = {**os.environ, "VERIFIER_TERMINATION_LOG": str(termination)}
+    again = subprocess.run(
+        [*command, "--out", str(out), "--shard", "0/1"], capture_output=True, text=True,
+        env=env, timeout=120,
+    )  # fmt: skip
+    assert "resumed=10" in termination.read_text() and "shard=0/1" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code", "message"),
+    [
+        (["--shard", "3/3"], 2, "--shard"),
+        (["--cases", "/nonexistent"], 3, "cases directory not found"),
+        (["--config", "/nonexistent.yaml"], 2, "file not found"),
+    ],
+)
+def test_cli_errors_have_the_grade_exit_codes(
+    tmp_path: Path, arguments: list[str], code: int, message: str
+) -> None:
+    config, cases, _ = make_corpus(tmp_path, 2)
+    base = {"--config": str(config), "--cases": str(cases), "--out": str(tmp_path / "out")}
+    base.update(zip(arguments[::2], arguments[1::2], strict=True))
+    flat = [item for pair in base.items() for item in pair]
+    completed = subprocess.run([VERIFIER, "batch", *flat], capture_output=True, text=True)
+    assert completed.returncode == code
+    assert message in completed.stderr
+
+
+def test_an_unwritable_out_is_exit_4(tmp_path: Path) -> None:
+    config, cases, _ = make_corpus(tmp_path, 2)
+    (tmp_path / "file").write_text("x")
+    command = [VERIFIER, "batch", "--config", str(config), "--cases", str(cases)]
+    completed = subprocess.run([*command, "--out", str(tmp_path / "file" / "out")],
+                               capture_output=True, text=True)  # fmt: skip
+    assert completed.returncode == 4
+
+
+def test_sigterm_stops_the_batch_and_keeps_a_partial_summary(tmp_path: Path) -> None:
+    config, cases, _ = make_corpus(tmp_path, 0)
+    config.write_text(
+        textwrap.dedent("""
+        judges:
+          - name: slow
+            check: |
+              import time
+              time.sleep(0.2)
+              return True
+    """)
+    )
+    for index in range(200):
+        (cases / f"c{index:03d}").mkdir(parents=True)
+        (cases / f"c{index:03d}" / "x").write_text("x")
+    out = tmp_path / "out"
+    command = [VERIFIER, "batch", "--config", str(config), "--cases", str(cases)]
+    process = subprocess.Popen([*command, "--out", str(out), "-j", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(list(out.glob("*/reward.json"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=60)
+    assert process.returncode == 130
+    document = json.loads((out / "summary.json").read_text())
+    assert document["interrupted"] is True
+    assert 4 <= document["count"] < 200
+    assert "INTERRUPTED" in stdout
+
+
+def test_default_jobs_is_at_least_one() -> None:
+    assert 1 <= available_cpus() <= len(os.sched_getaffinity(0))
