@@ -94,7 +94,8 @@ def init_task(
         "workdir_toml": _toml_str(workdir),
         "image": image,
         "environment_toml": (
-            f"# The agent's image (no environment/Dockerfile).\ndocker_image = {_toml_str(agent_image)}"
+            "# The agent's image (no environment/Dockerfile).\n"
+            f"docker_image = {_toml_str(agent_image)}"
             if agent_image
             else "# The agent's image is built from environment/Dockerfile."
         ),

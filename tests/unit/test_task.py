@@ -1,0 +1,257 @@
+"""verifier.task.init_task: Harbor task packages rendered from task-templates/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from verifier.errors import ConfigError, UsageError
+from verifier.task import init_task, referenced_files, render, templates_dir
+
+EVAL = """\
+name: demo
+annotations: truth/annotations.yaml
+judges:
+  - name: answer
+    module: judges.answer
+    function: check
+  - name: pkg
+    module: judges.pkg
+    function: check
+  - name: rubric
+    prompt_file: prompts/rubric.md
+    context: [prompts/ref.txt, {path: prompts/more.txt}]
+  - name: single
+    prompt: "Rate it"
+    context: prompts/single.txt
+  - name: inline
+    check: return True
+"""
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    root = tmp_path / "src"
+    files = {
+        "eval.yaml": EVAL,
+        "truth/annotations.yaml": "expected: 42\n",
+        "judges/__init__.py": "",
+        "judges/answer.py": "from judges.helpers import norm\nfrom . import consts\nimport json\n"
+                            "def check(outputs): return True\n",
+        "judges/helpers.py": "from .deep import x\ndef norm(s): return s\n",
+        "judges/deep.py": "x = 1\n",
+        "judges/consts.py": "A = 1\n",
+        "judges/unused.py": "raise SystemExit\n",
+        "judges/pkg/__init__.py": "from .impl import check\n",
+        "judges/pkg/impl.py": "def check(outputs): return 1\n",
+        "judges/pkg/data.txt": "data\n",
+        "prompts/rubric.md": "Is it right?\n",
+        "prompts/ref.txt": "ref\n",
+        "prompts/more.txt": "more\n",
+        "prompts/single.txt": "single\n",
+        "unrelated.txt": "not copied\n",
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / "truth/annotations.yaml").chmod(0o600)
+    return root
+
+
+def _files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) -> None:
+    dest = init_task(tmp_path / "task", source / "eval.yaml", image="quay.io/o/v:1.0",
+                     agent_image=None, name="org/demo", workdir="/work")
+    assert _files(dest) == {
+        "task.toml", "instruction.md", "environment/Dockerfile", "solution/solve.sh",
+        "tests/Dockerfile", "tests/eval.yaml", "tests/truth/annotations.yaml",
+        "tests/judges/__init__.py", "tests/judges/answer.py", "tests/judges/helpers.py",
+        "tests/judges/deep.py", "tests/judges/consts.py",
+        "tests/judges/pkg/__init__.py", "tests/judges/pkg/impl.py", "tests/judges/pkg/data.txt",
+        "tests/prompts/rubric.md", "tests/prompts/ref.txt", "tests/prompts/more.txt",
+        "tests/prompts/single.txt",
+    }
+    for path in dest.rglob("*"):
+        if path.is_file():
+            assert "{{" not in path.read_text(), path
+            assert path.stat().st_mode & stat.S_IROTH, path  # the non-root verifier reads it
+    assert os.access(dest / "solution/solve.sh", os.X_OK)
+
+    config = tomllib.loads((dest / "task.toml").read_text())
+    assert config["artifacts"] == ["/work"]
+    assert config["task"]["name"] == "org/demo"
+    assert config["verifier"]["env"] == {"VERIFIER_CASE": "/work"}
+    assert config["verifier"]["environment_mode"] == "separate"
+    assert "docker_image" not in config["verifier"]["environment"]
+    assert "docker_image" not in config["environment"]
+
+    dockerfile = (dest / "tests/Dockerfile").read_text()
+    assert "ARG VERIFIER_IMAGE=quay.io/o/v:1.0\nFROM ${VERIFIER_IMAGE}\n" in dockerfile
+    copies = [json.loads(line[len("COPY "):]) for line in dockerfile.splitlines()
+              if line.startswith("COPY ")]
+    assert ["eval.yaml", "/tests/eval.yaml"] in copies
+    assert ["judges/pkg", "/tests/judges/pkg"] in copies
+    assert ["truth/annotations.yaml", "/tests/truth/annotations.yaml"] in copies
+    copied = {src for src, _ in copies}
+    for rel in _files(dest / "tests") - {"Dockerfile"}:
+        assert rel in copied or any(rel.startswith(d + "/") for d in copied), rel
+    assert "WORKDIR /work" in (dest / "environment/Dockerfile").read_text()
+    assert "mkdir -p /work" in (dest / "solution/solve.sh").read_text()
+
+
+def test_agent_image_replaces_the_environment_dockerfile(tmp_path: Path, source: Path) -> None:
+    dest = init_task(tmp_path / "task", source / "eval.yaml",
+                     agent_image="localhost/agent:1")
+    config = tomllib.loads((dest / "task.toml").read_text())
+    assert config["environment"]["docker_image"] == "localhost/agent:1"
+    assert config["artifacts"] == ["/app"]
+    assert (dest / "environment").is_dir()
+    assert not any((dest / "environment").iterdir())
+    assert "localhost/harbor-verifier:latest" in (dest / "tests/Dockerfile").read_text()
+    assert config["task"]["name"] == "local/task"
+
+
+def test_instruction_file_is_used_as_is(tmp_path: Path, source: Path) -> None:
+    (tmp_path / "prompt.md").write_text("Write {{answer}} to /app/answer.txt\n")
+    dest = init_task(tmp_path / "task", source / "eval.yaml", instruction=tmp_path / "prompt.md")
+    assert (dest / "instruction.md").read_text() == "Write {{answer}} to /app/answer.txt\n"
+    with pytest.raises(UsageError, match="--instruction"):
+        init_task(tmp_path / "other", source / "eval.yaml", instruction=tmp_path / "missing.md")
+
+
+def test_refuses_a_non_empty_dest_unless_forced(tmp_path: Path, source: Path) -> None:
+    dest = tmp_path / "task"
+    dest.mkdir()
+    (dest / "mine.txt").write_text("keep")
+    with pytest.raises(UsageError, match="not empty"):
+        init_task(dest, source / "eval.yaml")
+    assert _files(dest) == {"mine.txt"}
+    init_task(dest, source / "eval.yaml", force=True)
+    assert (dest / "mine.txt").read_text() == "keep"
+    assert (dest / "task.toml").is_file()
+    # Re-rendering with an agent image drops the now-unused environment/Dockerfile.
+    init_task(dest, source / "eval.yaml", agent_image="localhost/a", force=True)
+    assert not (dest / "environment/Dockerfile").exists()
+    init_task(tmp_path / "empty-is-fine", source / "eval.yaml")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="not a directory"):
+        init_task(tmp_path / "file", source / "eval.yaml", force=True)
+
+
+@pytest.mark.parametrize(
+    ("mutation", "key", "message"),
+    [
+        ("module: judges.missing", "module", "no judges/missing.py or package"),
+        ("module: judges.bad-name", "module", "not a dotted module name"),
+        ("prompt_file: prompts/none.md", "prompt_file", "no such file"),
+        ("prompt_file: ../outside.md", "prompt_file", "relative to eval.yaml"),
+        ("prompt_file: /etc/passwd", "prompt_file", "relative to eval.yaml"),
+        ("context: [prompts/ref.txt, nope.txt]", "context[1]", "no such file"),
+    ],
+)
+def test_bad_references_are_config_errors(
+    tmp_path: Path, source: Path, mutation: str, key: str, message: str
+) -> None:
+    config = source / "bad.yaml"
+    config.write_text(f"judges:\n  - name: x\n    {mutation}\n    function: f\n")
+    dest = tmp_path / "task"
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+        init_task(dest, config)
+    assert key in caught.value.key
+    assert not dest.exists()  # nothing written
+
+
+def test_symlink_leaving_the_config_dir_is_refused(tmp_path: Path, source: Path) -> None:
+    (tmp_path / "secret.md").write_text("secret")
+    (source / "prompts/link.md").symlink_to(tmp_path / "secret.md")
+    config = source / "link.yaml"
+    config.write_text("judges:\n  - name: x\n    prompt_file: prompts/link.md\n")
+    with pytest.raises(ConfigError, match="leads outside"):
+        init_task(tmp_path / "task", config)
+
+
+def test_unreadable_or_invalid_config(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        init_task(tmp_path / "t", tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("judges: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        init_task(tmp_path / "t", bad)
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        init_task(tmp_path / "t", bad)
+
+
+def test_semantically_invalid_config_is_copied_for_the_verifier_to_report(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "eval.yaml"
+    config.write_text("judges:\n  - name: x\n    chek: return True\n")
+    dest = init_task(tmp_path / "t", config)
+    assert (dest / "tests/eval.yaml").read_text() == config.read_text()
+
+
+def test_config_under_another_name_becomes_eval_yaml(tmp_path: Path, source: Path) -> None:
+    config = source / "my-eval.yml"
+    config.write_text("judges:\n  - name: x\n    prompt_file: prompts/rubric.md\n")
+    dest = init_task(tmp_path / "t", config)
+    assert (dest / "tests/eval.yaml").read_text() == config.read_text()
+    assert not (dest / "tests/my-eval.yml").exists()
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "test.sh", "eval.yaml"])
+def test_reserved_names_in_tests_dir_are_refused(tmp_path: Path, name: str) -> None:
+    (tmp_path / name).write_text("x")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"judges:\n  - name: x\n    prompt_file: {name}\n")
+    with pytest.raises(ConfigError, match="reserves"):
+        init_task(tmp_path / "t", config)
+
+
+@pytest.mark.parametrize(
+    "workdir", ["app", "/", "/a b", "/app/../etc", "/tests", "/logs/x", "/opt", "/case"]
+)
+def test_bad_workdir(tmp_path: Path, source: Path, workdir: str) -> None:
+    with pytest.raises(UsageError, match="--workdir"):
+        init_task(tmp_path / "t", source / "eval.yaml", workdir=workdir)
+
+
+@pytest.mark.parametrize("name", ["noslash", "a/b/c", "/x", "a/../b", "a/b c"])
+def test_bad_name(tmp_path: Path, source: Path, name: str) -> None:
+    with pytest.raises(UsageError, match="--name"):
+        init_task(tmp_path / "t", source / "eval.yaml", name=name)
+
+
+def test_bad_image(tmp_path: Path, source: Path) -> None:
+    with pytest.raises(UsageError, match="--agent-image"):
+        init_task(tmp_path / "t", source / "eval.yaml", agent_image="x\nRUN evil")
+
+
+def test_referenced_files_are_relative_and_sorted(source: Path) -> None:
+    files = [str(p) for p in referenced_files(source / "eval.yaml")]
+    assert files == sorted(files)
+    assert "judges/pkg" in files and "judges/pkg/impl.py" not in files
+    assert "judges/unused.py" not in files and "unrelated.txt" not in files
+
+
+def test_templates_have_only_known_placeholders() -> None:
+    root = templates_dir()
+    assert (root / "task.toml").is_file()
+    names = set()
+    for path in root.rglob("*"):
+        if path.is_file():
+            names |= set(re.findall(r"\{\{\s*([a-z_]+)\s*\}\}", path.read_text()))
+    assert names == {"name", "name_toml", "workdir", "workdir_toml", "image",
+                     "environment_toml", "copy_lines"}
+    with pytest.raises(KeyError):
+        render("{{nope}}", {})
