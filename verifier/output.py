@@ -82,7 +82,10 @@ def reward_details(grading: Grading) -> dict[str, Any]:
         score = contributions.get(result.name, value)
         score = 0.0 if score is None or not math.isfinite(score) else float(score)
         criterion: dict[str, Any] = {
-            "name": result.name, "value": score, "weight": 1.0, "raw": result.value,
+            "name": result.name,
+            "value": score,
+            "weight": 1.0,
+            "raw": result.value,
         }
         if result.rationale:
             criterion["reasoning"] = str(result.rationale)

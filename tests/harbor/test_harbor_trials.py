@@ -128,9 +128,22 @@ def _host_reward(config: Path, files: dict[str, str], tmp: Path) -> dict[str, fl
     for name, text in files.items():
         (case / name).write_text(text)
     subprocess.run(
-        [sys.executable, "-m", "verifier", "grade", "--config", str(config),
-         "--case", str(case), "--out", str(out)],
-        check=True, capture_output=True, text=True, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "verifier",
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(case),
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     return json.loads((out / "reward.json").read_text())
 
@@ -144,17 +157,21 @@ def _agent_image() -> tuple[str, bool]:
     return VERIFIER_IMAGE, True  # runs as a non-root USER: the agent needs root
 
 
-def _make_task(
-    dest: Path, config: Path, agent_image: str, as_root: bool, solve: str
-) -> Path:
-    init_task(dest, config, image=VERIFIER_IMAGE, agent_image=agent_image,
-              name=f"harbor-verifier-tests/{dest.name}", workdir=WORKDIR,
-              instruction=None, force=False)
+def _make_task(dest: Path, config: Path, agent_image: str, as_root: bool, solve: str) -> Path:
+    init_task(
+        dest,
+        config,
+        image=VERIFIER_IMAGE,
+        agent_image=agent_image,
+        name=f"harbor-verifier-tests/{dest.name}",
+        workdir=WORKDIR,
+        instruction=None,
+        force=False,
+    )
     (dest / "solution" / "solve.sh").write_text(solve)
     if as_root:
         toml = dest / "task.toml"
-        toml.write_text(toml.read_text().replace(
-            "[agent]\n", '[agent]\nuser = "root"\n', 1))
+        toml.write_text(toml.read_text().replace("[agent]\n", '[agent]\nuser = "root"\n', 1))
     return dest
 
 
@@ -196,12 +213,30 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "PATH": f"{HARBOR_VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     }
-    command = [str(harbor), "run", "-p", str(dataset), "--agent", "oracle", "-e", "podman",
-               "--no-delete", "-n", "2", "-o", str(jobs), "--job-name", "trials"]
+    command = [
+        str(harbor),
+        "run",
+        "-p",
+        str(dataset),
+        "--agent",
+        "oracle",
+        "-e",
+        "podman",
+        "--no-delete",
+        "-n",
+        "2",
+        "-o",
+        str(jobs),
+        "--job-name",
+        "trials",
+    ]
     try:
-        run = subprocess.run(command, env=env, capture_output=True, text=True,
-                             timeout=JOB_TIMEOUT_S, cwd=root)
-        assert run.returncode == 0, f"harbor run failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
+        run = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, cwd=root
+        )
+        assert run.returncode == 0, (
+            f"harbor run failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
+        )
         results = {}
         for trial in sorted((jobs / "trials").iterdir()):
             result_file = trial / "result.json"
@@ -222,8 +257,10 @@ def _remove_trial_images(jobs: Path) -> None:
     listed = _podman("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout
     for image in listed.split():
         repository = image.rsplit(":", 1)[0].rsplit("/", 1)[-1]
-        if any(repository.startswith(f"{trial}__") or repository.startswith(f"{trial}_")
-               for trial in trials):
+        if any(
+            repository.startswith(f"{trial}__") or repository.startswith(f"{trial}_")
+            for trial in trials
+        ):
             _podman("rmi", "--force", image, check=False)
 
 
@@ -234,24 +271,46 @@ def _viewer_accepts(details: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
 
     def criterion(c: Any) -> bool:
-        return (isinstance(c, dict) and isinstance(c.get("name"), str)
-                and number(c.get("value")) and number(c.get("weight")))
+        return (
+            isinstance(c, dict)
+            and isinstance(c.get("name"), str)
+            and number(c.get("value"))
+            and number(c.get("weight"))
+        )
 
     def reward(r: Any) -> bool:
-        return (isinstance(r, dict) and isinstance(r.get("kind"), str) and number(r.get("score"))
-                and isinstance(r.get("criteria"), list) and all(map(criterion, r["criteria"]))
-                and (r.get("warnings") is None or (isinstance(r["warnings"], list)
-                     and all(isinstance(w, str) for w in r["warnings"])))
-                and (r.get("judge_output") is None or isinstance(r["judge_output"], str)))
+        return (
+            isinstance(r, dict)
+            and isinstance(r.get("kind"), str)
+            and number(r.get("score"))
+            and isinstance(r.get("criteria"), list)
+            and all(map(criterion, r["criteria"]))
+            and (
+                r.get("warnings") is None
+                or (
+                    isinstance(r["warnings"], list)
+                    and all(isinstance(w, str) for w in r["warnings"])
+                )
+            )
+            and (r.get("judge_output") is None or isinstance(r["judge_output"], str))
+        )
 
     def group(g: Any) -> bool:
-        return (isinstance(g, dict) and g.get("kind") == "group" and number(g.get("score"))
-                and isinstance(g.get("aggregation"), str)
-                and (g.get("threshold") is None or number(g["threshold"]))
-                and isinstance(g.get("components"), list)
-                and all(isinstance(c, dict) and isinstance(c.get("name"), str)
-                        and number(c.get("weight")) and detail(c.get("detail"))
-                        for c in g["components"]))
+        return (
+            isinstance(g, dict)
+            and g.get("kind") == "group"
+            and number(g.get("score"))
+            and isinstance(g.get("aggregation"), str)
+            and (g.get("threshold") is None or number(g["threshold"]))
+            and isinstance(g.get("components"), list)
+            and all(
+                isinstance(c, dict)
+                and isinstance(c.get("name"), str)
+                and number(c.get("weight"))
+                and detail(c.get("detail"))
+                for c in g["components"]
+            )
+        )
 
     def detail(d: Any) -> bool:
         if isinstance(d, list):
@@ -267,8 +326,11 @@ def test_generated_task_passes_harbor_lint(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "eval.yaml").write_text(INVALID_EVAL)
     for agent_image in (None, LOCAL_BASE):
-        task = init_task(tmp_path / f"task-{bool(agent_image)}", tmp_path / "src" / "eval.yaml",
-                         agent_image=agent_image)
+        task = init_task(
+            tmp_path / f"task-{bool(agent_image)}",
+            tmp_path / "src" / "eval.yaml",
+            agent_image=agent_image,
+        )
         lint = subprocess.run([str(harbor), "lint", str(task)], capture_output=True, text=True)
         assert lint.returncode == 0, lint.stdout + lint.stderr
 
@@ -280,8 +342,13 @@ def test_solved_trial_reward_equals_host_reward(trials: dict[str, Any]) -> None:
     assert result["verifier_result"]["rewards"] == host
     assert host["reward"] == 1.0
     verifier = trial / "verifier"
-    for name in ("reward.json", "reward.txt", "judges.json", "reward-details.json",
-                 "test-stdout.txt"):
+    for name in (
+        "reward.json",
+        "reward.txt",
+        "judges.json",
+        "reward-details.json",
+        "test-stdout.txt",
+    ):
         assert (verifier / name).is_file(), f"{name} missing from {verifier}"
     assert json.loads((verifier / "reward.json").read_text()) == host
     assert math.isclose(float((verifier / "reward.txt").read_text()), host["reward"])

@@ -43,7 +43,7 @@ def source(tmp_path: Path) -> Path:
         "truth/annotations.yaml": "expected: 42\n",
         "judges/__init__.py": "",
         "judges/answer.py": "from judges.helpers import norm\nfrom . import consts\nimport json\n"
-                            "def check(outputs): return True\n",
+        "def check(outputs): return True\n",
         "judges/helpers.py": "from .deep import x\ndef norm(s): return s\n",
         "judges/deep.py": "x = 1\n",
         "judges/consts.py": "A = 1\n",
@@ -70,15 +70,33 @@ def _files(root: Path) -> set[str]:
 
 
 def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) -> None:
-    dest = init_task(tmp_path / "task", source / "eval.yaml", image="quay.io/o/v:1.0",
-                     agent_image=None, name="org/demo", workdir="/work")
+    dest = init_task(
+        tmp_path / "task",
+        source / "eval.yaml",
+        image="quay.io/o/v:1.0",
+        agent_image=None,
+        name="org/demo",
+        workdir="/work",
+    )
     assert _files(dest) == {
-        "task.toml", "instruction.md", "environment/Dockerfile", "solution/solve.sh",
-        "tests/Dockerfile", "tests/eval.yaml", "tests/truth/annotations.yaml",
-        "tests/judges/__init__.py", "tests/judges/answer.py", "tests/judges/helpers.py",
-        "tests/judges/deep.py", "tests/judges/consts.py",
-        "tests/judges/pkg/__init__.py", "tests/judges/pkg/impl.py", "tests/judges/pkg/data.txt",
-        "tests/prompts/rubric.md", "tests/prompts/ref.txt", "tests/prompts/more.txt",
+        "task.toml",
+        "instruction.md",
+        "environment/Dockerfile",
+        "solution/solve.sh",
+        "tests/Dockerfile",
+        "tests/eval.yaml",
+        "tests/truth/annotations.yaml",
+        "tests/judges/__init__.py",
+        "tests/judges/answer.py",
+        "tests/judges/helpers.py",
+        "tests/judges/deep.py",
+        "tests/judges/consts.py",
+        "tests/judges/pkg/__init__.py",
+        "tests/judges/pkg/impl.py",
+        "tests/judges/pkg/data.txt",
+        "tests/prompts/rubric.md",
+        "tests/prompts/ref.txt",
+        "tests/prompts/more.txt",
         "tests/prompts/single.txt",
     }
     for path in dest.rglob("*"):
@@ -97,8 +115,11 @@ def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) 
 
     dockerfile = (dest / "tests/Dockerfile").read_text()
     assert "ARG VERIFIER_IMAGE=quay.io/o/v:1.0\nFROM ${VERIFIER_IMAGE}\n" in dockerfile
-    copies = [json.loads(line[len("COPY "):]) for line in dockerfile.splitlines()
-              if line.startswith("COPY ")]
+    copies = [
+        json.loads(line[len("COPY ") :])
+        for line in dockerfile.splitlines()
+        if line.startswith("COPY ")
+    ]
     assert ["eval.yaml", "/tests/eval.yaml"] in copies
     assert ["judges/pkg", "/tests/judges/pkg"] in copies
     assert ["truth/annotations.yaml", "/tests/truth/annotations.yaml"] in copies
@@ -110,8 +131,7 @@ def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) 
 
 
 def test_agent_image_replaces_the_environment_dockerfile(tmp_path: Path, source: Path) -> None:
-    dest = init_task(tmp_path / "task", source / "eval.yaml",
-                     agent_image="localhost/agent:1")
+    dest = init_task(tmp_path / "task", source / "eval.yaml", agent_image="localhost/agent:1")
     config = tomllib.loads((dest / "task.toml").read_text())
     assert config["environment"]["docker_image"] == "localhost/agent:1"
     assert config["artifacts"] == ["/app"]
@@ -251,7 +271,14 @@ def test_templates_have_only_known_placeholders() -> None:
     for path in root.rglob("*"):
         if path.is_file():
             names |= set(re.findall(r"\{\{\s*([a-z_]+)\s*\}\}", path.read_text()))
-    assert names == {"name", "name_toml", "workdir", "workdir_toml", "image",
-                     "environment_toml", "copy_lines"}
+    assert names == {
+        "name",
+        "name_toml",
+        "workdir",
+        "workdir_toml",
+        "image",
+        "environment_toml",
+        "copy_lines",
+    }
     with pytest.raises(KeyError):
         render("{{nope}}", {})
