@@ -25,24 +25,25 @@ WORKDIR /src
 # glob keeps this COPY valid where it does not exist).
 COPY pyproject.toml .cache/build-ca.cr[t] /src/
 
-# Dependencies first (their own layer, cached while pyproject.toml is unchanged).
+# Dependencies and the build backend first: their own layer, cached while
+# pyproject.toml is unchanged.
 RUN set -eu; \
     if [ -f /src/build-ca.crt ]; then export PIP_CERT=/src/build-ca.crt; fi; \
     python3 -m venv /opt/verifier; \
-    python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' \
         > /tmp/requirements.txt; \
     /opt/verifier/bin/python -m pip install --quiet -r /tmp/requirements.txt
 
 COPY README.md /src/
 COPY verifier/ /src/verifier/
 
-# The package itself; then drop the installers and compile byte code once, with
-# hash-based .pyc files that stay valid whatever the files' mtimes are.
+# The package itself (no build isolation: the backend is already there); then drop
+# the installers and compile byte code once, with hash-based .pyc files that stay
+# valid whatever the files' mtimes are.
 RUN set -eu; \
-    if [ -f /src/build-ca.crt ]; then export PIP_CERT=/src/build-ca.crt; fi; \
-    /opt/verifier/bin/python -m pip install --quiet --no-deps /src; \
-    /opt/verifier/bin/python -m pip uninstall --quiet --yes setuptools pip 2>/dev/null || true; \
-    rm -f /opt/verifier/bin/activate* /opt/verifier/bin/Activate.ps1; \
+    /opt/verifier/bin/python -m pip install --quiet --no-deps --no-build-isolation /src; \
+    /opt/verifier/bin/python -m pip uninstall --quiet --yes setuptools wheel pip 2>/dev/null || true; \
+    rm -rf /opt/verifier/bin/activate* /opt/verifier/bin/Activate.ps1 /src/build; \
     find /opt/verifier -name __pycache__ -type d -prune -exec rm -rf {} +; \
     /opt/verifier/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/verifier/lib; \
     /opt/verifier/bin/verifier --help >/dev/null

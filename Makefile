@@ -34,6 +34,7 @@ TRANSFER ?= 1
 
 PYTHON ?= python3
 VENV ?= .venv
+TESTS ?= tests
 PYTEST_ARGS ?=
 
 OTHER_ENGINE := $(if $(filter podman,$(ENGINE)),docker,podman)
@@ -157,10 +158,10 @@ demo: image
 TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE)
 
 test: venv
-	$(TEST_ENV) $(VENV)/bin/pytest tests $(PYTEST_ARGS)
+	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(PYTEST_ARGS)
 
 test-fast: venv
-	$(VENV)/bin/pytest tests -m "not integration and not harbor" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor" $(PYTEST_ARGS)
 
 bench: bench-image
 

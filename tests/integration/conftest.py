@@ -39,6 +39,7 @@ RUN_TIMEOUT = 120
 # OpenShift restricted-v2, the way the issue spells it out.
 RESTRICTED_USER = "1000680000:0"
 
+
 def required_engines() -> set[str]:
     names = {n.strip() for n in os.environ.get("VERIFIER_REQUIRE_ENGINES", "").split(",")}
     names.discard("")
