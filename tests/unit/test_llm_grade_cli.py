@@ -1,0 +1,218 @@
+"""`verifier grade` end to end with LLM judges: a real process against real local servers.
+
+The quality judge is an `llm_rubric` on a [1, 5] scale, graded through a vLLM-style
+(OpenAI-compatible) endpoint and through an Anthropic-style one; failures become
+explained error records; API keys never reach stdout, stderr or any output file;
+`--no-llm` skips the LLM judges without a request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.llm_servers import FakeLLM, Received, Reply, serve
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
+OPENAI_KEY = "sk-e2e-openai-0123456789abcdefghijklmn"
+ANTHROPIC_KEY = "sk-ant-e2e-anthropic-0123456789abcdefghij"
+FAST = {
+    "VERIFIER_LLM_REQUEST_TIMEOUT": "2",
+    "VERIFIER_LLM_BACKOFF": "0.01",
+    "VERIFIER_LLM_MAX_WAIT": "0.2",
+    "VERIFIER_LLM_RETRIES": "1",
+}
+
+
+def eval_yaml(model: str, extra_judges: str = "") -> str:
+    return textwrap.dedent(f"""
+        name: llm-e2e
+        outputs:
+          - path: report.md
+        models:
+          judge: {model}
+        judges:
+          - name: has_report
+            builtin: file_exists
+            arguments: {{path: report.md}}
+          - name: quality
+            llm_rubric: |
+              Score the report from 1 to 5: does it say what was broken and how it was fixed?
+            score_range: [1, 5]
+        """) + textwrap.indent(textwrap.dedent(extra_judges), "  ")
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeLLM]:
+    yield from serve("openai")
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def llm_server(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
+    """Each test that takes it runs against both wire formats."""
+    yield from serve(request.param)
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "tests").mkdir()
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "report.md").write_text("The parser crashed on empty input; fixed with a guard.\n")
+    (case / "stdout.log").write_text("I read the parser, added a guard and a test.\n")
+    return {"config": tmp_path / "tests" / "eval.yaml", "case": case, "out": tmp_path / "out"}
+
+
+def grade(
+    layout: dict[str, Path], server: FakeLLM, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("VERIFIER_", "OPENAI_", "ANTHROPIC_", "EVAL_"))
+        and key.lower() not in ("http_proxy", "https_proxy")
+    }
+    environment.update(FAST)
+    environment.update(server.env)
+    environment.update(OPENAI_API_KEY=OPENAI_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
+    environment.update(env or {})
+    return subprocess.run(
+        [VERIFIER, "grade", "--config", str(layout["config"]), "--case", str(layout["case"]),
+         "--out", str(layout["out"]), *args],
+        capture_output=True, text=True, env=environment, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def per_judge(layout: dict[str, Path]) -> dict[str, dict]:
+    return json.loads((layout["out"] / "judges.json").read_text())["per_judge"]
+
+
+def test_llm_rubric_1_to_5_grades_a_case(llm_server: FakeLLM, layout: dict[str, Path]) -> None:
+    layout["config"].write_text(eval_yaml(f"{llm_server.style}/grader-model"))
+    llm_server.queue(llm_server.grade(score=4, rationale="Says what broke and how."))
+    completed = grade(layout, llm_server)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines()[0] == "reward=0.7500  [has_report=1.0, quality=4.0]"
+    assert json.loads((layout["out"] / "reward.json").read_text()) == {
+        "reward": 0.75, "has_report": 1.0, "quality": 4.0,
+    }  # fmt: skip
+    quality = per_judge(layout)["quality"]
+    assert quality["status"] == "ok" and quality["judge_type"] == "llm"
+    assert quality["rationale"] == "Says what broke and how."
+    assert quality["model"] == "grader-model" and quality["provider"] == llm_server.style
+    assert quality["usage"] == {"input_tokens": 321, "output_tokens": 12}
+    assert quality["latency_s"] >= 0 and quality["truncated"] is False
+    (request,) = llm_server.received
+    assert "fixed with a guard" in request.user and "added a guard and a test" in request.user
+    assert "from 1 (worst) to 5 (best)" in request.system
+    details = json.loads((layout["out"] / "reward-details.json").read_text())
+    assert details["quality"]["judge"] == {"model": "grader-model"}
+
+
+def test_failures_are_explained_error_records(
+    openai_server: FakeLLM, layout: dict[str, Path]
+) -> None:
+    layout["config"].write_text(
+        eval_yaml(
+            "openai/m",
+            """
+            - name: wild
+              llm_rubric: Rate it.
+              score_range: [1, 5]
+            - name: down
+              llm_rubric: Judge it.
+              feedback_type: bool
+            """,
+        )
+    )
+    replies = {
+        "Score the report": openai_server.grade(score=3),
+        "Rate it.": openai_server.grade(score=11),
+        "Judge it.": openai_server.error(503, "overloaded"),
+    }  # judges run concurrently: reply by rubric, not by order
+    openai_server.route = lambda request: next(
+        reply for text, reply in replies.items() if text in request.user
+    )
+    completed = grade(layout, openai_server)
+    assert completed.returncode == 0, completed.stderr
+    judges = per_judge(layout)
+    assert judges["quality"]["value"] == 3.0
+    assert judges["wild"]["status"] == "error" and judges["wild"]["value"] is None
+    assert "answered score 11, outside the judge's scale [1, 5]" in judges["wild"]["error"]
+    assert judges["down"]["status"] == "error"
+    assert "HTTP 503: overloaded (gave up after 2 attempts)" in judges["down"]["error"]
+    assert judges["down"]["attempts"] == 2
+    assert "warning: judge down: error:" in completed.stderr
+
+
+def test_api_keys_never_appear_in_any_output(
+    openai_server: FakeLLM, layout: dict[str, Path]
+) -> None:
+    layout["config"].write_text(
+        eval_yaml(
+            "openai/m",
+            """
+            - name: echo
+              llm_rubric: Echo.
+              feedback_type: bool
+            - name: refused
+              llm_rubric: Refused.
+              feedback_type: bool
+            """,
+        )
+    )
+    echoed = f"Bearer {OPENAI_KEY} (also {ANTHROPIC_KEY})"
+
+    def route(request: Received) -> Reply:
+        if "Echo." in request.user:  # a proxy that leaks the key into the answer
+            return openai_server.grade(passed=True, rationale=f"header was {echoed}")
+        if "Refused." in request.user:  # an error body that echoes the request's header
+            return openai_server.error(401, f"invalid api key {echoed}")
+        return openai_server.grade(score=5, rationale=f"key {OPENAI_KEY}")
+
+    openai_server.route = route
+    completed = grade(layout, openai_server, "--debug")
+    assert completed.returncode == 0, completed.stderr
+    assert any(OPENAI_KEY in r.headers.get("authorization", "") for r in openai_server.received)
+    written = {path.name: path.read_text() for path in layout["out"].iterdir()}
+    assert set(written) >= {"judges.json", "reward.json", "reward.txt", "reward-details.json"}
+    for where, text in {"stdout": completed.stdout, "stderr": completed.stderr, **written}.items():
+        assert OPENAI_KEY not in text, where
+        assert ANTHROPIC_KEY not in text, where
+    judges = per_judge(layout)
+    assert "[redacted]" in judges["echo"]["rationale"]
+    assert "[redacted]" in judges["refused"]["error"]
+
+
+@pytest.mark.parametrize("switch", [["--no-llm"], []])
+def test_no_llm_skips_llm_judges(
+    openai_server: FakeLLM, layout: dict[str, Path], switch: list[str]
+) -> None:
+    layout["config"].write_text(eval_yaml("openai/m"))
+    env = {} if switch else {"VERIFIER_NO_LLM": "1"}
+    completed = grade(layout, openai_server, *switch, env=env)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines()[0] == "reward=1.0000  [has_report=1.0, quality=skipped]"
+    quality = per_judge(layout)["quality"]
+    assert (quality["status"], quality["value"], quality["error"]) == ("skipped", None, None)
+    assert openai_server.received == []
+
+
+def test_hanging_endpoint_ends_before_the_judge_timeout_with_a_reason(
+    openai_server: FakeLLM, layout: dict[str, Path]
+) -> None:
+    config = eval_yaml("openai/m").replace("score_range", "timeout: 2\n    score_range")
+    layout["config"].write_text(config)
+    openai_server.default = openai_server.hang()
+    completed = grade(layout, openai_server, env={"VERIFIER_LLM_REQUEST_TIMEOUT": "0.5"})
+    assert completed.returncode == 0, completed.stderr
+    quality = per_judge(layout)["quality"]
+    assert quality["status"] == "error"
+    assert "no response within 0.5s (request timeout)" in quality["error"]

@@ -1,0 +1,250 @@
+"""The two wire formats: OpenAI-compatible chat completions and Anthropic Messages.
+
+OpenAI-compatible covers the hosted API and what runs inside a cluster (vLLM,
+LiteLLM, Ollama); Anthropic covers the hosted API and its proxies. Each turns a
+Prompt into a request (structured output asked for as a forced tool call or a
+JSON schema) and a response into a provider-neutral Reply. API keys are read
+from the environment at request time, in the judge's process, and go into
+headers only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
+
+import attrs
+
+from verifier.judges.llm.parse import Reply, excerpt
+from verifier.judges.llm.prompt import TOOL_NAME, OutputMode, Prompt
+from verifier.judges.llm.scale import AnswerError, Scale
+
+ProviderName = Literal["openai", "anthropic"]
+PROVIDER_ALIASES: dict[str, ProviderName] = {
+    "openai": "openai",
+    "openai-compatible": "openai",
+    "vllm": "openai",
+    "litellm": "openai",
+    "ollama": "openai",
+    "anthropic": "anthropic",
+}
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+ANTHROPIC_VERSION = "2023-06-01"
+USER_AGENT = "harbor-verifier"
+
+
+@attrs.frozen(slots=True)
+class Generation:
+    """Request options that are the same for every request of a judge."""
+
+    max_tokens: int = 1024
+    temperature: float | None = 0.0  # None: leave it to the server
+    output_mode: OutputMode = "tool"
+
+
+class Endpoint(Protocol):
+    provider: ProviderName
+    base_url: str
+    model: str
+
+    @property
+    def url(self) -> str: ...
+
+    def request(
+        self, prompt: Prompt, scale: Scale, generation: Generation
+    ) -> tuple[dict[str, str], dict[str, Any]]: ...
+
+    def read(self, payload: Mapping[str, Any]) -> Reply: ...
+
+    def hint(self, status: int | None) -> str: ...
+
+
+def make_endpoint(provider: ProviderName, base_url: str, model: str) -> Endpoint:
+    if provider == "anthropic":
+        return AnthropicMessages(provider="anthropic", base_url=base_url, model=model)
+    return OpenAIChat(provider="openai", base_url=base_url, model=model)
+
+
+@attrs.frozen(slots=True)
+class OpenAIChat:
+    provider: ProviderName
+    base_url: str
+    model: str
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def request(
+        self, prompt: Prompt, scale: Scale, generation: Generation
+    ) -> tuple[dict[str, str], dict[str, Any]]:
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        key = os.environ.get("OPENAI_API_KEY", "").strip()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        # The hosted API wants max_completion_tokens for its newer models; servers
+        # inside a cluster (vLLM, Ollama) all know max_tokens.
+        hosted = urlsplit(self.base_url).hostname == "api.openai.com"
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": prompt.user},
+            ],
+            "max_completion_tokens" if hosted else "max_tokens": generation.max_tokens,
+        }
+        if generation.temperature is not None:
+            body["temperature"] = generation.temperature
+        if generation.output_mode == "tool":
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": TOOL_NAME,
+                        "description": "Submit the grade for the material.",
+                        "parameters": scale.schema(),
+                    },
+                }
+            ]
+            body["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
+        elif generation.output_mode == "json":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "grade", "schema": scale.schema()},
+            }
+        return headers, body
+
+    def read(self, payload: Mapping[str, Any]) -> Reply:
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise AnswerError(f"the response has no choices: {_shown(payload)}")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        arguments = None
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                arguments = function.get("arguments")
+                break
+        text = _joined_text(message.get("content")) or message.get("refusal")
+        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        return Reply(
+            text=text if isinstance(text, str) else None,
+            arguments=arguments,
+            stop_reason=choice.get("finish_reason"),
+            usage=_usage(usage, "prompt_tokens", "completion_tokens"),
+            model=payload.get("model") if isinstance(payload.get("model"), str) else None,
+        )
+
+    def hint(self, status: int | None) -> str:
+        return _hint(status, "OPENAI_API_KEY", "does $OPENAI_BASE_URL end in /v1")
+
+
+@attrs.frozen(slots=True)
+class AnthropicMessages:
+    provider: ProviderName
+    base_url: str
+    model: str
+
+    @property
+    def url(self) -> str:
+        base = self.base_url.rstrip("/")
+        return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+
+    def request(
+        self, prompt: Prompt, scale: Scale, generation: Generation
+    ) -> tuple[dict[str, str], dict[str, Any]]:
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+        token = os.environ.get("ANTHROPIC_AUTH_TOKEN", "").strip()
+        if key:
+            headers["x-api-key"] = key
+        elif token:
+            headers["Authorization"] = f"Bearer {token}"
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": generation.max_tokens,
+            "system": prompt.system,
+            "messages": [{"role": "user", "content": prompt.user}],
+        }
+        if generation.temperature is not None:
+            body["temperature"] = generation.temperature
+        if generation.output_mode == "tool":
+            body["tools"] = [
+                {
+                    "name": TOOL_NAME,
+                    "description": "Submit the grade for the material.",
+                    "input_schema": scale.schema(),
+                }
+            ]
+            body["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
+        return headers, body
+
+    def read(self, payload: Mapping[str, Any]) -> Reply:
+        content = payload.get("content")
+        if not isinstance(content, list):
+            raise AnswerError(f"the response has no content: {_shown(payload)}")
+        arguments = None
+        texts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and arguments is None:
+                arguments = block.get("input")
+            elif block.get("type") == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        return Reply(
+            text="\n".join(texts) or None,
+            arguments=arguments,
+            stop_reason=payload.get("stop_reason"),
+            usage=_usage(usage, "input_tokens", "output_tokens"),
+            model=payload.get("model") if isinstance(payload.get("model"), str) else None,
+        )
+
+    def hint(self, status: int | None) -> str:
+        return _hint(
+            status, "ANTHROPIC_API_KEY", "is $ANTHROPIC_BASE_URL the API root (no /v1/messages)"
+        )
+
+
+def _hint(status: int | None, key_var: str, url_question: str) -> str:
+    if status in (401, 403):
+        state = "set but refused" if os.environ.get(key_var, "").strip() else "not set"
+        return f" (${key_var} is {state})"
+    if status == 404:
+        return f" (is the model name right, and {url_question}?)"
+    return ""
+
+
+def _joined_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        texts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "\n".join(t for t in texts if isinstance(t, str)) or None
+    return None
+
+
+def _usage(usage: Mapping[str, Any], input_key: str, output_key: str) -> dict[str, int]:
+    found = {}
+    for name, key in (("input_tokens", input_key), ("output_tokens", output_key)):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            found[name] = value
+    return found
+
+
+def _shown(payload: Mapping[str, Any]) -> str:
+    return excerpt(json.dumps(payload, default=str))

@@ -1,0 +1,39 @@
+"""`samples: N`: N answers reduced to one grade, with how far they agreed.
+
+Numbers reduce to the median (the lower median for integer judges, so the
+grade stays on the judge's integer scale), pass/fail to the majority (a tie is
+not a majority, so it fails). `agreement` is the share of samples equal to the
+grade; a grader that disagrees with itself is visible in judges.json.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+import attrs
+
+from verifier.judges.llm.scale import Scale
+
+
+@attrs.frozen(slots=True)
+class Reduced:
+    value: bool | float
+    agreement: float
+    spread: float | None  # max - min, numbers only
+
+
+def reduce_samples(values: Sequence[bool | float], scale: Scale) -> Reduced:
+    """One grade from at least one sample value."""
+    if not values:
+        raise ValueError("no samples to reduce")
+    if scale.kind == "pass_fail":
+        passed = sum(1 for value in values if value) * 2 > len(values)
+        agreeing = sum(1 for value in values if value == passed)
+        return Reduced(value=passed, agreement=agreeing / len(values), spread=None)
+    numbers = [float(value) for value in values]
+    median = statistics.median_low(numbers) if scale.integer else statistics.median(numbers)
+    agreeing = sum(1 for number in numbers if number == median)
+    return Reduced(
+        value=median, agreement=agreeing / len(numbers), spread=max(numbers) - min(numbers)
+    )
