@@ -1,0 +1,351 @@
+"""deploy/kubernetes: the manifests kustomize renders, checked three ways.
+
+1. Offline against the Kubernetes API schemas (kubernetes-validate ships them), strict:
+   an unknown or misplaced field fails.
+2. The fields OpenShift's restricted-v2 SCC demands, and the Job settings the
+   issue asks for (backoffLimit, activeDeadlineSeconds, termination message).
+3. On a real engine: the Job's pod template, with its security context, volumes and
+   generated ConfigMap, becomes a Pod run by `podman kube play` (PVCs swapped for
+   hostPath volumes, the termination log bind-mounted the way the kubelet does) and
+   must write the reward. The Indexed Job's pod gets JOB_COMPLETION_INDEX the way the
+   Job controller adds it, and `$(VAR)` in its args expanded the way the kubelet does
+   (podman does not), and must grade exactly its shard.
+
+Rendering needs `kubectl` (its built-in kustomize); the podman tests also need
+catatonit, which podman uses to build its pod infra image where none can be pulled.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from verifier.batch import Shard
+from verifier.grade_command import run_grade
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy" / "kubernetes"
+OVERLAYS = ("job", "batch")
+KUBERNETES_VERSION = "1.37"
+IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
+SECRET = "harbor-verifier-judge-keys"
+OPENSHIFT_UID = 1000680000  # what restricted-v2 picks from a project's UID range
+
+
+def render(overlay: str) -> list[dict[str, Any]]:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl (for its built-in kustomize) is not installed")
+    completed = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / overlay)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    return [doc for doc in yaml.safe_load_all(completed.stdout) if doc]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def rendered(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return render(request.param)
+
+
+def the(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [doc for doc in docs if doc["kind"] == kind]
+    return found
+
+
+def container_of(job: dict[str, Any]) -> dict[str, Any]:
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+# --- 1. the API schemas ---------------------------------------------------------------
+
+
+def test_manifests_validate_against_the_kubernetes_schemas(rendered) -> None:
+    import kubernetes_validate
+
+    examples = list(yaml.safe_load_all((DEPLOY / "volumes.example.yaml").read_text()))
+    for doc in [*rendered, *examples]:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_validator_rejects_a_misplaced_field(rendered) -> None:
+    """The check above can fail: a pod-level field on the container is an error."""
+    import kubernetes_validate
+
+    job = copy.deepcopy(the(rendered, "Job"))
+    container_of(job)["securityContext"]["fsGroup"] = 1000
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+
+
+# --- 2. restricted-v2 and the Job settings ------------------------------------------------
+
+
+def all_keys(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            yield from all_keys(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from all_keys(item)
+
+
+def test_restricted_v2(rendered) -> None:
+    job = the(rendered, "Job")
+    pod = job["spec"]["template"]["spec"]
+    container = container_of(job)
+    keys = set(all_keys(job))
+    assert not keys & {"runAsUser", "runAsGroup", "fsGroup", "supplementalGroups"}
+    assert not keys & {"hostPath", "hostNetwork", "hostPID", "hostIPC", "privileged"}
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_job_settings(rendered) -> None:
+    job = the(rendered, "Job")
+    spec = job["spec"]
+    assert spec["backoffLimit"] >= 1
+    assert spec["activeDeadlineSeconds"] > 0
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    failing = spec["podFailurePolicy"]["rules"][0]
+    assert failing["action"] == "FailJob"
+    assert failing["onExitCodes"]["values"] == [2, 3, 4]
+    container = container_of(job)
+    assert container["name"] == failing["onExitCodes"]["containerName"]
+    assert container["terminationMessagePath"] == "/dev/termination-log"
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    env = {item["name"]: item for item in container["env"]}
+    assert env["VERIFIER_TERMINATION_LOG"]["value"] == "/dev/termination-log"
+    assert container["image"].endswith("harbor-verifier:0.1.0")
+
+
+def test_judge_keys_come_from_an_optional_secret(rendered) -> None:
+    env = {item["name"]: item for item in container_of(the(rendered, "Job"))["env"]}
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        assert env[name]["valueFrom"]["secretKeyRef"] == {
+            "name": SECRET, "key": name, "optional": True,
+        }  # fmt: skip
+
+
+def test_volumes_config_read_only_case_writable_results(rendered) -> None:
+    job = the(rendered, "Job")
+    config_map = the(rendered, "ConfigMap")
+    pod = job["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    mounts = {mount["mountPath"]: mount for mount in container_of(job)["volumeMounts"]}
+    assert volumes[mounts["/config"]["name"]]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert config_map["metadata"]["name"].startswith("harbor-verifier-eval-")  # content hash
+    assert config_map["data"]["eval.yaml"] == (DEPLOY / "common" / "eval.yaml").read_text()
+    assert mounts["/config"]["readOnly"] and mounts["/cases"]["readOnly"]
+    assert volumes[mounts["/cases"]["name"]]["persistentVolumeClaim"]["readOnly"] is True
+    assert not mounts["/results"].get("readOnly", False)
+
+
+def test_the_indexed_job_shards_by_completion_index() -> None:
+    job = the(render("batch"), "Job")
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    args = container_of(job)["args"]
+    assert args[0] == "batch"
+    (shard,) = [arg for arg in args if arg.startswith("--shard=")]
+    index, count = shard.removeprefix("--shard=").split("/")
+    assert index == "$(JOB_COMPLETION_INDEX)"
+    assert int(count) == spec["completions"] == spec["parallelism"]
+
+
+def test_the_example_eval_yaml_loads() -> None:
+    from verifier.grading import load_eval
+
+    assert load_eval(DEPLOY / "common" / "eval.yaml").config.name == "example-report"
+
+
+# --- 3. podman kube play -------------------------------------------------------------------
+
+
+def kubelet_expand(text: str, env: dict[str, str]) -> str:
+    """The kubelet's `$(VAR)` expansion in command and args (`$$` escapes a `$`)."""
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda match: "$" if match.group(0) == "$$" else env.get(match[1], match[0]),
+        text,
+    )
+
+
+def as_podman_pod(
+    docs: list[dict[str, Any]], name: str, host: dict[str, Path], *,
+    run_as_user: int | None = None, completion_index: int | None = None,
+) -> str:  # fmt: skip
+    """The Job's pod template as a Pod + its ConfigMap, in one YAML for `podman kube play`.
+
+    The cluster-side parts are emulated: PVCs become hostPath volumes, the kubelet's
+    bind mount of the termination log is a hostPath File volume, an Indexed Job's
+    index is injected and `$(VAR)` expanded, OpenShift's UID is set when asked.
+    """
+    job = copy.deepcopy(the(docs, "Job"))
+    spec = job["spec"]["template"]["spec"]
+    container = container_of(job)
+    container["image"] = IMAGE
+    container["imagePullPolicy"] = "Never"
+    for volume in spec["volumes"]:
+        if "persistentVolumeClaim" in volume:
+            del volume["persistentVolumeClaim"]
+            volume["hostPath"] = {"path": str(host[volume["name"]]), "type": "Directory"}
+    spec["volumes"].append({
+        "name": "termination-log",
+        "hostPath": {"path": str(host["termination-log"]), "type": "File"},
+    })  # fmt: skip
+    container["volumeMounts"].append({
+        "name": "termination-log", "mountPath": container["terminationMessagePath"],
+    })  # fmt: skip
+    if completion_index is not None:
+        container["env"].append({"name": "JOB_COMPLETION_INDEX", "value": str(completion_index)})
+        plain = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+        container["args"] = [kubelet_expand(arg, plain) for arg in container["args"]]
+    if run_as_user is not None:
+        spec["securityContext"]["runAsUser"] = run_as_user
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": job["spec"]["template"]["metadata"]["labels"]},
+        "spec": spec,
+    }
+    return yaml.safe_dump_all([the(docs, "ConfigMap"), pod], sort_keys=False)
+
+
+def podman(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["podman", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture
+def kube_play(built_image: str, tmp_path: Path) -> Iterator[Any]:
+    """Play a pod YAML, wait for its verifier container, yield (exit code, logs); clean up."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed")
+    played: list[Path] = []
+
+    def play(text: str, name: str) -> tuple[int, str]:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        played.append(path)
+        started = podman("kube", "play", "--network", "none", str(path))
+        if "catatonit" in started.stderr:
+            pytest.fail("podman needs catatonit for its pod infra image: apt-get install catatonit")
+        assert started.returncode == 0, started.stderr
+        waited = podman("wait", f"{name}-verifier")
+        assert waited.returncode == 0, waited.stderr
+        logs = podman("logs", f"{name}-verifier")
+        return int(waited.stdout.strip()), logs.stdout + logs.stderr
+
+    yield play
+    for path in played:
+        podman("kube", "down", str(path))
+
+
+def host_dirs(tmp_path: Path) -> dict[str, Path]:
+    """Cases readable by anyone; results writable by group 0, as the pod's GID is 0."""
+    host = {"cases": tmp_path / "cases", "results": tmp_path / "results"}
+    for path in host.values():
+        path.mkdir()
+    host["results"].chmod(0o770)
+    host["termination-log"] = tmp_path / "termination-log"
+    host["termination-log"].write_text("")
+    host["termination-log"].chmod(0o666)
+    return host
+
+
+def copy_case(source: Path, target: Path) -> None:
+    shutil.copytree(source, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("run_as_user", [None, OPENSHIFT_UID], ids=["image-user", "openshift-uid"])
+def test_the_job_pod_runs_on_podman_and_writes_the_reward(
+    kube_play, tmp_path: Path, run_as_user: int | None
+) -> None:
+    docs = render("job")
+    host = host_dirs(tmp_path)
+    env = {item["name"]: item.get("value") for item in container_of(the(docs, "Job"))["env"]}
+    case_name = Path(env["VERIFIER_CASE"]).name
+    copy_case(REPO / "examples" / "case-pass", host["cases"] / case_name)
+    name = f"hv-job-{uuid.uuid4().hex[:8]}"
+    code, logs = kube_play(as_podman_pod(docs, name, host, run_as_user=run_as_user), name)
+    assert code == 0, logs
+    out = host["results"] / Path(env["VERIFIER_OUT"]).name
+    expected = tmp_path / "expected"
+    config = DEPLOY / "common" / "eval.yaml"
+    case = host["cases"] / case_name
+    assert run_grade(["--config", str(config), "--case", str(case), "--out", str(expected)]) == 0
+    reward = json.loads((out / "reward.json").read_text())
+    assert reward == json.loads((expected / "reward.json").read_text())
+    assert reward["reward"] == 1.0
+    owner = (out / "reward.json").stat().st_uid
+    assert owner == (run_as_user or 1001) and owner != 0
+    message = host["termination-log"].read_text().strip()
+    assert message.startswith("reward=1.0000  [")
+
+
+@pytest.mark.integration
+def test_a_case_error_fails_the_job_pod_with_exit_3(kube_play, tmp_path: Path) -> None:
+    docs = render("job")
+    host = host_dirs(tmp_path)  # the case dir is missing
+    name = f"hv-job-{uuid.uuid4().hex[:8]}"
+    code, logs = kube_play(as_podman_pod(docs, name, host), name)
+    assert code == 3, logs
+    assert "case directory not found" in logs
+    assert not list(host["results"].rglob("reward.json"))
+
+
+@pytest.mark.integration
+def test_the_indexed_job_pod_grades_its_shard_on_podman(kube_play, tmp_path: Path) -> None:
+    docs = render("batch")
+    host = host_dirs(tmp_path)
+    for index in range(24):
+        source = "case-pass" if index % 2 else "case-fail"
+        copy_case(REPO / "examples" / source, host["cases"] / f"case-{index:03d}")
+    (host["cases"] / "case-empty").mkdir()
+    job = the(docs, "Job")
+    count = job["spec"]["completions"]
+    index = 1
+    name = f"hv-batch-{uuid.uuid4().hex[:8]}"
+    pod = as_podman_pod(docs, name, host, run_as_user=OPENSHIFT_UID, completion_index=index)
+    code, logs = kube_play(pod, name)
+    assert code == 0, logs
+    summary = json.loads((host["results"] / f"summary.shard-{index}-of-{count}.json").read_text())
+    shard = Shard(index, count)
+    owned = sorted(path.name for path in host["cases"].iterdir() if shard.owns(path.name))
+    assert len(owned) >= 3
+    assert [row["case"] for row in summary["cases"]] == owned
+    assert summary["shard"] == f"{index}/{count}"
+    graded = sorted(path.parent.name for path in host["results"].glob("*/reward.json"))
+    assert graded == [name for name in owned if name != "case-empty"]
+    message = host["termination-log"].read_text().strip()
+    assert message.startswith(f"cases={len(owned)} ") and f"shard={index}/{count}" in message
