@@ -24,19 +24,19 @@ def run_check(path: Path) -> int:
     print(f"name: {config.name}")
     print("judges:")
     for judge in config.judges:
-        print(f"  {judge.name}: {describe_judge(judge)}")
+        print(f"  {judge.name}: {describe_judge(judge, config)}")
     print(f"reward: {describe_reward(config)}")
     for warning in config.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
-def describe_judge(judge: JudgeConfig) -> str:
+def describe_judge(judge: JudgeConfig, config: EvalConfig) -> str:
     source = {
         "builtin": f"builtin {judge.builtin}",
         "check": "check",
         "module": f"module {judge.module}.{judge.function}",
-        "llm": "llm",
+        "llm": f"llm {judge.llm.get('model') or config.default_model or '$EVAL_JUDGE_MODEL'}",
     }[judge.kind]
     scale = (
         f"score_range [{judge.score_range[0]:g}, {judge.score_range[1]:g}]"

@@ -193,6 +193,8 @@ def _describe(error: BaseException) -> str:
         return f"judge called sys.exit({error.code!r})"
     if isinstance(error, MemoryError):
         return "MemoryError: the judge ran out of memory"
+    if _details(error):  # a judge that explains its own failure (LLM judges) needs no location
+        return str(error)
     import traceback  # only on errors: it costs start-up time on the grading path
 
     frames = traceback.extract_tb(error.__traceback__)

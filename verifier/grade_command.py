@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from verifier.cli import guarded
-from verifier.engine import DEFAULT_MEMORY_MB, Limits
+from verifier.engine import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Limits
 from verifier.errors import EXIT_OK, OutputError, VerifierError
 from verifier.grading import Grading, grade, load_eval, refuse_config_inside_case
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
@@ -45,8 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the reward files go ($VERIFIER_OUT, else /logs/verifier)",
     )  # fmt: skip
     parser.add_argument(
-        "--memory-mb", type=int, default=int(env("VERIFIER_JUDGE_MEMORY_MB", DEFAULT_MEMORY_MB)),
+        "--memory-mb", type=positive_int,
+        default=env("VERIFIER_JUDGE_MEMORY_MB", str(DEFAULT_MEMORY_MB)),
         help="memory limit of each judge process ($VERIFIER_JUDGE_MEMORY_MB, default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--llm-parallel", type=positive_int,
+        default=env("VERIFIER_LLM_PARALLEL", str(DEFAULT_LLM_PARALLEL)),
+        help="LLM judges run at once ($VERIFIER_LLM_PARALLEL, default %(default)s)",
     )  # fmt: skip
     parser.add_argument(
         "--no-llm", action="store_true", default=env("VERIFIER_NO_LLM", "") not in ("", "0"),
@@ -59,6 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
+
+
+def positive_int(text: str) -> int:
+    """argparse type (also applied to env-var defaults): a clear usage error, exit 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def run_grade(argv: list[str]) -> int:
@@ -75,6 +92,7 @@ def _grade(options: argparse.Namespace) -> int:
         prepare_out_dir(options.out)
         limits = Limits(
             memory_mb=options.memory_mb,
+            llm_parallel=options.llm_parallel,
             skip_pools=frozenset({"llm"}) if options.no_llm else frozenset(),
         )
         grading = grade(loaded, options.case, limits)

@@ -58,7 +58,7 @@ def error_of(write_config: Callable[[str], Path], text: str) -> ConfigError:
         ("judges:\n  - {name: a, check: 'x = 1'}\n", "judges[0] (a).check", "never returns"),
         ("judges:\n  - {name: a, check: 'return 1', if: 'x ==' }\n", "judges[0] (a).if",
          "not a Python expression"),
-        ("judges:\n  - {name: a, llm_rubric: 'Is it good?'}\n", "judges[0] (a)", "LLM"),
+        ("judges:\n  - {name: a, llm_rubric: 'Is it good?'}\n", "judges[0] (a).model", "no model for this LLM judge"),
         (GOOD_JUDGE + "outputs: [{path: ../x}]\n", "outputs[0].path", "without '..'"),
         (GOOD_JUDGE + "outputs: [{path: /abs}]\n", "outputs[0].path", "relative"),
         (GOOD_JUDGE + "outputs: [{path: .}]\n", "outputs[0].path", "not '.'"),
@@ -82,8 +82,13 @@ def error_of(write_config: Callable[[str], Path], text: str) -> ConfigError:
     ],
 )  # fmt: skip
 def test_invalid_config_is_a_one_line_error_naming_key_and_problem(
-    write_config: Callable[[str], Path], text: str, key: str, problem: str
+    write_config: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    text: str,
+    key: str,
+    problem: str,
 ) -> None:
+    monkeypatch.delenv("EVAL_JUDGE_MODEL", raising=False)
     error = error_of(write_config, text)
     assert error.exit_code == 2
     assert key in error.key or key in error.message

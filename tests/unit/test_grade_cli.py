@@ -249,6 +249,14 @@ def test_grade_with_unbound_formula_name_warns_and_gives_zero(layout: dict[str, 
     assert "reward.formula failed: name 'qualty' is not defined" in completed.stderr
 
 
+@pytest.mark.parametrize("variable", ["VERIFIER_JUDGE_MEMORY_MB", "VERIFIER_LLM_PARALLEL"])
+def test_bad_numeric_environment_is_a_usage_error(layout: dict[str, Path], variable: str) -> None:
+    completed = run(*grade_args(layout), env={**os.environ, variable: "lots"})
+    assert completed.returncode == 2
+    assert "'lots' is not a whole number" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
 def test_grade_help_documents_exit_codes() -> None:
     completed = run("grade", "--help")
     assert completed.returncode == 0
