@@ -35,6 +35,7 @@ RUN set -eu; \
     /opt/verifier/bin/python -m pip install --quiet -r /tmp/requirements.txt
 
 COPY README.md /src/
+COPY task-templates/ /src/task-templates/
 COPY verifier/ /src/verifier/
 
 # The package itself (no build isolation: the backend is already there); then drop

@@ -91,6 +91,49 @@ def batch(
     )
 
 
+task_app = typer.Typer(help="Harbor task packages graded by this image.", no_args_is_help=True)
+app.add_typer(task_app, name="task")
+
+
+@task_app.command("init")
+def task_init(
+    dest: Annotated[Path, typer.Argument(help="the task package dir to create")],
+    config: Annotated[Path, typer.Option("--config", help="the eval.yaml that grades the task")],
+    image: Annotated[
+        str, typer.Option("--image", help="the verifier image tests/Dockerfile builds FROM")
+    ] = "localhost/harbor-verifier:latest",
+    agent_image: Annotated[
+        str | None,
+        typer.Option("--agent-image", help="the agent's image ([environment].docker_image)"),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="org/name [default: local/<DEST name>]")
+    ] = None,
+    workdir: Annotated[
+        str, typer.Option("--workdir", help="the agent's work dir: artifacts and VERIFIER_CASE")
+    ] = "/app",
+    instruction: Annotated[
+        Path | None, typer.Option("--instruction", help="a file to use as instruction.md")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="write into a non-empty DEST")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
+) -> None:
+    """Render a Harbor task package whose separate verifier is this image grading eval.yaml."""
+    from verifier.task import init_task
+
+    def render() -> int:
+        created = init_task(
+            dest, config, image=image, agent_image=agent_image, name=name,
+            workdir=workdir, instruction=instruction, force=force,
+        )  # fmt: skip
+        print(f"created Harbor task {created}")
+        print(f"next: write {created / 'solution' / 'solve.sh'}, then")
+        print(f"  harbor run -p {created} --agent oracle -e podman --no-delete")
+        return EXIT_OK
+
+    raise typer.Exit(guarded(render, debug=debug))
+
+
 @app.command()
 def version() -> None:
     """Print the verifier's version."""

@@ -1,0 +1,44 @@
+"""`verifier task init` from the command line: renders a package, refuses to clobber one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "eval.yaml"
+
+
+def init(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [VERIFIER, "task", "init", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_task_init_renders_a_separate_verifier_package(tmp_path: Path) -> None:
+    dest = tmp_path / "fix-bug"
+    completed = init(
+        str(dest), "--config", str(EXAMPLE), "--image", "quay.io/org/verifier:1.0",
+        "--agent-image", "quay.io/org/agent:2", "--name", "org/fix-bug", "--workdir", "/work",
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    task = tomllib.loads((dest / "task.toml").read_text())
+    assert task["artifacts"] == ["/work"]
+    assert task["task"]["name"] == "org/fix-bug"
+    assert task["verifier"]["env"]["VERIFIER_CASE"] == "/work"
+    assert task["verifier"]["environment_mode"] == "separate"
+    assert task["environment"]["docker_image"] == "quay.io/org/agent:2"
+    dockerfile = (dest / "tests" / "Dockerfile").read_text()
+    assert "ARG VERIFIER_IMAGE=quay.io/org/verifier:1.0" in dockerfile
+    assert (dest / "tests" / "eval.yaml").read_text() == EXAMPLE.read_text()
+
+
+def test_task_init_refuses_a_non_empty_dir_without_force(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    completed = init(str(tmp_path), "--config", str(EXAMPLE))
+    assert completed.returncode == 2
+    assert "is not empty: pass --force" in completed.stderr
+    assert init(str(tmp_path), "--config", str(EXAMPLE), "--force").returncode == 0
+    assert (tmp_path / "keep.txt").read_text() == "mine"
