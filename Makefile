@@ -154,10 +154,11 @@ demo: image
 	done
 
 # --- tests, benchmarks, lint ---------------------------------------------------
-# The integration tests build the image once per session (`make image`).
+# The image is built first (the Harbor trial tests use it as it is; the integration
+# tests' own `make image` is then a no-op).
 TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE)
 
-test: venv
+test: venv image
 	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(PYTEST_ARGS)
 
 test-fast: venv
