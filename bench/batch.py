@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -57,24 +58,30 @@ def make_cases(root: Path, count: int) -> Path:
     return cases
 
 
-def run(command: list[str]) -> float:
+def run(command: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (the command and every process it waited for)."""
     started = time.perf_counter()
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - started
-    if completed.returncode != 0:
-        failed = f"{' '.join(command)} failed ({completed.returncode})"
-        raise SystemExit(f"{failed}:\n{completed.stderr}")
-    return elapsed
+    assert process.stderr is not None
+    errors = process.stderr.read().decode(errors="replace")
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{errors}")
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
-def time_batch(verifier: str, config: Path, cases: Path, out: Path, jobs: int) -> float:
+def time_batch(
+    verifier: str, config: Path, cases: Path, out: Path, jobs: int
+) -> tuple[float, float]:
     shutil.rmtree(out, ignore_errors=True)
     command = [verifier, "batch", "--config", str(config), "--cases", str(cases)]
-    elapsed = run([*command, "--out", str(out), "--jobs", str(jobs), "--force"])
+    timing = run([*command, "--out", str(out), "--jobs", str(jobs), "--force"])
     summary = json.loads((out / "summary.json").read_text())
     if summary["graded"] != summary["count"]:
         raise SystemExit(f"batch graded {summary['graded']} of {summary['count']} cases")
-    return elapsed
+    return timing
 
 
 def time_grade_sample(verifier: str, config: Path, cases: Path, out: Path, sample: int) -> float:
@@ -82,7 +89,7 @@ def time_grade_sample(verifier: str, config: Path, cases: Path, out: Path, sampl
     names = sorted(path.name for path in cases.iterdir())[:sample]
     command = [verifier, "grade", "--config", str(config)]
     times = [
-        run([*command, "--case", str(cases / name), "--out", str(out / name)]) for name in names
+        run([*command, "--case", str(cases / name), "--out", str(out / name)])[0] for name in names
     ]
     return statistics.median(times)
 
@@ -95,33 +102,50 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="batch runs; the median is shown")
     options = parser.parse_args()
     verifier = str(Path(sys.executable).with_name("verifier"))
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as scratch:
         root = Path(scratch)
         config = root / "eval.yaml"
         config.write_text(EVAL_YAML)
         cases = make_cases(root, options.cases)
-        batch_times = [
+        runs = [
             time_batch(verifier, config, cases, root / "out-batch", options.jobs)
             for _ in range(options.repeat)
         ]
         per_case = time_grade_sample(verifier, config, cases, root / "out-grade", options.sample)
-    batch_s = statistics.median(batch_times)
-    batch_rate = options.cases / batch_s
-    grade_total = per_case * options.cases
-    verdict = "meets" if batch_rate >= TARGET_CASES_PER_S else "MISSES"
-    print(f"{options.cases} cases, 3 inline judges each, {options.jobs} jobs")
+    report(options, runs, per_case, (load_before, os.getloadavg()[0]))
+
+
+def report(
+    options: argparse.Namespace,
+    runs: list[tuple[float, float]],
+    per_case: float,
+    load: tuple[float, float],
+) -> None:
+    n = options.cases
+    batch_s = statistics.median(wall for wall, _ in runs)
+    cpu_ms = 1000 * statistics.median(cpu for _, cpu in runs) / n
+    batch_rate = n / batch_s
+    grade_total = per_case * n
+    cores = len(os.sched_getaffinity(0))
+    print(f"{n} cases, 3 inline judges each, --jobs {options.jobs}, {cores} CPUs")
     print(f"{'':34}{'total s':>10}{'cases/s':>10}{'ms/case':>10}")
     rows = (
         (f"verifier batch --jobs {options.jobs}", batch_s, batch_rate),
-        (f"verifier grade x {options.cases} (est.)", grade_total, options.cases / grade_total),
+        (f"verifier grade x {n} (est.)", grade_total, n / grade_total),
     )
     for label, total, rate in rows:
-        print(f"{label:34}{total:10.2f}{rate:10.1f}{1000 * total / options.cases:10.2f}")
+        print(f"{label:34}{total:10.2f}{rate:10.1f}{1000 * total / n:10.2f}")
     print(
-        f"batch is {grade_total / batch_s:.1f}x faster than one grade per case "
-        f"(grade: median of {options.sample} runs x {options.cases}); "
-        f"batch runs: {', '.join(f'{t:.2f}' for t in batch_times)} s"
+        f"batch: {grade_total / batch_s:.1f}x the throughput of one `verifier grade` per case "
+        f"(grade: median of {options.sample} runs, times {n})"
     )
+    print(
+        f"batch CPU: {cpu_ms:.2f} ms/case (parent, workers, judge processes); "
+        f"batch runs: {', '.join(f'{wall:.2f}' for wall, _ in runs)} s; "
+        f"load average {load[0]:.1f} before, {load[1]:.1f} after (other load slows it)"
+    )
+    verdict = "meets" if batch_rate >= TARGET_CASES_PER_S else "MISSES"
     print(f"target >= {TARGET_CASES_PER_S:.0f} cases/s with --jobs 2: {verdict} ({batch_rate:.1f})")
 
 

@@ -438,8 +438,6 @@ class CaseGrader:
             if earlier is not None:
                 return attrs.evolve(earlier, resumed=True)
         started = time.perf_counter()
-        with contextlib.suppress(OSError):
-            (out / MARKER).unlink(missing_ok=True)
         outcome = self._grade(case, out)
         outcome = attrs.evolve(outcome, seconds=time.perf_counter() - started)
         write_marker(out, self.config_hash, outcome)
@@ -465,12 +463,13 @@ class CaseGrader:
 
 def prepare_case_out(out: Path) -> None:
     """output.prepare_out_dir without its write probe (--out was probed once): a new
-    dir needs nothing removed, an existing one loses its earlier reward first."""
+    dir needs nothing removed, an existing one loses its marker and reward first (a
+    run that dies mid-case must leave nothing that looks graded)."""
     try:
         out.mkdir()
     except FileExistsError:
         try:
-            for name in OUTPUT_FILES:
+            for name in (MARKER, *OUTPUT_FILES):
                 (out / name).unlink(missing_ok=True)
         except OSError as error:
             raise OutputError(
@@ -500,7 +499,7 @@ def write_marker(out: Path, digest: str, outcome: CaseOutcome) -> None:
     record = {"config_hash": digest, "verifier_version": __version__, **outcome.as_record()}
     record.pop("resumed")
     with contextlib.suppress(OSError), (out / MARKER).open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, indent=2) + "\n")
+        handle.write(json.dumps(record) + "\n")
 
 
 def _describe(error: BaseException) -> str:
