@@ -132,7 +132,7 @@ image:
 	        fi; \
 	        start=$$SECONDS; \
 	        $(ENGINE) save $(call PODMAN_ONLY,$(ENGINE),--format docker-archive) $$ref \
-	            | $(OTHER_ENGINE) load >/dev/null; \
+	            | $(OTHER_ENGINE) load -q >/dev/null; \
 	        echo "image: copied $$ref to $(OTHER_ENGINE) in $$((SECONDS - start)) s"; \
 	    done; \
 	fi
