@@ -171,7 +171,7 @@ class BatchSummary:
         )
 
     def as_record(self) -> dict[str, Any]:
-        graded = self.count(resumed=False)
+        processed = self.count(resumed=False)
         return {
             "config": str(self.config),
             "config_hash": self.config_hash,
@@ -185,7 +185,7 @@ class BatchSummary:
             "cases_with_judge_errors": sum(1 for row in self.outcomes if row.errored_judges),
             "mean_reward": self.mean_reward,
             "elapsed_s": round(self.elapsed_s, 3),
-            "cases_per_s": round(graded / self.elapsed_s, 1) if self.elapsed_s > 0 else None,
+            "cases_per_s": round(processed / self.elapsed_s, 1) if self.elapsed_s > 0 else None,
             "interrupted": self.interrupted,
             "cases": [row.as_record() for row in self.outcomes],
         }
@@ -219,9 +219,9 @@ def batch_request(
 ) -> BatchRequest:
     """The CLI options as a BatchRequest (a bad --shard is a usage error, exit 2).
 
-    A case's judges still run side by side (Limits' default): on a busy machine
-    that hides each judge fork's latency, measured ~20% more cases/s than one at
-    a time with --jobs 2 on 2 cores.
+    A case's CPU judges run one at a time (LLM judges keep their own pool): the
+    workers already fill the CPUs, side by side measured no faster on 2 cores, and
+    on a 64-CPU node it would mean thousands of judge processes at once.
     """
     return BatchRequest(
         config=config,
@@ -231,6 +231,7 @@ def batch_request(
         shard=Shard.parse(shard) if shard else None,
         force=force,
         limits=Limits(
+            parallel=1,
             memory_mb=memory_mb,
             skip_pools=frozenset({"llm"}) if no_llm else frozenset(),
         ),
