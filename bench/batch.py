@@ -6,7 +6,7 @@ them (the whole command: start-up, loading, forking, summary), then times a
 sample of per-case `verifier grade` subprocess runs and extrapolates them to N.
 Issue 6's target: at least 100 cases/s with --jobs 2 on a 2-core machine.
 
-    python bench/batch.py [--cases 1000] [--jobs 2] [--sample 50] [--repeat 3]
+    python bench/batch.py [--cases 1000] [--jobs 2] [--sample 50] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--sample", type=int, default=50, help="per-case grade runs timed")
-    parser.add_argument("--repeat", type=int, default=3, help="batch runs; the median is shown")
+    parser.add_argument("--repeat", type=int, default=5, help="batch runs; the median is shown")
     options = parser.parse_args()
     verifier = str(Path(sys.executable).with_name("verifier"))
     load_before = os.getloadavg()[0]
@@ -145,8 +145,12 @@ def report(
         f"batch runs: {', '.join(f'{wall:.2f}' for wall, _ in runs)} s; "
         f"load average {load[0]:.1f} before, {load[1]:.1f} after (other load slows it)"
     )
+    best_rate = n / min(wall for wall, _ in runs)
     verdict = "meets" if batch_rate >= TARGET_CASES_PER_S else "MISSES"
-    print(f"target >= {TARGET_CASES_PER_S:.0f} cases/s with --jobs 2: {verdict} ({batch_rate:.1f})")
+    print(
+        f"target >= {TARGET_CASES_PER_S:.0f} cases/s with --jobs 2: {verdict} "
+        f"(median {batch_rate:.1f}, best run {best_rate:.1f})"
+    )
 
 
 if __name__ == "__main__":
