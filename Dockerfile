@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # harbor-verifier: grades an agent's case directory against eval.yaml and writes
 # /logs/verifier/{reward.json,reward.txt,judges.json}.
 #
