@@ -266,6 +266,9 @@ def kube_play(built_image: str, tmp_path: Path) -> Iterator[Any]:
     yield play
     for path in played:
         podman("kube", "down", str(path))
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] == "ConfigMap":  # podman keeps it as a named volume
+                podman("volume", "rm", "--force", doc["metadata"]["name"])
 
 
 def host_dirs(tmp_path: Path) -> dict[str, Path]:
