@@ -52,7 +52,8 @@ def batch(
         Path, typer.Option("--config", envvar="VERIFIER_CONFIG", help="eval.yaml")
     ] = Path("/tests/eval.yaml"),
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="worker processes [default: CPUs]")
+        int | None,
+        typer.Option("--jobs", "-j", min=1, help="worker processes (default: the CPU count)"),
     ] = None,
     shard: Annotated[
         str | None, typer.Option("--shard", metavar="I/N", help="grade only shard I of N")
@@ -61,7 +62,10 @@ def batch(
         bool, typer.Option("--force", help="re-grade cases already graded with this config")
     ] = False,
     memory_mb: Annotated[
-        int, typer.Option("--memory-mb", envvar="VERIFIER_JUDGE_MEMORY_MB", help="per judge")
+        int,
+        typer.Option(
+            "--memory-mb", envvar="VERIFIER_JUDGE_MEMORY_MB", help="memory cap of each judge (MB)"
+        ),
     ] = 2048,
     no_llm: Annotated[
         bool, typer.Option("--no-llm", envvar="VERIFIER_NO_LLM", help="skip LLM judges")
