@@ -97,6 +97,8 @@ base-image:
 	$(ENGINE) import $(call PODMAN_ONLY,$(ENGINE),--quiet) $(IMPORT_CHANGES) "$$tmp/build.tar" $(LOCAL_BUILD_BASE) >/dev/null; \
 	echo "base-image: imported $(LOCAL_BASE) and $(LOCAL_BUILD_BASE) into $(ENGINE)"
 
+# The labels that change per commit are also given with --label: podman 4.3's layer
+# cache ignores new build-arg values in LABEL and would keep stale ones.
 # The public BASE_IMAGE when present or pullable, else the local bases. The image and
 # its bases are then copied to the other engine (podman save | docker load) unless it
 # already holds the same image ids.
@@ -104,12 +106,12 @@ image:
 	@if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
 	    || $(ENGINE) pull $(BASE_REF) >/dev/null 2>&1; then \
 	    echo "image: base $(BASE_REF)"; \
-	    bases="$(BASE_REF)"; \
+	    bases="$(BASE_REF)"; base_name="$(BASE_REF)"; \
 	    base_args="--build-arg BASE_IMAGE=$(BASE_REF) --build-arg BUILD_IMAGE=$(BASE_REF)"; \
 	else \
 	    echo "image: $(BASE_REF) cannot be pulled: using the local Debian base"; \
 	    $(MAKE) --no-print-directory base-image ENGINE=$(ENGINE); \
-	    bases="$(LOCAL_BASE) $(LOCAL_BUILD_BASE)"; \
+	    bases="$(LOCAL_BASE) $(LOCAL_BUILD_BASE)"; base_name="$(LOCAL_BASE)"; \
 	    base_args="--build-arg BASE_IMAGE=$(LOCAL_BASE) --build-arg BUILD_IMAGE=$(LOCAL_BUILD_BASE) $(call PODMAN_ONLY,$(ENGINE),--pull=never)"; \
 	fi; \
 	mkdir -p .cache; \
@@ -118,6 +120,8 @@ image:
 	start=$$SECONDS; \
 	$(ENGINE) build --network host $$base_args \
 	    --build-arg "VERSION=$(VERSION)" --build-arg "REVISION=$(REVISION)" --build-arg "CREATED=$(CREATED)" \
+	    $(foreach l,version=$(VERSION) revision=$(REVISION) created=$(CREATED),--label "org.opencontainers.image.$(l)") \
+	    --label "org.opencontainers.image.base.name=$${base_name}" \
 	    -t $(IMAGE) -f Dockerfile . >.cache/image-build.log 2>&1 \
 	    || { cat .cache/image-build.log >&2; echo "image: $(ENGINE) build failed" >&2; exit 1; }; \
 	id=$$($(ENGINE) image inspect --format '{{.Id}}' $(IMAGE)); id=$${id#sha256:}; \
