@@ -41,7 +41,13 @@ from verifier import __version__
 from verifier.engine import Limits
 from verifier.errors import CaseError, ConfigError, OutputError, UsageError, VerifierError
 from verifier.grading import LoadedEval, grade, load_eval, refuse_config_inside_case
-from verifier.output import OUTPUT_FILES, REWARD_JSON, write_atomic, write_outputs
+from verifier.output import (
+    OUTPUT_FILES,
+    REWARD_JSON,
+    ensure_writable_dir,
+    write_atomic,
+    write_outputs,
+)
 from verifier.results import Status
 
 MARKER = "batch.json"
@@ -264,7 +270,7 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     for warning in loaded.config.warnings:
         print(f"warning: {warning}", file=stream)
     digest = config_hash(request.config, request.limits)
-    prepare_batch_out(request.out)
+    ensure_writable_dir(request.out)
     cases = select_cases(discover_cases(request.cases, request.out), request.shard)
     worker = CaseGrader(loaded, request.limits, request.out, digest, request.force)
     progress = Progress(len(cases), stream)
@@ -705,17 +711,6 @@ def _isatty(stream: IO[str]) -> bool:
 # --- output files ----------------------------------------------------------------------
 
 CSV_COLUMNS = ("case", "status", "reward", "errored_judges", "time_s", "resumed", "error")
-
-
-def prepare_batch_out(out: Path) -> None:
-    """Create --out and prove it writable before forking anything (exit 4 otherwise)."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-test-{os.getpid()}"
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        probe.unlink()
-    except OSError as error:
-        raise OutputError(f"{out}: output directory is not writable ({error.strerror})") from None
 
 
 def summary_paths(out: Path, shard: Shard | None) -> tuple[Path, Path]:

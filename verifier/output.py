@@ -25,19 +25,29 @@ REWARD_DETAILS_JSON = "reward-details.json"
 OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON, REWARD_DETAILS_JSON)
 
 
-def prepare_out_dir(out_dir: Path) -> None:
-    """Create the dir, prove it is writable, and remove any earlier reward from it."""
+def ensure_writable_dir(out_dir: Path) -> None:
+    """Create the dir and prove it writable before any grading work (OutputError, exit 4)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / f".write-test-{os.getpid()}"
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         probe.unlink()
-        for name in OUTPUT_FILES:
-            (out_dir / name).unlink(missing_ok=True)
     except OSError as error:
         raise OutputError(
             f"{out_dir}: output directory is not writable ({error.strerror}); "
             "mount it read-write or pass --out"
+        ) from None
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """A writable out dir holding no earlier reward."""
+    ensure_writable_dir(out_dir)
+    try:
+        for name in OUTPUT_FILES:
+            (out_dir / name).unlink(missing_ok=True)
+    except OSError as error:
+        raise OutputError(
+            f"{out_dir}: an earlier reward cannot be removed ({error.strerror})"
         ) from None
 
 
