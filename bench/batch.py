@@ -17,30 +17,14 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from common import THREE_INLINE_EVAL_YAML, installed_verifier
+
 TARGET_CASES_PER_S = 100.0
 
-EVAL_YAML = """\
-name: bench-batch-three-inline
-outputs:
-  - path: report.md
-judges:
-  - name: has_report
-    check: |
-      return "report.md" in outputs["files"]
-  - name: mentions_fix
-    check: |
-      return "fixed" in outputs["files"].get("report.md", "").lower()
-  - name: length_score
-    score_range: [1, 5]
-    check: |
-      words = len(outputs["files"].get("report.md", "").split())
-      return min(5, max(1, words // 20 + 1))
-"""
 
 REPORTS = (
     "The bug is fixed. " * 30,
@@ -101,12 +85,12 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=50, help="per-case grade runs timed")
     parser.add_argument("--repeat", type=int, default=5, help="batch runs; the median is shown")
     options = parser.parse_args()
-    verifier = str(Path(sys.executable).with_name("verifier"))
+    verifier = installed_verifier()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as scratch:
         root = Path(scratch)
         config = root / "eval.yaml"
-        config.write_text(EVAL_YAML)
+        config.write_text(THREE_INLINE_EVAL_YAML)
         cases = make_cases(root, options.cases)
         runs = [
             time_batch(verifier, config, cases, root / "out-batch", options.jobs)

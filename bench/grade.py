@@ -7,74 +7,40 @@ reference implementation's quoted ~0.3 s (issue 2: at most 0.5x, peak < 40 MiB).
 
     python bench/grade.py [--runs 21]
 
-It grades with a regular (non-editable) install of this checkout in
-.cache/bench-venv, as `pip install .` or the image has it: an editable install
-adds an import hook that costs tens of milliseconds at every start.
+It grades with a regular install of this checkout (see bench/common.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import BENCH_VENV, THREE_INLINE_EVAL_YAML, installed_verifier
 
 REFERENCE_SECONDS = 0.3
 TARGET_RATIO = 0.5
 TARGET_PEAK_MIB = 40
 
-EVAL_YAML = """\
-name: bench-three-inline
-outputs:
-  - path: report.md
-judges:
-  - name: has_report
-    check: |
-      return "report.md" in outputs["files"]
-  - name: mentions_fix
-    check: |
-      return "fixed" in outputs["files"].get("report.md", "").lower()
-  - name: length_score
-    score_range: [1, 5]
-    check: |
-      words = len(outputs["files"].get("report.md", "").split())
-      return min(5, max(1, words // 20 + 1))
-"""
-
 
 def measure(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one run of command."""
+    """Wall seconds and peak RSS (MiB) of one run of command.
+
+    The peak comes from GNU time: a child forked from this (larger) Python process
+    would carry this process's RSS into its own high-water mark until it execs.
+    """
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    completed = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *command], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
     elapsed = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed: {process.stderr.read().decode()}")
-    return elapsed, usage.ru_maxrss / 1024
-
-
-REPO = Path(__file__).resolve().parent.parent
-BENCH_VENV = REPO / ".cache" / "bench-venv"
-
-
-def installed_verifier() -> str:
-    """The `verifier` of a regular install of this checkout, reinstalled when sources change."""
-    sources = sorted([REPO / "pyproject.toml", *(REPO / "verifier").rglob("*.py")])
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
-    stamp = BENCH_VENV / "installed-from"
-    if not stamp.exists() or stamp.read_text() != digest:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(BENCH_VENV)], check=True)
-        subprocess.run(
-            [str(BENCH_VENV / "bin" / "pip"), "install", "--quiet", str(REPO)], check=True
-        )
-        stamp.write_text(digest)
-    return str(BENCH_VENV / "bin" / "verifier")
+    if completed.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {completed.stderr}")
+    return elapsed, int(completed.stderr.split()[-1]) / 1024
 
 
 def main() -> None:
@@ -84,7 +50,7 @@ def main() -> None:
     verifier = installed_verifier()
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        (root / "eval.yaml").write_text(EVAL_YAML)
+        (root / "eval.yaml").write_text(THREE_INLINE_EVAL_YAML)
         (root / "case").mkdir()
         (root / "case" / "report.md").write_text("The bug is fixed. " * 30)
         commands = {
