@@ -1,0 +1,127 @@
+"""Which cases a batch grades: the directories under --cases, or a Harbor job's trials.
+
+A case is named by its directory, and that name is what the rest of the batch keys
+on: its out dir, its summary row, its shard. `--shard I/N` picks cases by a hash of
+their name, so N pods cover every case exactly once whatever order they list the
+directory in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+import attrs
+
+from verifier.errors import CaseError, UsageError
+
+HARBOR_CONVENTION_SOURCE = "/logs/artifacts"
+
+
+@attrs.frozen(slots=True)
+class Shard:
+    """Case `name` belongs to shard `index` of `count` by a stable hash of the name.
+
+    A hash (not the position in a sorted listing) keeps a case in its shard when
+    cases are added, so a resumed sharded run redoes nothing.
+    """
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        index, _, count = text.partition("/")
+        try:
+            shard = cls(int(index), int(count))
+        except ValueError:
+            raise UsageError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
+        if not 0 <= shard.index < shard.count:
+            raise UsageError(f"--shard {text!r}: I must be in 0..N-1 and N at least 1")
+        return shard
+
+    def owns(self, name: str) -> bool:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@attrs.frozen(slots=True)
+class Case:
+    """One case: `name` is its directory under --out, `case_dir` what the judges read."""
+
+    name: str
+    case_dir: Path
+
+
+def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
+    """Every case under cases_dir, sorted by name.
+
+    A plain directory: each non-hidden subdirectory is a case. A Harbor job
+    directory (its config.json has a job_name): each trial is a case, read from
+    the artifacts Harbor collected for it (see harbor_trial_case). The out dir is
+    never a case, even when it sits inside cases_dir.
+    """
+    if not cases_dir.is_dir():
+        raise CaseError(f"{cases_dir}: cases directory not found; pass --cases DIR")
+    skip = out_dir.resolve() if out_dir is not None else None
+    trials = is_harbor_job(cases_dir)
+    cases = []
+    for entry in sorted(os.scandir(cases_dir), key=lambda entry: entry.name):
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        path = Path(entry.path)
+        if skip is not None and path.resolve() == skip:
+            continue
+        cases.append(Case(entry.name, harbor_trial_case(path) if trials else path))
+    return cases
+
+
+def select_cases(cases: Sequence[Case], shard: Shard | None) -> list[Case]:
+    return [case for case in cases if shard is None or shard.owns(case.name)]
+
+
+def is_harbor_job(directory: Path) -> bool:
+    """Harbor writes config.json with a job_name at the top of every job directory."""
+    try:
+        document = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(document, dict) and "job_name" in document
+
+
+def harbor_trial_case(trial: Path) -> Path:
+    """The case of one Harbor trial: what the verifier container would see as its case.
+
+    artifacts/manifest.json lists what Harbor collected; the one declared artifact
+    (e.g. /app, at artifacts/app) is the case. With none but the agent's
+    /logs/artifacts, that is the case; with several, the whole artifacts dir.
+    """
+    artifacts = trial / "artifacts"
+    try:
+        entries = json.loads((artifacts / "manifest.json").read_text(encoding="utf-8"))
+        declared = [
+            entry["destination"]
+            for entry in entries
+            if entry.get("type") == "directory"
+            and str(entry.get("source", "")).rstrip("/") != HARBOR_CONVENTION_SOURCE
+        ]
+        convention = [
+            entry["destination"]
+            for entry in entries
+            if str(entry.get("source", "")).rstrip("/") == HARBOR_CONVENTION_SOURCE
+        ]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return artifacts
+    chosen = declared if declared else convention
+    if len(chosen) != 1:
+        return artifacts
+    relative = PurePosixPath(str(chosen[0]))
+    if relative.is_absolute() or ".." in relative.parts:
+        return artifacts
+    return trial / relative

@@ -1,0 +1,154 @@
+"""Grading one case, in a worker, and remembering that it was graded.
+
+Every case goes through grading.grade and output.write_outputs, so its reward is
+the one `verifier grade` writes. A case that cannot be graded becomes an error row
+(never an exception out of the batch). `batch.json` beside each case's reward
+records the config hash, so a rerun skips cases already graded with the same config
+and an interrupted batch resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from verifier import __version__
+from verifier.batch.cases import Case
+from verifier.batch.summary import CaseOutcome
+from verifier.engine import Limits
+from verifier.errors import ConfigError, OutputError, VerifierError
+from verifier.grading import LoadedEval, grade, refuse_config_inside_case
+from verifier.output import OUTPUT_FILES, REWARD_JSON, write_outputs
+from verifier.results import Status
+
+MARKER = "batch.json"
+
+
+@attrs.frozen(slots=True)
+class CaseGrader:
+    """Everything a worker needs, loaded before the fork: call it with a Case."""
+
+    loaded: LoadedEval
+    limits: Limits
+    out_root: Path
+    config_hash: str
+    force: bool
+
+    def __call__(self, case: Case) -> CaseOutcome:
+        out = self.out_root / case.name
+        if not self.force:
+            earlier = read_marker(out, self.config_hash)
+            if earlier is not None:
+                return attrs.evolve(earlier, resumed=True)
+        started = time.perf_counter()
+        outcome = self._grade(case, out)
+        outcome = attrs.evolve(outcome, seconds=time.perf_counter() - started)
+        write_marker(out, self.config_hash, outcome)
+        return outcome
+
+    def _grade(self, case: Case, out: Path) -> CaseOutcome:
+        try:
+            prepare_case_out(out)
+            refuse_config_inside_case(self.loaded.config.path, case.case_dir)
+            grading = grade(self.loaded, case.case_dir, self.limits)
+            write_outputs(out, grading)
+        except VerifierError as error:
+            return CaseOutcome(case.name, "error", error=error.message)
+        except Exception as error:  # one bad case never stops the batch
+            return CaseOutcome(case.name, "error", error=f"internal error: {_describe(error)}")
+        errored = tuple(
+            result.name
+            for result in grading.results
+            if result.status in (Status.ERROR, Status.TIMEOUT)
+        )
+        return CaseOutcome(case.name, "ok", reward=grading.reward, errored_judges=errored)
+
+
+def prepare_case_out(out: Path) -> None:
+    """output.prepare_out_dir without its write probe (--out was probed once): a new
+    dir needs nothing removed, an existing one loses its marker and reward first (a
+    run that dies mid-case must leave nothing that looks graded)."""
+    try:
+        out.mkdir()
+    except FileExistsError:
+        try:
+            for name in (MARKER, *OUTPUT_FILES):
+                (out / name).unlink(missing_ok=True)
+        except OSError as error:
+            raise OutputError(
+                f"{out}: earlier reward cannot be removed ({error.strerror})"
+            ) from None
+    except OSError as error:
+        raise OutputError(f"{out}: cannot be created ({error.strerror})") from None
+
+
+def read_marker(out: Path, digest: str) -> CaseOutcome | None:
+    """The earlier outcome when this case was graded with the same config and its
+    reward is still there; cases that errored are tried again."""
+    try:
+        record = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        if record.get("config_hash") != digest or record.get("status") != "ok":
+            return None
+        if not (out / REWARD_JSON).is_file():
+            return None
+        return CaseOutcome.from_record(record)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def write_marker(out: Path, digest: str, outcome: CaseOutcome) -> None:
+    """Written in place, not renamed: a torn marker is invalid JSON, so the case is
+    graded again, which is all atomicity would buy here (at two more syscalls a case)."""
+    record = {"config_hash": digest, "verifier_version": __version__, **outcome.as_record()}
+    record.pop("resumed")
+    with contextlib.suppress(OSError), (out / MARKER).open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+# --- the config hash (what "already graded with this config" means) -----------------
+
+
+def config_hash(config_path: Path, limits: Limits) -> str:
+    """sha256 of eval.yaml, the files it references, the verifier version and --no-llm.
+
+    Any of them can change a reward, so any change re-grades. Judge modules'
+    local imports are included (task.referenced_files, the same list a task
+    package copies).
+    """
+    from verifier.task import referenced_files
+
+    digest = hashlib.sha256()
+    digest.update(f"harbor-verifier {__version__}\0skip={sorted(limits.skip_pools)}\0".encode())
+    base = config_path.resolve().parent
+    try:
+        references = referenced_files(config_path)
+    except ConfigError:  # only names a task package reserves; the config itself loaded
+        references = []
+    digest.update(config_path.read_bytes())
+    for relative in references:
+        for path in _files_under(base / relative):
+            digest.update(f"\0{path.relative_to(base).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _files_under(path: Path) -> Iterator[Path]:
+    if path.is_file():
+        yield path
+        return
+    for directory, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(name for name in dirnames if name != "__pycache__")
+        for filename in sorted(filenames):
+            if not filename.endswith((".pyc", ".pyo")):
+                yield Path(directory, filename)
