@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.llm_servers import FakeLLM, serve
 from verifier.config import EvalConfig, load_config
 from verifier.results import JudgeResult, Status
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeLLM]:
+    """A local server speaking the OpenAI chat completions wire format."""
+    yield from serve("openai")
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def llm_server(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
+    """Each test that takes it runs against both wire formats."""
+    yield from serve(request.param)
 
 
 @pytest.fixture

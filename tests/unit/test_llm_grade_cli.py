@@ -13,12 +13,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Received, Reply, serve
+from tests.llm_servers import FakeLLM, Received, Reply
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 OPENAI_KEY = "sk-e2e-openai-0123456789abcdefghijklmn"
@@ -47,17 +46,6 @@ def eval_yaml(model: str, extra_judges: str = "") -> str:
               Score the report from 1 to 5: does it say what was broken and how it was fixed?
             score_range: [1, 5]
         """) + textwrap.indent(textwrap.dedent(extra_judges), "  ")
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeLLM]:
-    yield from serve("openai")
-
-
-@pytest.fixture(params=["openai", "anthropic"])
-def llm_server(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
-    """Each test that takes it runs against both wire formats."""
-    yield from serve(request.param)
 
 
 @pytest.fixture

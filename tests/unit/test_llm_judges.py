@@ -8,13 +8,13 @@ Timeouts and backoffs are shrunk through the VERIFIER_LLM_* variables.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Reply, serve
+from tests.llm_servers import FakeLLM, Reply
 from verifier.case import read_case
 from verifier.grading import grade, load_eval
 from verifier.judges.llm.judge import LLMJudgeError, Verdict
@@ -26,17 +26,6 @@ FAST = {
     "VERIFIER_LLM_MAX_WAIT": "0.3",
 }
 KEY = "sk-unit-test-0123456789abcdefghijklmnop"
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeLLM]:
-    yield from serve("openai")
-
-
-@pytest.fixture(params=["openai", "anthropic"])
-def llm_server(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
-    """Each test that takes it runs against both wire formats."""
-    yield from serve(request.param)
 
 
 @pytest.fixture(autouse=True)
