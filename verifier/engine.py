@@ -10,6 +10,7 @@ can do is become an error or timeout record.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import resource
@@ -155,6 +156,7 @@ def _isolate(memory_mb: int | None) -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    faulthandler.disable()  # a crashing judge is reported in its record, not as a dump
     if memory_mb is not None:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
