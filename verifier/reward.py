@@ -7,7 +7,6 @@ exhaustively with plain values.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -189,7 +188,3 @@ def _expression(
         contributions={n: v for n, v in bound.items() if n in reward.formula.free_names},
         warnings=warnings,
     )
-
-
-def is_valid_reward(value: float) -> bool:
-    return math.isfinite(value) and 0.0 <= value <= 1.0
