@@ -84,7 +84,14 @@ base-image:
 	    && $(ENGINE) image inspect $(LOCAL_BUILD_BASE) >/dev/null 2>&1; then \
 	    echo "base-image: $(LOCAL_BASE) and $(LOCAL_BUILD_BASE) exist in $(ENGINE)"; exit 0; \
 	fi; \
-	command -v mmdebstrap >/dev/null || { echo "base-image: mmdebstrap is not installed (apt-get install mmdebstrap)" >&2; exit 1; }; \
+	if ! command -v mmdebstrap >/dev/null; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        echo "base-image: installing mmdebstrap (apt-get)"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null; \
+	    else \
+	        echo "base-image: mmdebstrap is not installed (as root: apt-get install mmdebstrap)" >&2; exit 1; \
+	    fi; \
+	fi; \
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	echo "base-image: mmdebstrap $(DEBIAN_SUITE) (python3; build stage: + python3-venv) ..."; \
 	start=$$SECONDS; \
