@@ -8,7 +8,6 @@ single case is graded.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any, Literal
 import attrs
 import yaml
 
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, did_you_mean
 from verifier.formula import FUNCTIONS, Formula, FormulaError, parse_formula
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -104,7 +103,7 @@ def load_config(path: Path) -> EvalConfig:
     for key in document:
         if key not in VERIFIER_KEYS | SUITE_LEVEL_KEYS:
             warnings.append(
-                f"{source}: {key}: unknown top-level key, ignored{_hint(key, VERIFIER_KEYS)}"
+                f"{source}: {key}: unknown top-level key, ignored{did_you_mean(key, VERIFIER_KEYS)}"
             )
     name = document.get("name") or path.parent.name
     if not isinstance(name, str):
@@ -275,7 +274,9 @@ def _judge(entry: Any, position: str, source: str) -> JudgeConfig:
     for entry_key in entry:
         if entry_key not in JUDGE_KEYS:
             raise ConfigError(
-                source, f"{key}.{entry_key}", f"unknown judge key{_hint(entry_key, JUDGE_KEYS)}"
+                source,
+                f"{key}.{entry_key}",
+                f"unknown judge key{did_you_mean(entry_key, JUDGE_KEYS)}",
             )
     kind = _judge_kind(entry, key, source)
     score_range = _score_range(entry.get("score_range"), source, f"{key}.score_range")
@@ -395,7 +396,7 @@ def _reward(
     for key in value:
         if key not in REWARD_KEYS:
             raise ConfigError(
-                source, f"reward.{key}", f"unknown reward key{_hint(key, REWARD_KEYS)}"
+                source, f"reward.{key}", f"unknown reward key{did_you_mean(key, REWARD_KEYS)}"
             )
     names = {judge.name for judge in judges} | failed_names
     score_range = _score_range(value.get("score_range"), source, "reward.score_range")
@@ -421,7 +422,9 @@ def _judge_mode(
         )
     if not isinstance(judge, str) or judge not in names:
         raise ConfigError(
-            source, "reward.judge", f"{judge!r} is not a defined judge{_hint(str(judge), names)}"
+            source,
+            "reward.judge",
+            f"{judge!r} is not a defined judge{did_you_mean(str(judge), names)}",
         )
     return RewardConfig(
         mode="judge",
@@ -475,7 +478,7 @@ def _formula_mode(
             )
             warnings.append(
                 f"{source}: {key}: {unknown!r} matches no judge; {consequence}"
-                f"{_hint(unknown, names)}"
+                f"{did_you_mean(unknown, names)}"
             )
     return RewardConfig(
         mode=mode,
@@ -526,8 +529,3 @@ def composed_judges(reward: RewardConfig) -> frozenset[str]:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _hint(word: str, candidates: Sequence[str] | set[str] | frozenset[str]) -> str:
-    match = difflib.get_close_matches(word, sorted(candidates), n=1)
-    return f" (did you mean {match[0]!r}?)" if match else ""

@@ -7,6 +7,8 @@ fault) from an unwritable output dir (the platform's fault) without parsing text
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_CONFIG = 2
@@ -56,3 +58,11 @@ class OutputError(VerifierError):
     """The output directory cannot be written, so no reward can be delivered."""
 
     exit_code = EXIT_OUTPUT
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' for the closest candidate, or '' when none is close."""
+    import difflib  # only on errors: it costs start-up time on the grading path
+
+    match = difflib.get_close_matches(word, sorted(candidates), n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""

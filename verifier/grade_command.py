@@ -24,12 +24,20 @@ No reward file is written unless the exit code is 0."""
 TERMINATION_MESSAGE_BYTES = 4000
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A fixed width: argparse builds a formatter for every add_argument, and asking the
+    terminal for its width imports shutil (and bz2, lzma) on the grading path."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=100)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verifier grade",
         description="Grade one case directory against eval.yaml and write the reward files.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     env = os.environ.get
     parser.add_argument(

@@ -7,11 +7,9 @@ Paths are relative to the case dir and never resolve outside it.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
-import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ import attrs
 
 from verifier.case import resolve_inside
 from verifier.config import EvalConfig, JudgeConfig
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, did_you_mean
 
 Verdict = tuple[bool, str]
 _SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -69,8 +67,7 @@ def prepare_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[dict[st
     found = BUILTINS.get(name)
     if found is None or category not in ("", found.category):
         known = [f"{b.category}/{b.name}" for b in BUILTINS.values()]
-        match = difflib.get_close_matches(judge.builtin, [*BUILTINS, *known], n=1)
-        hint = f" (did you mean {match[0]!r}?)" if match else f"; known: {', '.join(known)}"
+        hint = did_you_mean(judge.builtin, [*BUILTINS, *known]) or f"; known: {', '.join(known)}"
         raise ConfigError(source, key, f"unknown builtin {judge.builtin!r}{hint}")
     arguments = {**found.optional, **judge.arguments}
     allowed = {*found.required, *found.optional}
@@ -183,6 +180,8 @@ def command_succeeds(case_dir: Path, command: str | list[str], timeout: float) -
     The command stays in the judge's process group, which the engine kills once the
     judge is done, so nothing it started outlives grading.
     """
+    import subprocess  # only when a command judge runs: it costs start-up time on the grading path
+
     env = {name: value for name, value in os.environ.items() if not _SECRET_ENV.search(name)}
     try:
         process = subprocess.Popen(

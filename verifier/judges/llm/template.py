@@ -13,7 +13,6 @@ the size budget.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 from collections.abc import Callable, Mapping
@@ -23,6 +22,8 @@ import attrs
 import jinja2
 import jinja2.meta
 from jinja2.sandbox import SandboxedEnvironment
+
+from verifier.errors import did_you_mean
 
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
 CASE_VARIABLES = frozenset({"outputs", "inputs", "conversation", "stdout"})
@@ -80,8 +81,7 @@ def compile_template(source: str) -> PromptTemplate:
     variables = frozenset(jinja2.meta.find_undeclared_variables(tree))
     unknown = sorted(variables - set(KNOWN_VARIABLES))
     if unknown:
-        match = difflib.get_close_matches(unknown[0], KNOWN_VARIABLES, n=1)
-        hint = f" (did you mean {match[0]!r}?)" if match else ""
+        hint = did_you_mean(unknown[0], KNOWN_VARIABLES)
         raise TemplateProblem(
             f"unknown template variable {unknown[0]!r}{hint}; known: {', '.join(KNOWN_VARIABLES)}"
         )
