@@ -7,6 +7,7 @@ small case. Every other command goes through the typer app in verifier.app.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -20,10 +21,22 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] == ["grade"]:
         from verifier.grade_command import run_grade
 
-        sys.exit(run_grade(args[1:]))
+        exit_without_teardown(run_grade(args[1:]))
     from verifier.app import app
 
     app(args, prog_name="verifier")
+
+
+def exit_without_teardown(code: int) -> None:
+    """Exit once the output is flushed, skipping the interpreter's teardown.
+
+    By then grading holds nothing to finalize (files are closed, judge processes
+    reaped), and tearing down the modules costs about a tenth of a small grade.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def protect_import_path() -> None:
