@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -131,11 +132,27 @@ def task_init(
             workdir=workdir, instruction=instruction, force=force,
         )  # fmt: skip
         print(f"created Harbor task {created}")
+        _warn_if_invalid(config)
         print(f"next: write {created / 'solution' / 'solve.sh'}, then")
         print(f"  harbor run -p {created} --agent oracle -e podman --no-delete")
         return EXIT_OK
 
     raise typer.Exit(guarded(render, debug=debug))
+
+
+def _warn_if_invalid(config: Path) -> None:
+    """A package with a broken eval.yaml is still written (it records a verifier error
+    in every trial, which is sometimes the point), but its author should know."""
+    from verifier.config import load_config
+    from verifier.errors import ConfigError
+
+    try:
+        load_config(config)
+    except ConfigError as error:
+        print(
+            f"warning: {error.message}; every trial of this task will record a verifier error",
+            file=sys.stderr,
+        )
 
 
 @app.command()

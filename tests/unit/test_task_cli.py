@@ -35,6 +35,18 @@ def test_task_init_renders_a_separate_verifier_package(tmp_path: Path) -> None:
     assert (dest / "tests" / "eval.yaml").read_text() == EXAMPLE.read_text()
 
 
+def test_task_init_warns_about_an_invalid_eval_yaml_but_writes_the_package(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "eval.yaml"
+    config.write_text("judges:\n  - {name: a, chek: 'return True'}\n")
+    completed = init(str(tmp_path / "task"), "--config", str(config))
+    assert completed.returncode == 0
+    assert "judges[0] (a).chek: unknown judge key (did you mean 'check'?)" in completed.stderr
+    assert "every trial of this task will record a verifier error" in completed.stderr
+    assert (tmp_path / "task" / "tests" / "eval.yaml").read_text() == config.read_text()
+
+
 def test_task_init_refuses_a_non_empty_dir_without_force(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     completed = init(str(tmp_path), "--config", str(EXAMPLE))
