@@ -8,6 +8,7 @@ single case is graded.
 
 from __future__ import annotations
 
+import keyword
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -271,6 +272,10 @@ def _judge(entry: Any, position: str, source: str) -> JudgeConfig:
     key = f"{position} ({name})"
     if name in RESERVED_NAMES:
         raise ConfigError(source, f"{key}.name", f"{name!r} is reserved; rename the judge")
+    if keyword.iskeyword(name):
+        raise ConfigError(
+            source, f"{key}.name", f"{name!r} is a Python keyword a formula cannot name; rename it"
+        )
     for entry_key in entry:
         if entry_key not in JUDGE_KEYS:
             raise ConfigError(

@@ -33,6 +33,8 @@ def error_of(write_config: Callable[[str], Path], text: str) -> ConfigError:
         ("judges:\n  - {name: 1bad, check: 'return 1'}\n", "judges[0].name", "identifier"),
         ("judges:\n  - {name: reward, check: 'return 1'}\n", "judges[0] (reward).name", "reserved"),
         ("judges:\n  - {name: mean, check: 'return 1'}\n", "judges[0] (mean).name", "reserved"),
+        ("judges:\n  - {name: lambda, check: 'return 1'}\n", "judges[0] (lambda).name", "Python keyword"),
+        ("judges:\n  - {name: 'True', check: 'return 1'}\n", "judges[0] (True).name", "Python keyword"),
         ("judges:\n  - {name: a, check: 'return 1'}\n  - {name: a, check: 'return 2'}\n",
          "judges[1] (a).name", "duplicate judge name"),
         ("judges:\n  - {name: a, chekc: 'return 1'}\n", "judges[0] (a).chekc", "did you mean 'check'"),
