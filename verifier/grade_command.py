@@ -111,8 +111,9 @@ def _grade(options: argparse.Namespace) -> int:
         raise
     _report_warnings(grading)
     written = write_outputs(options.out, grading)
-    print(summary_line(grading))
-    write_termination_message(options.termination_log, summary_line(grading))
+    summary = summary_line(grading)
+    print(summary)
+    write_termination_message(options.termination_log, summary)
     for path in written:
         print(f"wrote {path}")
     return EXIT_OK
