@@ -95,6 +95,13 @@ def test_grade_writes_the_three_files_and_a_summary(layout: dict[str, Path]) -> 
     ]  # fmt: skip
 
 
+def test_termination_log_gets_the_summary_line(layout: dict[str, Path]) -> None:
+    termination = layout["root"] / "termination-log"
+    completed = run(*grade_args(layout), "--termination-log", str(termination))
+    assert completed.returncode == 0, completed.stderr
+    assert termination.read_text() == completed.stdout.splitlines()[0] + "\n"
+
+
 def test_zero_reward_still_exits_zero(layout: dict[str, Path]) -> None:
     (layout["case"] / "report.md").unlink()
     (layout["case"] / "other.txt").write_text("nothing useful")
