@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import yaml
 
+from verifier.config import parse_yaml
 from verifier.errors import CaseError
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -112,7 +113,7 @@ class _Reader:
         if text is None:
             return None
         try:
-            return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            return parse_yaml(text)
         except yaml.YAMLError:
             self.warnings.append(f"{relative}: not valid YAML; inputs is null")
             return None

@@ -171,6 +171,11 @@ def score_range_of(judge: JudgeConfig | None, reward: RewardConfig | None) -> Sc
     return DEFAULT_SCORE_RANGE
 
 
+def parse_yaml(text: str) -> Any:
+    """Safe YAML (no Python objects), with libyaml's C parser when it is installed."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def _read_yaml(path: Path, source: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -185,7 +190,7 @@ def _read_yaml(path: Path, source: str) -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(source, "", f"cannot be read: {error}") from None
     try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return parse_yaml(text)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"

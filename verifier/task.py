@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from verifier.config import parse_yaml
 from verifier.errors import ConfigError, UsageError
 
 DEFAULT_IMAGE = "localhost/harbor-verifier:latest"
@@ -171,7 +172,7 @@ def referenced_files(config: Path) -> list[PurePosixPath]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(source, "", f"cannot be read: {exc}") from None
     try:
-        document = yaml.safe_load(text)
+        document = parse_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(source, "", f"not valid YAML: {exc}") from None
     if not isinstance(document, dict):
