@@ -2,10 +2,10 @@
 #
 #   make image       build $(IMAGE) with $(ENGINE) (and copy it to the other engine)
 #   make demo        build the image and grade examples/case-pass and examples/case-fail
-#   make test        unit + integration tests (all of tests/)
+#   make test        lint, then unit + integration tests (all of tests/)
 #   make test-fast   tests without the integration and harbor markers
 #   make bench       figures: grading time and memory, batch throughput, image size and time
-#   make lint        ruff check + ruff format --check
+#   make lint        ruff check + ruff format --check + import-linter (the layers)
 #
 # ENGINE defaults to podman when installed, else docker. Where BASE_IMAGE cannot be
 # pulled (no registry), `make base-image` bootstraps a base from Debian packages with
@@ -54,7 +54,7 @@ help:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]' ruff
+	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter
 	touch $@
 
 venv: $(VENV)/.installed
@@ -169,7 +169,7 @@ demo: image
 # tests' own `make image` is then a no-op).
 TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE)
 
-test: venv image
+test: lint venv image
 	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(PYTEST_ARGS)
 
 test-fast: venv
@@ -189,6 +189,7 @@ bench-image: venv image
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf .cache/demo .cache/image-build.log .cache/build-ca.crt

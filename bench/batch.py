@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import THREE_INLINE_EVAL_YAML, installed_verifier
+from common import REPORT, THREE_INLINE_EVAL_YAML, installed_verifier
 
 TARGET_CASES_PER_S = 100.0
 
@@ -36,9 +36,9 @@ REPORTS = (
 def make_cases(root: Path, count: int) -> Path:
     cases = root / "cases"
     for index in range(count):
-        case = cases / f"case-{index:06d}"
-        case.mkdir(parents=True)
-        (case / "report.md").write_text(REPORTS[index % len(REPORTS)])
+        path = cases / f"case-{index:06d}" / REPORT
+        path.parent.mkdir(parents=True)
+        path.write_text(REPORTS[index % len(REPORTS)])
     return cases
 
 

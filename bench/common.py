@@ -1,39 +1,50 @@
-"""What the benchmarks share: the three-inline-judge eval.yaml and a regular install.
+"""What the benchmarks share: the three-judge eval.yaml, a regular install, the reference.
 
 The benchmarks time a regular (non-editable) install of this checkout in
 .cache/bench-venv, as `pip install .` or the image has it: an editable install
 adds an import hook that costs tens of milliseconds at every start, which would
 flatter batch-versus-grade ratios and overstate grading time.
+
+The reference implementation (opendatahub-io/agent-eval-harness, whose reward
+pages this project implements) is measured side by side when REF_DIR names its
+source tree (e.g. a `git archive` of the fetched repository): its reward bridge
+runs as `python -m agent_eval.harbor.reward` from that tree, in its own venv
+(.cache/ref-venv) holding the reference's runtime dependencies.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+# The agent's work is a directory (`work/`), as the reference reads outputs.
 THREE_INLINE_EVAL_YAML = """\
 name: bench-three-inline
 outputs:
-  - path: report.md
+  - path: work
 judges:
   - name: has_report
     check: |
-      return "report.md" in outputs["files"]
+      return "work/report.md" in outputs["files"]
   - name: mentions_fix
     check: |
-      return "fixed" in outputs["files"].get("report.md", "").lower()
+      return "fixed" in outputs["files"].get("work/report.md", "").lower()
   - name: length_score
     score_range: [1, 5]
     check: |
-      words = len(outputs["files"].get("report.md", "").split())
+      words = len(outputs["files"].get("work/report.md", "").split())
       return min(5, max(1, words // 20 + 1))
 """
-
+REPORT = "work/report.md"
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH_VENV = REPO / ".cache" / "bench-venv"
+REF_VENV = REPO / ".cache" / "ref-venv"
+# The reference's runtime dependencies (its pyproject.toml `dependencies`).
+REF_REQUIREMENTS = ("pyyaml>=6.0", "jinja2>=3.1", "truststore>=0.9,<1.0")
 
 
 def installed_verifier() -> str:
@@ -48,3 +59,26 @@ def installed_verifier() -> str:
         )
         stamp.write_text(digest)
     return str(BENCH_VENV / "bin" / "verifier")
+
+
+def reference_tree() -> Path | None:
+    """REF_DIR, when it holds the reference's reward bridge; None when it is not set."""
+    text = os.environ.get("REF_DIR", "").strip()
+    if not text:
+        return None
+    tree = Path(text).resolve()
+    if not (tree / "agent_eval" / "harbor" / "reward.py").is_file():
+        raise SystemExit(f"REF_DIR={text}: no agent_eval/harbor/reward.py there")
+    return tree
+
+
+def reference_python() -> str:
+    """The interpreter of a venv holding the reference's dependencies (made once)."""
+    python = REF_VENV / "bin" / "python"
+    stamp = REF_VENV / "installed"
+    if not stamp.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(REF_VENV)], check=True)
+        subprocess.run([str(REF_VENV / "bin" / "pip"), "install", "--quiet", *REF_REQUIREMENTS],
+                       check=True)  # fmt: skip
+        stamp.write_text("\n".join(REF_REQUIREMENTS))
+    return str(python)

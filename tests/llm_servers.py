@@ -15,15 +15,13 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
-
-import attrs
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 Style = Literal["openai", "anthropic"]
 
 
-@attrs.frozen
-class Received:
+class Received(NamedTuple):
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
@@ -39,14 +37,13 @@ class Received:
         return next(m["content"] for m in self.body["messages"] if m["role"] == "user")
 
 
-@attrs.frozen
-class Reply:
+class Reply(NamedTuple):
     """One scripted response: a status and JSON body, or a hang of `hang_s` seconds."""
 
     status: int = 200
     body: Any = None
     raw: bytes | None = None  # sent as is instead of body (not JSON)
-    headers: dict[str, str] = attrs.field(factory=dict)
+    headers: dict[str, str] = MappingProxyType({})
     hang_s: float = 0.0
 
 

@@ -10,22 +10,29 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import attrs
-import yaml
-
-from verifier.config import parse_yaml
 from verifier.errors import CaseError
+from verifier.yaml_io import YAMLError, parse_yaml
 
-MAX_FILE_BYTES = 2 * 1024 * 1024
-MAX_TOTAL_BYTES = 64 * 1024 * 1024
-MAX_FILES = 10_000
 _BINARY_SNIFF_BYTES = 8192
 
 
-@attrs.frozen(slots=True)
-class CaseRecord:
+class CaseLimits(NamedTuple):
+    """How much of a case is read: one oversized or adversarial case must not exhaust
+    the grader, and what is left out is named in a case warning."""
+
+    max_file_bytes: int = 2 * 1024 * 1024
+    max_total_bytes: int = 64 * 1024 * 1024
+    max_files: int = 10_000
+
+
+DEFAULT_LIMITS = CaseLimits()
+
+
+class CaseReading(NamedTuple):
+    """The record judges receive as `outputs`, and what reading the case had to say."""
+
     record: dict[str, Any]
     warnings: tuple[str, ...]
 
@@ -54,9 +61,14 @@ def resolve_inside(case_dir: Path, relative: str) -> Path | None:
     return candidate if candidate.is_relative_to(case_dir) else None
 
 
-def read_case(case_dir: Path, outputs: Sequence[str], annotations: Mapping[str, Any]) -> CaseRecord:
+def read_case(
+    case_dir: Path,
+    outputs: Sequence[str],
+    annotations: Mapping[str, Any],
+    limits: CaseLimits = DEFAULT_LIMITS,
+) -> CaseReading:
     """Build the record for a checked, resolved case dir (see check_case_dir)."""
-    reader = _Reader(case_dir)
+    reader = _Reader(case_dir, limits)
     record: dict[str, Any] = {}
     for output in outputs or (".",):
         files = reader.read_tree(output)
@@ -73,14 +85,15 @@ def read_case(case_dir: Path, outputs: Sequence[str], annotations: Mapping[str, 
         stdout=reader.read_text("stdout.log"),
         inputs=reader.read_yaml("input.yaml"),
     )
-    return CaseRecord(record=record, warnings=tuple(reader.warnings))
+    return CaseReading(record=record, warnings=tuple(reader.warnings))
 
 
 class _Reader:
     """Reads files under one case dir, enforcing the caps across all reads."""
 
-    def __init__(self, case_dir: Path) -> None:
+    def __init__(self, case_dir: Path, limits: CaseLimits) -> None:
         self.case_dir = case_dir
+        self.limits = limits
         self.files: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.total_bytes = 0
@@ -91,8 +104,10 @@ class _Reader:
         for path in self._walk(relative):
             key = path.relative_to(self.case_dir).as_posix()
             if key not in self.files:
-                if len(self.files) >= MAX_FILES:
-                    self.warnings.append(f"more than {MAX_FILES} files; the rest are left out")
+                if len(self.files) >= self.limits.max_files:
+                    self.warnings.append(
+                        f"more than {self.limits.max_files} files; the rest are left out"
+                    )
                     break
                 content = self._load(path, key)
                 if content is None:
@@ -114,7 +129,7 @@ class _Reader:
             return None
         try:
             return parse_yaml(text)
-        except yaml.YAMLError:
+        except YAMLError:
             self.warnings.append(f"{relative}: not valid YAML; inputs is null")
             return None
 
@@ -140,13 +155,16 @@ class _Reader:
     def _load(self, path: Path, key: str) -> Any:
         try:
             size = path.stat().st_size
-            if size > MAX_FILE_BYTES:
+            if size > self.limits.max_file_bytes:
                 self.warnings.append(
-                    f"{key}: {size} bytes is over the {MAX_FILE_BYTES}-byte cap; left out"
+                    f"{key}: {size} bytes is over the {self.limits.max_file_bytes}-byte cap; "
+                    "left out"
                 )
                 return None
-            if self.total_bytes + size > MAX_TOTAL_BYTES:
-                self.warnings.append(f"{key}: the case is over {MAX_TOTAL_BYTES} bytes; left out")
+            if self.total_bytes + size > self.limits.max_total_bytes:
+                self.warnings.append(
+                    f"{key}: the case is over {self.limits.max_total_bytes} bytes; left out"
+                )
                 return None
             data = path.read_bytes()
         except OSError as error:

@@ -19,39 +19,58 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-import attrs
-
-from verifier.judges.base import JudgeReturnError, PreparedJudge, interpret
+from verifier.judges.base import (
+    JudgeReturnError,
+    Pool,
+    PreparedJudge,
+    Record,
+    details_of,
+    interpret,
+)
+from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.results import JudgeResult, Status
+from verifier.system import available_cpus
 
-DEFAULT_MEMORY_MB = 2048
-DEFAULT_LLM_PARALLEL = 4
 _READ_CHUNK = 65536
 
 
-@attrs.frozen(slots=True)
-class Limits:
-    """How many judges run at once (per pool), how much memory each may map, and which
+class Limits(NamedTuple):
+    """How many judges run at once (per pool), how much memory each may use, and which
     pools are skipped outright (`--no-llm`)."""
 
-    parallel: int = attrs.field(factory=lambda: len(os.sched_getaffinity(0)) or 1)
+    parallel: int | None = None  # CPU judges at once; None: the CPU count
     llm_parallel: int = DEFAULT_LLM_PARALLEL
     memory_mb: int | None = DEFAULT_MEMORY_MB
-    skip_pools: frozenset[str] = frozenset()
+    skip_pools: frozenset[Pool] = frozenset()
 
-    def capacity(self, pool: str) -> int:
-        return self.llm_parallel if pool == "llm" else self.parallel
+    @classmethod
+    def from_options(cls, options: Options, **overrides: object) -> Limits:
+        limits = cls(
+            llm_parallel=options.llm_parallel,
+            memory_mb=options.memory_mb,
+            skip_pools=frozenset({Pool.LLM}) if options.no_llm else frozenset(),
+        )
+        return limits._replace(**overrides)
+
+    def capacity(self, pool: Pool) -> int:
+        if pool is Pool.LLM:
+            return self.llm_parallel
+        return self.parallel if self.parallel is not None else available_cpus()
 
 
-@attrs.define
 class _Running:
-    judge: PreparedJudge
-    pid: int
-    fd: int
-    started: float
-    chunks: list[bytes] = attrs.Factory(list)
+    """A judge process the engine waits on, and what it has written so far."""
+
+    __slots__ = ("chunks", "fd", "judge", "pid", "started")
+
+    def __init__(self, judge: PreparedJudge, pid: int, fd: int, started: float) -> None:
+        self.judge = judge
+        self.pid = pid
+        self.fd = fd
+        self.started = started
+        self.chunks: list[bytes] = []
 
     @property
     def deadline(self) -> float:
@@ -59,7 +78,7 @@ class _Running:
 
 
 def run_judges(
-    judges: Sequence[PreparedJudge], record: dict[str, Any], limits: Limits | None = None
+    judges: Sequence[PreparedJudge], record: Record, limits: Limits | None = None
 ) -> tuple[JudgeResult, ...]:
     """One record per judge, in the judges' order."""
     limits = limits or Limits()
@@ -68,9 +87,9 @@ def run_judges(
     results = {
         judge.config.name: JudgeResult(
             name=judge.config.name,
-            judge_type=judge.config.kind,
+            kind=judge.config.kind,
             status=Status.SKIPPED,
-            rationale=f"{judge.pool} judges are switched off for this run",
+            rationale=f"{judge.pool.value} judges are switched off for this run",
         )
         for judge in judges
         if judge.pool in limits.skip_pools
@@ -105,7 +124,7 @@ def run_judges(
 def _startable(
     pending: Sequence[PreparedJudge], running: Any, limits: Limits
 ) -> list[PreparedJudge]:
-    busy: dict[str, int] = {}
+    busy: dict[Pool, int] = {}
     for run in running:
         busy[run.judge.pool] = busy.get(run.judge.pool, 0) + 1
     chosen = []
@@ -116,7 +135,7 @@ def _startable(
     return chosen
 
 
-def _spawn(judge: PreparedJudge, record: dict[str, Any], memory_mb: int | None) -> _Running:
+def _spawn(judge: PreparedJudge, record: Record, memory_mb: int | None) -> _Running:
     read_fd, write_fd = os.pipe()
     started = time.monotonic()
     pid = os.fork()
@@ -129,9 +148,7 @@ def _spawn(judge: PreparedJudge, record: dict[str, Any], memory_mb: int | None) 
     return _Running(judge=judge, pid=pid, fd=read_fd, started=started)
 
 
-def _child_main(
-    judge: PreparedJudge, record: dict[str, Any], memory_mb: int | None, write_fd: int
-) -> None:
+def _child_main(judge: PreparedJudge, record: Record, memory_mb: int | None, write_fd: int) -> None:
     try:
         os.setpgid(0, 0)
         _isolate(memory_mb)
@@ -162,7 +179,7 @@ def _isolate(memory_mb: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _judge_payload(judge: PreparedJudge, record: dict[str, Any]) -> dict[str, Any]:
+def _judge_payload(judge: PreparedJudge, record: Record) -> dict[str, Any]:
     try:
         if not judge.should_run(record):
             return {"status": Status.SKIPPED.value}
@@ -171,23 +188,17 @@ def _judge_payload(judge: PreparedJudge, record: dict[str, Any]) -> dict[str, An
     try:
         returned = judge.call(record)
     except BaseException as error:  # SystemExit from a judge is its error
-        return {"status": "error", "error": _describe(error), "details": _details(error)}
+        return {"status": "error", "error": _describe(error), "details": details_of(error)}
     try:
         value, rationale = interpret(returned, judge.config)
     except JudgeReturnError as error:
-        return {"status": "error", "error": str(error), "details": _details(returned)}
+        return {"status": "error", "error": str(error), "details": details_of(returned)}
     return {
         "status": Status.OK.value,
         "value": value,
         "rationale": rationale,
-        "details": _details(returned),
+        "details": details_of(returned),
     }
-
-
-def _details(source: object) -> dict[str, Any]:
-    """Extra judges.json fields a judge attaches (LLM judges: model, latency, usage)."""
-    details = getattr(source, "details", None)
-    return dict(details) if isinstance(details, dict) else {}
 
 
 def _describe(error: BaseException) -> str:
@@ -195,7 +206,7 @@ def _describe(error: BaseException) -> str:
         return f"judge called sys.exit({error.code!r})"
     if isinstance(error, MemoryError):
         return "MemoryError: the judge ran out of memory"
-    if _details(error):  # a judge that explains its own failure (LLM judges) needs no location
+    if details_of(error):  # a judge that explains its own failure (LLM judges) needs no location
         return str(error)
     import traceback  # only on errors: it costs start-up time on the grading path
 
@@ -210,10 +221,10 @@ def _finish(run: _Running) -> JudgeResult:
     status = _reap(run.pid)
     data = b"".join(run.chunks)
     if not data:
-        return _record(run, Status.ERROR, duration, error=_exit_reason(status))
+        return _result(run, Status.ERROR, duration, error=_exit_reason(status))
     payload = json.loads(data)
     outcome = Status(payload["status"])
-    return _record(
+    return _result(
         run,
         outcome,
         duration,
@@ -228,7 +239,7 @@ def _time_out(run: _Running) -> JudgeResult:
     os.close(run.fd)
     _reap(run.pid)
     timeout = run.judge.config.timeout_s
-    return _record(
+    return _result(
         run, Status.TIMEOUT, timeout, error=f"timed out after {timeout:g}s (judge timeout)"
     )
 
@@ -249,10 +260,10 @@ def _exit_reason(status: int) -> str:
     return f"judge process exited with code {os.WEXITSTATUS(status)} before returning a result"
 
 
-def _record(run: _Running, status: Status, duration: float, **fields: Any) -> JudgeResult:
+def _result(run: _Running, status: Status, duration: float, **fields: Any) -> JudgeResult:
     return JudgeResult(
         name=run.judge.config.name,
-        judge_type=run.judge.config.kind,
+        kind=run.judge.config.kind,
         status=status,
         duration_s=duration,
         **fields,

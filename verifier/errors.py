@@ -1,19 +1,22 @@
-"""Every way grading can fail before a reward exists, each with its exit code.
+"""Every way a command can fail before a reward exists, each with its exit code.
 
 The exit code is the contract with scripts and Harbor's logs: a caller can tell a
 broken eval.yaml (the task author's fault) from a missing case (the pipeline's
 fault) from an unwritable output dir (the platform's fault) without parsing text.
+Factored out of the modules that raise them so that every layer can import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_CONFIG = 2
 EXIT_CASE = 3
 EXIT_OUTPUT = 4
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
+EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
 
 class VerifierError(Exception):
@@ -42,14 +45,25 @@ class ConfigError(VerifierError):
         self.problem = problem
 
 
+class ConfigErrors(ConfigError):
+    """Several problems: the message is the first (one line); `problems` has them all."""
+
+    def __init__(self, problems: Sequence[ConfigError]) -> None:
+        first = problems[0]
+        super().__init__(first.source, first.key, first.problem)
+        self.problems = tuple(problems)
+        if len(problems) > 1:
+            self.message += f" (and {len(problems) - 1} more; run `verifier check`)"
+
+
 class UsageError(VerifierError):
-    """The command line itself is wrong."""
+    """The command line (or a VERIFIER_* variable standing in for a flag) is wrong."""
 
     exit_code = EXIT_CONFIG
 
 
 class CaseError(VerifierError):
-    """The case directory is missing, unreadable or empty: nothing trustworthy to grade."""
+    """The case directory is missing, unreadable or not a directory: nothing to grade."""
 
     exit_code = EXIT_CASE
 

@@ -12,8 +12,7 @@ import ast
 import math
 from collections.abc import Iterable, Mapping
 from types import CodeType
-
-import attrs
+from typing import NamedTuple
 
 MAX_NODES = 200
 MAX_CONSTANT = 1e6
@@ -55,20 +54,19 @@ class FormulaRuntimeError(ArithmeticError):
     """The formula could not produce a finite number for this case."""
 
 
-@attrs.frozen(slots=True)
-class Formula:
+class Formula(NamedTuple):
     source: str
     free_names: frozenset[str]
-    _setup: CodeType | None
-    _result: CodeType
+    setup: CodeType | None
+    result: CodeType
 
     def evaluate(self, values: Mapping[str, float]) -> float:
         """The formula's value for one case; unbound names raise FormulaRuntimeError."""
         namespace: dict[str, object] = {"__builtins__": {}, **FUNCTIONS, **values}
         try:
-            if self._setup is not None:
-                exec(self._setup, namespace)
-            result = eval(self._result, namespace)
+            if self.setup is not None:
+                exec(self.setup, namespace)
+            result = eval(self.result, namespace)
         except NameError as error:
             raise FormulaRuntimeError(f"{error} (no value for this case)") from None
         except (ArithmeticError, TypeError, ValueError) as error:

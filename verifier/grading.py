@@ -1,48 +1,50 @@
-"""One case, start to finish: config + case -> judge records -> reward.
+"""One case, start to finish: config + case -> judge results -> reward.
 
-This is the data flow of the package in one place; the CLI and batch grading
-both call it, so a case grades the same whichever way it is run.
+This is the data flow of the package in one place; `verifier grade` and every
+batch worker call it, so a case grades the same whichever way it is run.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import attrs
+from typing import NamedTuple
 
 from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, load_config
 from verifier.engine import Limits, run_judges
 from verifier.errors import ConfigError
-from verifier.judges import prepare_judges
-from verifier.judges.base import PreparedJudge
-from verifier.results import JudgeResult
-from verifier.reward import Composition, compose
+from verifier.judges import KINDS, PreparedJudge, prepare_judges
+from verifier.results import Grading
+from verifier.reward import compose
 
 
-@attrs.frozen(slots=True)
-class LoadedEval:
+class LoadedEval(NamedTuple):
     """A validated config with its judges prepared: load once, grade many cases."""
 
     config: EvalConfig
     judges: tuple[PreparedJudge, ...]
 
 
-@attrs.frozen(slots=True)
-class Grading:
-    config_name: str
-    results: tuple[JudgeResult, ...]
-    composition: Composition
-    case_warnings: tuple[str, ...] = ()
-
-    @property
-    def reward(self) -> float:
-        return self.composition.reward
-
-
 def load_eval(config_path: Path) -> LoadedEval:
-    config = load_config(config_path)
+    """eval.yaml loaded and its judges prepared; ConfigErrors (exit 2) listing every problem."""
+    config = load_config(config_path, KINDS)
     return LoadedEval(config=config, judges=prepare_judges(config))
+
+
+def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> Grading:
+    """Grade one case dir (CaseError when it is missing or unreadable; ConfigError when
+    eval.yaml lies inside it)."""
+    config = loaded.config
+    refuse_config_inside_case(config.path, case_dir)
+    resolved = check_case_dir(case_dir)
+    case = read_case(resolved, config.outputs, config.annotations)
+    results = run_judges(loaded.judges, case.record, limits)
+    return Grading(
+        config_name=config.name,
+        results=results,
+        composition=compose(config.reward, results, config.declared_ranges()),
+        case_warnings=case.warnings,
+    )
 
 
 def refuse_config_inside_case(config_path: Path, case_dir: Path) -> None:
@@ -54,17 +56,3 @@ def refuse_config_inside_case(config_path: Path, case_dir: Path) -> None:
             f"lies inside the case dir {case_dir}, which the agent controls; "
             "keep eval.yaml outside it (e.g. /tests/eval.yaml)",
         )
-
-
-def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> Grading:
-    """Grade one case dir (CaseError when it is missing, unreadable or empty)."""
-    resolved = check_case_dir(case_dir)
-    config = loaded.config
-    case = read_case(resolved, config.outputs, config.annotations)
-    results = run_judges(loaded.judges, case.record, limits)
-    return Grading(
-        config_name=config.name,
-        results=results,
-        composition=compose(results, config),
-        case_warnings=case.warnings,
-    )

@@ -12,11 +12,12 @@ import contextlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from verifier.errors import OutputError
-from verifier.grading import Grading
+from verifier.results import Grading
 
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
@@ -25,25 +26,25 @@ REWARD_DETAILS_JSON = "reward-details.json"
 OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON, REWARD_DETAILS_JSON)
 
 
-def ensure_writable_dir(out_dir: Path) -> None:
-    """Create the dir and prove it writable before any grading work (OutputError, exit 4)."""
+def prepare_out_dir(
+    out_dir: Path, *, remove: Sequence[str] = OUTPUT_FILES, probe: bool = True
+) -> None:
+    """A dir that exists, is writable (probed with a file, unless the caller already
+    did) and holds none of `remove`: no earlier reward may survive this run.
+    OutputError (exit 4) otherwise."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / f".write-test-{os.getpid()}"
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        probe.unlink()
+        if probe:
+            test_file = out_dir / f".write-test-{os.getpid()}"
+            os.close(os.open(test_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            test_file.unlink()
     except OSError as error:
         raise OutputError(
             f"{out_dir}: output directory is not writable ({error.strerror}); "
             "mount it read-write or pass --out"
         ) from None
-
-
-def prepare_out_dir(out_dir: Path) -> None:
-    """A writable out dir holding no earlier reward."""
-    ensure_writable_dir(out_dir)
     try:
-        for name in OUTPUT_FILES:
+        for name in remove:
             (out_dir / name).unlink(missing_ok=True)
     except OSError as error:
         raise OutputError(
@@ -72,8 +73,8 @@ def judges_json(grading: Grading) -> dict[str, Any]:
     return {
         "name": grading.config_name,
         "reward": grading.reward,
-        "per_judge": {result.name: result.as_record() for result in grading.results},
-        "composition": grading.composition.as_record(),
+        "per_judge": {result.name: result.to_json() for result in grading.results},
+        "composition": grading.composition.to_json(),
         "case_warnings": list(grading.case_warnings),
     }
 
@@ -101,7 +102,7 @@ def reward_details(grading: Grading) -> dict[str, Any]:
             criterion["reasoning"] = str(result.rationale)
         if result.error:
             criterion["error"] = str(result.error)
-        row: dict[str, Any] = {"kind": result.judge_type, "score": score, "criteria": [criterion]}
+        row: dict[str, Any] = {"kind": result.kind, "score": score, "criteria": [criterion]}
         if result.status.value != "ok":
             row["warnings"] = [f"status: {result.status.value}"]
         if isinstance(result.details.get("model"), str):

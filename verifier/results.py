@@ -1,14 +1,20 @@
-"""The record of one judge's run: what the engine produces and everything downstream reads."""
+"""What grading produces: each judge's result, the composition, the graded case.
+
+These records flow one way: the engine makes JudgeResults, the reward modes make
+a Composition from them, and output writes a Grading to the out dir.
+"""
 
 from __future__ import annotations
 
 import enum
-from typing import Any
-
-import attrs
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 
 class Status(enum.StrEnum):
+    """How a judge ended (judges.json `status`)."""
+
     OK = "ok"
     SKIPPED = "skipped"
     ERROR = "error"
@@ -18,28 +24,73 @@ class Status(enum.StrEnum):
 JudgeValue = bool | float
 
 
-@attrs.frozen(slots=True)
-class JudgeResult:
-    """value is set only when status is ok; error only when status is error or timeout."""
+class JudgeResult(NamedTuple):
+    """value is set only when status is ok; error only when status is error or timeout.
+
+    `kind` is the judge's kind (check, module, builtin, llm); judges.json calls it
+    `judge_type`, as eval-yaml.md does.
+    """
 
     name: str
-    judge_type: str
+    kind: str
     status: Status
     value: JudgeValue | None = None
     rationale: str | None = None
     error: str | None = None
     duration_s: float = 0.0
-    details: dict[str, Any] = attrs.field(factory=dict)
+    details: Mapping[str, Any] = MappingProxyType({})
 
-    def as_record(self) -> dict[str, Any]:
+    @property
+    def failed(self) -> bool:
+        """Errored or timed out: the judge produced no value it should have."""
+        return self.status in (Status.ERROR, Status.TIMEOUT)
+
+    def to_json(self) -> dict[str, Any]:
         """The judges.json per_judge entry (eval-yaml.md, 'Per-judge records')."""
-        record = {
+        entry = {
             "value": self.value,
             "rationale": self.rationale,
             "status": self.status.value,
             "error": self.error,
-            "judge_type": self.judge_type,
+            "judge_type": self.kind,
             "duration_s": round(self.duration_s, 4),
         }
-        record.update(self.details)
-        return record
+        entry.update(self.details)
+        return entry
+
+
+class Composition(NamedTuple):
+    """The reward and how it was reached, written to judges.json as `composition`."""
+
+    reward: float
+    mode: str
+    gate_enabled: bool
+    gate_failed: tuple[str, ...]
+    contributions: Mapping[str, float]
+    weights: Mapping[str, float] = MappingProxyType({})
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "gate": {
+                "enabled": self.gate_enabled,
+                "passed": not self.gate_failed,
+                "failed_judges": list(self.gate_failed),
+            },
+            "contributions": dict(self.contributions),
+            "warnings": list(self.warnings),
+        }
+
+
+class Grading(NamedTuple):
+    """One graded case: everything the output files are written from."""
+
+    config_name: str
+    results: tuple[JudgeResult, ...]
+    composition: Composition
+    case_warnings: tuple[str, ...] = ()
+
+    @property
+    def reward(self) -> float:
+        return self.composition.reward

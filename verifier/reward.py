@@ -1,44 +1,75 @@
 """Judge results + the reward block -> one reward in [0, 1] and how it was reached.
 
-Pure functions only: the rules here are the documented contract of reward-api.md
-(which wins over reward-block.md), so they are kept free of I/O and tested
-exhaustively with plain values.
+One class per mode of the reward block (reward-api.md, which wins over
+reward-block.md): the default composition, a single judge, a weighted sum, an
+expression. Each parses its keys of the block, composes, describes itself for
+`verifier check` and names the judges it normalizes. Composition is pure: the
+rules here are the documented contract, so they are tested with plain values.
+Adding a mode is one class here plus its place in REWARD_MODES.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
-import attrs
+from verifier.errors import ConfigError, did_you_mean
+from verifier.formula import Formula, FormulaError, FormulaRuntimeError, parse_formula
+from verifier.results import Composition, JudgeResult
+from verifier.scale import DEFAULT_SCORE_RANGE, JudgeValue, ScoreRange
 
-from verifier.config import EvalConfig, RewardConfig, ScoreRange, score_range_of
-from verifier.formula import FormulaRuntimeError
-from verifier.results import JudgeResult, Status
+# The judges' own declared score_range (None when a judge declares none), by name.
+DeclaredRanges = Mapping[str, ScoreRange | None]
 
 
-@attrs.frozen(slots=True)
-class Composition:
-    """The reward and its explanation, written to judges.json as `composition`."""
+class BlockContext(NamedTuple):
+    """What a mode needs to parse its keys: where they are and which judges exist."""
 
-    reward: float
-    mode: str
-    gate_enabled: bool
-    gate_failed: tuple[str, ...]
-    contributions: Mapping[str, float]
-    warnings: tuple[str, ...] = ()
+    source: str
+    judge_names: frozenset[str]
+    score_range: ScoreRange | None  # the block's deprecated fallback, already validated
+    warnings: list[str]
 
-    def as_record(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "gate": {
-                "enabled": self.gate_enabled,
-                "passed": not self.gate_failed,
-                "failed_judges": list(self.gate_failed),
-            },
-            "contributions": dict(self.contributions),
-            "warnings": list(self.warnings),
-        }
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(self.source, f"reward.{key}", problem)
+
+
+class RewardMode(Protocol):
+    mode: str  # a class attribute: the mode's name in judges.json
+    keys: frozenset[str]  # the reward-block keys it reads (gate and score_range aside)
+    gate: bool
+    score_range: ScoreRange | None  # the block's deprecated fallback range
+
+    def combine(
+        self,
+        results: Sequence[JudgeResult],
+        values: Mapping[str, JudgeValue],
+        ranges: DeclaredRanges,
+    ) -> Composition:
+        """The mode's own reward from the judges' values, before any gate."""
+        ...
+
+    def describe(self) -> str: ...
+
+    def normalized_judges(self) -> frozenset[str]:
+        """The judges whose numbers are normalized over a score_range (not clamped)."""
+        ...
+
+    def referenced_names(self) -> Mapping[str, frozenset[str]]:
+        """Judge names each key of the block refers to (checked against the judges at load)."""
+        ...
+
+
+def compose(
+    mode: RewardMode, results: Sequence[JudgeResult], ranges: DeclaredRanges
+) -> Composition:
+    """The reward for one case: the mode's composition, zeroed by a failed gate."""
+    values = {result.name: result.value for result in results if result.value is not None}
+    composition = mode.combine(results, values, ranges)
+    gate_failed = failed_gates(values) if mode.gate else ()
+    if gate_failed:
+        return composition._replace(reward=0.0, gate_enabled=True, gate_failed=gate_failed)
+    return composition._replace(gate_enabled=mode.gate)
 
 
 def clamp(value: float) -> float:
@@ -51,140 +82,336 @@ def normalize(value: float, score_range: ScoreRange) -> float:
     return clamp((value - low) / (high - low))
 
 
-def compose(results: Sequence[JudgeResult], config: EvalConfig) -> Composition:
-    """The reward for one case, by the reward block or, without one, the default rules."""
-    reward = config.reward
-    values = {result.name: result.value for result in results if result.value is not None}
-    if reward is None:
-        return _default(results, values, config)
-    gate_failed = _failed_gates(values) if reward.gate else ()
-    if reward.mode == "judge":
-        composition = _single_judge(values, reward, config)
-    elif reward.mode == "weighted":
-        composition = _weighted(values, reward, config)
-    else:
-        composition = _expression(values, reward, config)
-    if gate_failed:
-        return attrs.evolve(composition, reward=0.0, gate_enabled=True, gate_failed=gate_failed)
-    return attrs.evolve(composition, gate_enabled=reward.gate)
-
-
-def _failed_gates(values: Mapping[str, bool | float]) -> tuple[str, ...]:
+def failed_gates(values: Mapping[str, JudgeValue]) -> tuple[str, ...]:
     return tuple(name for name, value in values.items() if value is False)
 
 
+def normalization_range(
+    name: str, ranges: DeclaredRanges, fallback: ScoreRange | None
+) -> ScoreRange:
+    """A judge's own score_range, else the block's deprecated one, else [1, 5]."""
+    return ranges.get(name) or fallback or DEFAULT_SCORE_RANGE
+
+
 def _scaled(
-    name: str, value: bool | float, reward: RewardConfig | None, config: EvalConfig
+    name: str,
+    value: JudgeValue,
+    ranges: DeclaredRanges,
+    fallback: ScoreRange | None,
+    raw: frozenset[str] = frozenset(),
 ) -> float:
     """A value as the reward sees it: bools 1/0, raw names clamped, other numbers normalized."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if reward is not None and name in reward.raw:
+    if name in raw:
         return clamp(value)
-    return normalize(value, score_range_of(config.judge(name), reward))
+    return normalize(value, normalization_range(name, ranges, fallback))
 
 
-def _default(
-    results: Sequence[JudgeResult], values: Mapping[str, bool | float], config: EvalConfig
-) -> Composition:
-    gate_failed = _failed_gates(values)
-    scores = {
-        name: _scaled(name, value, None, config)
-        for name, value in values.items()
-        if not isinstance(value, bool)
-    }
-    failed = [r.name for r in results if r.status in (Status.ERROR, Status.TIMEOUT)]
-    warnings: tuple[str, ...] = ()
-    if gate_failed:
-        reward = 0.0
-    elif scores:
-        reward = sum(scores.values()) / len(scores)
-    elif failed:
-        reward = 0.0
-        warnings = (f"nothing scored: {', '.join(failed)} errored, so the reward is 0.0",)
-    else:
-        reward = 1.0
-    return Composition(
-        reward=reward,
-        mode="default",
-        gate_enabled=True,
-        gate_failed=gate_failed,
-        contributions=scores,
-        warnings=warnings,
-    )
+class DefaultReward(NamedTuple):
+    """No reward block: boolean judges gate, numeric judges are normalized and averaged."""
+
+    mode = "default"
+    keys = frozenset()
+    gate: bool = True
+    score_range: ScoreRange | None = None
+
+    def combine(
+        self,
+        results: Sequence[JudgeResult],
+        values: Mapping[str, JudgeValue],
+        ranges: DeclaredRanges,
+    ) -> Composition:
+        scores = {
+            name: _scaled(name, value, ranges, None)
+            for name, value in values.items()
+            if not isinstance(value, bool)
+        }
+        failed = [result.name for result in results if result.failed]
+        warnings: tuple[str, ...] = ()
+        if failed_gates(values):  # compose() zeroes it; nothing else to say
+            reward = 0.0
+        elif scores:
+            reward = sum(scores.values()) / len(scores)
+        elif failed:  # every scoring judge errored: unscored, not perfect
+            reward = 0.0
+            warnings = (f"nothing scored: {', '.join(failed)} errored, so the reward is 0.0",)
+        else:  # gates only
+            reward = 1.0
+        return Composition(
+            reward=reward,
+            mode=self.mode,
+            gate_enabled=True,
+            gate_failed=(),
+            contributions=scores,
+            warnings=warnings,
+        )
+
+    def describe(self) -> str:
+        return "default (boolean judges gate; numeric judges normalized and averaged)"
+
+    def normalized_judges(self) -> frozenset[str]:
+        return frozenset()
+
+    def referenced_names(self) -> Mapping[str, frozenset[str]]:
+        return {}
 
 
-def _single_judge(
-    values: Mapping[str, bool | float], reward: RewardConfig, config: EvalConfig
-) -> Composition:
-    assert reward.judge is not None
-    value = values.get(reward.judge)
-    warnings: tuple[str, ...] = ()
-    if value is None:
-        score = 0.0
-        warnings = (f"reward.judge {reward.judge!r} has no value, so the reward is 0.0",)
-    elif isinstance(value, bool) or not reward.normalize:
-        score = clamp(float(value))
-    else:
-        score = normalize(value, score_range_of(config.judge(reward.judge), reward))
-    return Composition(
-        reward=score,
-        mode="judge",
-        gate_enabled=reward.gate,
-        gate_failed=(),
-        contributions={reward.judge: score} if value is not None else {},
-        warnings=warnings,
-    )
+class JudgeReward(NamedTuple):
+    """`reward.judge`: one judge's value is the reward."""
 
+    mode = "judge"
+    keys = frozenset({"judge", "normalize"})
+    judge: str
+    normalize: bool = False
+    gate: bool = False
+    score_range: ScoreRange | None = None
 
-def _weighted(
-    values: Mapping[str, bool | float], reward: RewardConfig, config: EvalConfig
-) -> Composition:
-    contributions: dict[str, float] = {}
-    total = weight_sum = 0.0
-    dropped = []
-    for name, weight in reward.weights:
-        value = values.get(name)
+    @classmethod
+    def claims(cls, block: Mapping[str, Any]) -> bool:
+        return "judge" in block
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any], context: BlockContext) -> JudgeReward:
+        judge = block["judge"]
+        clashes = [key for key in ("formula", "weights", "raw") if key in block]
+        if clashes:
+            raise context.error(
+                "judge", f"cannot be combined with {', '.join(clashes)}; pick one mode"
+            )
+        if not isinstance(judge, str) or judge not in context.judge_names:
+            raise context.error(
+                "judge",
+                f"{judge!r} is not a defined judge{did_you_mean(str(judge), context.judge_names)}",
+            )
+        return cls(
+            judge=judge,
+            normalize=block.get("normalize", False),
+            gate=block.get("gate", False),
+            score_range=context.score_range,
+        )
+
+    def combine(
+        self,
+        results: Sequence[JudgeResult],
+        values: Mapping[str, JudgeValue],
+        ranges: DeclaredRanges,
+    ) -> Composition:
+        value = values.get(self.judge)
+        warnings: tuple[str, ...] = ()
         if value is None:
-            dropped.append(name)
-            continue
-        contributions[name] = _scaled(name, value, reward, config)
-        total += weight * contributions[name]
-        weight_sum += weight
-    warnings = (
-        [f"no value for {', '.join(dropped)}: dropped from the weighted sum"] if dropped else []
-    )
-    if weight_sum > 0:
-        score = clamp(total / weight_sum)
-    else:
-        score = 0.0
-        warnings.append("no weighted judge has a value and a positive weight, so the reward is 0.0")
-    return Composition(
-        reward=score,
-        mode="weighted",
-        gate_enabled=reward.gate,
-        gate_failed=(),
-        contributions=contributions,
-        warnings=tuple(warnings),
-    )
+            score = 0.0
+            warnings = (f"reward.judge {self.judge!r} has no value, so the reward is 0.0",)
+        elif isinstance(value, bool) or not self.normalize:
+            score = clamp(float(value))
+        else:
+            score = normalize(value, normalization_range(self.judge, ranges, self.score_range))
+        return Composition(
+            reward=score,
+            mode=self.mode,
+            gate_enabled=self.gate,
+            gate_failed=(),
+            contributions={self.judge: score} if value is not None else {},
+            weights={self.judge: 1.0},
+            warnings=warnings,
+        )
+
+    def describe(self) -> str:
+        how = "normalized over its score_range" if self.normalize else "clamped to [0, 1]"
+        return f"judge {self.judge} ({how}), gate {'on' if self.gate else 'off'}"
+
+    def normalized_judges(self) -> frozenset[str]:
+        return frozenset({self.judge}) if self.normalize else frozenset()
+
+    def referenced_names(self) -> Mapping[str, frozenset[str]]:
+        return {}
 
 
-def _expression(
-    values: Mapping[str, bool | float], reward: RewardConfig, config: EvalConfig
-) -> Composition:
-    assert reward.formula is not None
-    bound = {name: _scaled(name, value, reward, config) for name, value in values.items()}
-    warnings: tuple[str, ...] = ()
-    try:
-        score = clamp(reward.formula.evaluate(bound))
-    except FormulaRuntimeError as error:
-        score = 0.0
-        warnings = (f"reward.formula failed: {error}; the reward is 0.0",)
-    return Composition(
-        reward=score,
-        mode="expression",
-        gate_enabled=reward.gate,
-        gate_failed=(),
-        contributions={n: v for n, v in bound.items() if n in reward.formula.free_names},
-        warnings=warnings,
-    )
+def _raw_names(block: Mapping[str, Any], context: BlockContext) -> frozenset[str]:
+    raw = block.get("raw", [])
+    if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
+        raise context.error("raw", "must be a list of judge names")
+    return frozenset(raw)
+
+
+def _describe_formula_mode(
+    head: str, gate: bool, normalized: frozenset[str], raw: frozenset[str]
+) -> str:
+    shown_raw = f", raw: {', '.join(sorted(raw))}" if raw else ""
+    shown = ", ".join(sorted(normalized)) or "none"
+    return f"{head}, gate {'on' if gate else 'off'}, normalized: {shown}{shown_raw}"
+
+
+class WeightedReward(NamedTuple):
+    """`formula: weighted`: the weight-normalized sum of the weighted judges."""
+
+    mode = "weighted"
+    keys = frozenset({"formula", "weights", "raw"})
+    weights: tuple[tuple[str, float], ...]
+    raw: frozenset[str] = frozenset()
+    gate: bool = True
+    score_range: ScoreRange | None = None
+
+    @classmethod
+    def claims(cls, block: Mapping[str, Any]) -> bool:
+        formula = block.get("formula", "weighted")
+        return isinstance(formula, str) and formula.strip() == "weighted"
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any], context: BlockContext) -> WeightedReward:
+        raw = _raw_names(block, context)
+        weights = _weights(block.get("weights"), context)
+        if not weights or sum(weight for _, weight in weights) <= 0:
+            raise context.error(
+                "weights", "formula 'weighted' needs at least one positive weight; "
+                "add weights or drop the reward block for the default composition"
+            )  # fmt: skip
+        return cls(
+            weights=weights, raw=raw, gate=block.get("gate", True), score_range=context.score_range
+        )
+
+    def combine(
+        self,
+        results: Sequence[JudgeResult],
+        values: Mapping[str, JudgeValue],
+        ranges: DeclaredRanges,
+    ) -> Composition:
+        contributions: dict[str, float] = {}
+        total = weight_sum = 0.0
+        dropped = []
+        for name, weight in self.weights:
+            value = values.get(name)
+            if value is None:
+                dropped.append(name)
+                continue
+            contributions[name] = _scaled(name, value, ranges, self.score_range, self.raw)
+            total += weight * contributions[name]
+            weight_sum += weight
+        warnings = (
+            [f"no value for {', '.join(dropped)}: dropped from the weighted sum"] if dropped else []
+        )
+        if weight_sum > 0:
+            score = clamp(total / weight_sum)
+        else:
+            score = 0.0
+            warnings.append(
+                "no weighted judge has a value and a positive weight, so the reward is 0.0"
+            )
+        return Composition(
+            reward=score,
+            mode=self.mode,
+            gate_enabled=self.gate,
+            gate_failed=(),
+            contributions=contributions,
+            weights=dict(self.weights),
+            warnings=tuple(warnings),
+        )
+
+    def describe(self) -> str:
+        weights = ", ".join(f"{name}={weight:g}" for name, weight in self.weights)
+        return _describe_formula_mode(
+            f"weighted ({weights})", self.gate, self.normalized_judges(), self.raw
+        )
+
+    def normalized_judges(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.weights) - self.raw
+
+    def referenced_names(self) -> Mapping[str, frozenset[str]]:
+        return {"reward.raw": self.raw, "reward.weights": frozenset(n for n, _ in self.weights)}
+
+
+def _weights(value: Any, context: BlockContext) -> tuple[tuple[str, float], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise context.error("weights", "must be a mapping of judge name to weight")
+    for name, weight in value.items():
+        if (
+            not isinstance(weight, int | float)
+            or isinstance(weight, bool)
+            or not weight >= 0
+            or weight == float("inf")
+        ):
+            raise context.error(f"weights.{name}", f"{weight!r} must be a non-negative number")
+    return tuple((str(name), float(weight)) for name, weight in value.items())
+
+
+class ExpressionReward(NamedTuple):
+    """Any other `formula`: an expression over the judges' normalized values."""
+
+    mode = "expression"
+    keys = frozenset({"formula", "raw"})
+    formula: Formula
+    raw: frozenset[str] = frozenset()
+    gate: bool = True
+    score_range: ScoreRange | None = None
+
+    @classmethod
+    def claims(cls, block: Mapping[str, Any]) -> bool:
+        return True  # whatever else the formula says is an expression
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any], context: BlockContext) -> ExpressionReward:
+        text = block.get("formula")
+        if not isinstance(text, str) or not text.strip():
+            raise context.error("formula", "must be 'weighted' or a Python expression")
+        raw = _raw_names(block, context)
+        try:
+            formula = parse_formula(text)
+        except FormulaError as error:
+            raise context.error("formula", str(error)) from None
+        if block.get("weights"):
+            context.warnings.append(
+                f"{context.source}: reward.weights: used only by formula 'weighted'; ignored"
+            )
+        return cls(
+            formula=formula, raw=raw, gate=block.get("gate", True), score_range=context.score_range
+        )
+
+    def combine(
+        self,
+        results: Sequence[JudgeResult],
+        values: Mapping[str, JudgeValue],
+        ranges: DeclaredRanges,
+    ) -> Composition:
+        bound = {
+            name: _scaled(name, value, ranges, self.score_range, self.raw)
+            for name, value in values.items()
+        }
+        warnings: tuple[str, ...] = ()
+        try:
+            score = clamp(self.formula.evaluate(bound))
+        except FormulaRuntimeError as error:
+            score = 0.0
+            warnings = (f"reward.formula failed: {error}; the reward is 0.0",)
+        return Composition(
+            reward=score,
+            mode=self.mode,
+            gate_enabled=self.gate,
+            gate_failed=(),
+            contributions={n: v for n, v in bound.items() if n in self.formula.free_names},
+            warnings=warnings,
+        )
+
+    def describe(self) -> str:
+        return _describe_formula_mode(
+            f"expression {self.formula.source.strip()!r}",
+            self.gate,
+            self.normalized_judges(),
+            self.raw,
+        )
+
+    def normalized_judges(self) -> frozenset[str]:
+        return self.formula.free_names - self.raw
+
+    def referenced_names(self) -> Mapping[str, frozenset[str]]:
+        return {"reward.raw": self.raw, "reward.formula": self.formula.free_names}
+
+
+# The modes a reward block can select, in the order they are tried: the first that
+# claims the block parses it. The default composition is the absence of a block.
+REWARD_MODES: tuple[type[JudgeReward | WeightedReward | ExpressionReward], ...] = (
+    JudgeReward,
+    WeightedReward,
+    ExpressionReward,
+)

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from verifier.batch import Shard
-from verifier.grade_command import run_grade
+from verifier.cli.fast import run_grade
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"

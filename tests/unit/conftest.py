@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.llm_servers import FakeLLM, serve
-from verifier.config import EvalConfig, load_config
+from verifier.config import EvalConfig
+from verifier.grading import load_eval
 from verifier.results import JudgeResult, Status
 
 
@@ -41,7 +42,7 @@ def write_config(tmp_path: Path) -> Callable[[str], Path]:
 
 @pytest.fixture
 def load(write_config: Callable[[str], Path]) -> Callable[[str], EvalConfig]:
-    return lambda text: load_config(write_config(text))
+    return lambda text: load_eval(write_config(text)).config
 
 
 @pytest.fixture

@@ -24,18 +24,20 @@ from verifier.batch import (
     BatchSummary,
     Case,
     CaseOutcome,
+    CaseStatus,
     Progress,
     Shard,
-    available_cpus,
     discover_cases,
     harbor_trial_case,
     run_batch,
     run_pool,
     summary_paths,
 )
+from verifier.cli.fast import run_grade
 from verifier.engine import Limits
 from verifier.errors import UsageError
-from verifier.grade_command import run_grade
+from verifier.judges.base import Pool
+from verifier.system import available_cpus
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
@@ -259,7 +261,10 @@ def test_a_changed_config_regrades(small) -> None:
 
 def test_no_llm_is_part_of_the_config_hash(small) -> None:
     again = batch(
-        small["config"], small["cases"], small["out"], limits=Limits(skip_pools=frozenset({"llm"}))
+        small["config"],
+        small["cases"],
+        small["out"],
+        limits=Limits(skip_pools=frozenset({Pool.LLM})),
     )
     assert again.count(resumed=True) == 0
 
@@ -412,7 +417,8 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere() -> None:
     for stream in (terminal, log):
         progress = Progress(40, stream)
         for index in range(40):
-            progress.update(CaseOutcome(f"c{index}", "error" if index == 3 else "ok"))
+            status = CaseStatus.FAILED if index == 3 else CaseStatus.REWARDED
+            progress.update(CaseOutcome(f"c{index}", status))
         progress.close()
     assert "\r[" in terminal.getvalue() and "40/40 (100%)" in terminal.getvalue()
     lines = log.getvalue().splitlines()

@@ -7,15 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from verifier import case as case_module
-from verifier.case import check_case_dir, read_case
+from verifier.case import CaseLimits, check_case_dir, read_case
 from verifier.errors import CaseError
 
 MakeCase = Callable[..., Path]
 
 
-def record_of(case: Path, outputs: tuple[str, ...] = (), annotations: dict | None = None):
-    return read_case(check_case_dir(case), outputs, annotations or {})
+def record_of(
+    case: Path,
+    outputs: tuple[str, ...] = (),
+    annotations: dict | None = None,
+    limits: CaseLimits | None = None,
+):
+    return read_case(check_case_dir(case), outputs, annotations or {}, limits or CaseLimits())
 
 
 def test_without_outputs_every_file_is_read(make_case: MakeCase) -> None:
@@ -76,20 +80,16 @@ def test_declared_output_that_is_an_escaping_symlink_is_refused(
     assert "out: leaves the case dir; not followed" in result.warnings
 
 
-def test_files_over_the_size_cap_are_left_out_with_a_warning(
-    make_case: MakeCase, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(case_module, "MAX_FILE_BYTES", 10)
-    result = record_of(make_case({"big.txt": "x" * 11, "small.txt": "ok"}))
+def test_files_over_the_size_cap_are_left_out_with_a_warning(make_case: MakeCase) -> None:
+    limits = CaseLimits(max_file_bytes=10)
+    result = record_of(make_case({"big.txt": "x" * 11, "small.txt": "ok"}), limits=limits)
     assert result.record["files"] == {"small.txt": "ok"}
     assert any("big.txt" in warning and "cap" in warning for warning in result.warnings)
 
 
-def test_total_size_cap_applies_across_files(
-    make_case: MakeCase, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(case_module, "MAX_TOTAL_BYTES", 15)
-    result = record_of(make_case({"a.txt": "x" * 10, "b.txt": "y" * 10}))
+def test_total_size_cap_applies_across_files(make_case: MakeCase) -> None:
+    limits = CaseLimits(max_total_bytes=15)
+    result = record_of(make_case({"a.txt": "x" * 10, "b.txt": "y" * 10}), limits=limits)
     assert list(result.record["files"]) == ["a.txt"]
     assert any("b.txt" in warning for warning in result.warnings)
 

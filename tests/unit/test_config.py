@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.config import ConfigErrors, load_config
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, ConfigErrors
 from verifier.grading import load_eval
 
 GOOD_JUDGE = "judges:\n  - {name: ok, check: 'return True'}\n"
@@ -99,7 +98,7 @@ def test_invalid_config_is_a_one_line_error_naming_key_and_problem(
 
 def test_missing_config_file_says_how_to_point_at_one(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="file not found; pass --config"):
-        load_config(tmp_path / "eval.yaml")
+        load_eval(tmp_path / "eval.yaml")
 
 
 def test_every_independent_problem_is_collected(write_config: Callable[[str], Path]) -> None:
@@ -108,7 +107,7 @@ def test_every_independent_problem_is_collected(write_config: Callable[[str], Pa
         "reward: {weights: {c: -1}}\noutputs: [{path: ../x}]\n"
     )
     with pytest.raises(ConfigErrors) as caught:
-        load_config(path)
+        load_eval(path)
     keys = [problem.key for problem in caught.value.problems]
     assert keys == [
         "judges[0] (a).chekc",
@@ -124,7 +123,7 @@ def test_reward_references_to_broken_judges_are_not_reported_twice(
 ) -> None:
     path = write_config("judges:\n  - {name: a, chekc: x}\nreward: {judge: a}\n")
     with pytest.raises(ConfigErrors) as caught:
-        load_config(path)
+        load_eval(path)
     assert len(caught.value.problems) == 1
 
 
@@ -178,16 +177,20 @@ def test_judge_kind_follows_the_documented_precedence(load: Callable[[str], obje
         "  - {name: b, check: 'return 1', module: m, function: f}\n"
     )
     assert [judge.kind for judge in config.judges] == ["builtin", "check"]  # type: ignore[attr-defined]
+    warnings = "\n".join(config.warnings)  # type: ignore[attr-defined]
+    assert "judges[0] (a).check: ignored: this is a builtin judge" in warnings
+    assert "judges[1] (b).module: ignored: this is a check judge" in warnings
 
 
 def test_annotations_may_be_a_yaml_file_beside_eval_yaml(
     write_config: Callable[[str], Path],
 ) -> None:
     write_config("expected: 42\n", name="truth.yaml")
-    config = load_config(write_config(GOOD_JUDGE + "annotations: truth.yaml\n"))
+    config = load_eval(write_config(GOOD_JUDGE + "annotations: truth.yaml\n")).config
     assert config.annotations == {"expected": 42}
 
 
 def test_step_and_description_are_accepted(load: Callable[[str], object]) -> None:
     config = load("judges:\n  - {name: a, check: 'return 1', step: s1, description: d}\n")
-    assert config.judges[0].description == "d"  # type: ignore[attr-defined]
+    assert config.judges[0].step == "s1"  # type: ignore[attr-defined]
+    assert config.warnings == ()  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ import pytest
 
 from verifier.engine import Limits
 from verifier.grading import Grading, grade, load_eval
+from verifier.judges.base import Pool
 from verifier.results import Status
 
 WriteConfig = Callable[..., Path]
@@ -237,6 +238,6 @@ def test_skipped_pool_gives_skipped_records_without_running(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
     grading = grade_with(
-        write_config, make_case, GOOD, limits=Limits(skip_pools=frozenset({"cpu"}))
+        write_config, make_case, GOOD, limits=Limits(skip_pools=frozenset({Pool.CPU}))
     )
     assert grading.results[0].status is Status.SKIPPED

@@ -133,7 +133,7 @@ def test_failures_are_explained_error_records(
     judges = per_judge(layout)
     assert judges["quality"]["value"] == 3.0
     assert judges["wild"]["status"] == "error" and judges["wild"]["value"] is None
-    assert "answered score 11, outside the judge's scale [1, 5]" in judges["wild"]["error"]
+    assert "answered 11, outside its score_range [1, 5]" in judges["wild"]["error"]
     assert judges["down"]["status"] == "error"
     assert "HTTP 503: overloaded (gave up after 2 attempts)" in judges["down"]["error"]
     assert judges["down"]["attempts"] == 2

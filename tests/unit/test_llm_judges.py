@@ -17,7 +17,8 @@ import pytest
 from tests.llm_servers import FakeLLM, Reply
 from verifier.case import read_case
 from verifier.grading import grade, load_eval
-from verifier.judges.llm.judge import LLMJudgeError, Verdict
+from verifier.judges.base import JudgeAnswer
+from verifier.judges.llm.judge import LLMJudgeError
 from verifier.results import Status
 
 FAST = {
@@ -86,7 +87,7 @@ def rubric(server: FakeLLM, extra: str = "score_range: [1, 5]") -> str:
 def test_numeric_grade(llm_server: FakeLLM, judge_of) -> None:
     llm_server.queue(llm_server.grade(score=4, rationale="Clear and complete."))
     verdict = judge_of(llm_server, rubric(llm_server))()
-    assert isinstance(verdict, Verdict)
+    assert isinstance(verdict, JudgeAnswer)
     assert (verdict.value, verdict.rationale) == (4.0, "Clear and complete.")
     details = verdict.details
     assert details["model"] == "judge-model"
@@ -156,7 +157,7 @@ def test_response_without_choices(openai_server: FakeLLM, judge_of) -> None:
 
 def test_out_of_range_score_is_an_error(llm_server: FakeLLM, judge_of) -> None:
     llm_server.queue(llm_server.grade(score=7))
-    with pytest.raises(LLMJudgeError, match=r"score 7, outside the judge's scale \[1, 5\]"):
+    with pytest.raises(LLMJudgeError, match=r"answered 7, outside its score_range \[1, 5\]"):
         judge_of(llm_server, rubric(llm_server))()
 
 
@@ -170,7 +171,7 @@ def test_out_of_range_score_is_an_error_record(
     grading = grade(load_eval(config), make_case({"report.md": "x"}))
     (result,) = grading.results
     assert result.status is Status.ERROR and result.value is None
-    assert "outside the judge's scale" in result.error
+    assert "outside its score_range" in result.error
     assert result.details["model"] == "judge-model"
 
 

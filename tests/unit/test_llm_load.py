@@ -1,41 +1,63 @@
-"""LLM judge keys checked at load: each mistake is a ConfigError naming the key."""
+"""LLM judge keys checked at load, and what a loaded judge sends: each mistake is a
+ConfigError naming the key; each setting is seen in the request a local server receives."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.llm_servers import FakeLLM, serve
 from verifier.errors import ConfigError
-from verifier.grading import LoadedEval, load_eval
-from verifier.judges.llm.judge import LLMJudge
+from verifier.grading import grade, load_eval
+from verifier.results import JudgeResult
 
 WriteConfig = Callable[..., Path]
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("EVAL_JUDGE_MODEL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
-                 "VERIFIER_LLM_RETRIES", "VERIFIER_LLM_OUTPUT", "VERIFIER_LLM_TEMPERATURE"):  # fmt: skip
+    for name in ("EVAL_JUDGE_MODEL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
+                 "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "VERIFIER_LLM_RETRIES",
+                 "VERIFIER_LLM_OUTPUT", "VERIFIER_LLM_TEMPERATURE", "http_proxy", "https_proxy",
+                 "HTTP_PROXY", "HTTPS_PROXY"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VERIFIER_LLM_REQUEST_TIMEOUT", "2")
 
 
-def load_judge(write_config: WriteConfig, judge: str, top: str = "") -> LLMJudge:
-    loaded = load(write_config, judge, top)
-    call = loaded.judges[0].call
-    assert isinstance(call, LLMJudge)
-    return call
+@pytest.fixture
+def servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, FakeLLM]]:
+    """Both wire formats at once, each answering every request with a grade of 3."""
+    openai, anthropic = serve("openai"), serve("anthropic")
+    both = {"openai": next(openai), "anthropic": next(anthropic)}
+    for server in both.values():
+        server.default = server.grade(score=3)
+        for name, value in server.env.items():
+            monkeypatch.setenv(name, value)
+    yield both
+    for generator in (openai, anthropic):
+        next(generator, None)
 
 
-def load(write_config: WriteConfig, judge: str, top: str = "") -> LoadedEval:
+def config_with(write_config: WriteConfig, judge: str, top: str = "") -> Path:
     lines = "\n".join("    " + line for line in judge.strip().splitlines())
-    return load_eval(write_config(f"name: t\n{top}judges:\n  - name: q\n{lines}\n"))
+    return write_config(f"name: t\n{top}judges:\n  - name: q\n{lines}\n")
+
+
+def graded(write_config: WriteConfig, make_case, judge: str, top: str = "") -> JudgeResult:
+    loaded = load_eval(config_with(write_config, judge, top))
+    case = make_case({"report.md": "The bug is fixed."}, name=f"case-{next(_CASES)}")
+    return grade(loaded, case).results[0]
+
+
+_CASES = itertools.count()
 
 
 def load_error(write_config: WriteConfig, judge: str, top: str = "") -> str:
     with pytest.raises(ConfigError) as caught:
-        load(write_config, judge, top)
+        load_eval(config_with(write_config, judge, top))
     return caught.value.message
 
 
@@ -50,26 +72,33 @@ def load_error(write_config: WriteConfig, judge: str, top: str = "") -> str:
     ],
 )
 def test_provider_from_the_model_name(
-    write_config: WriteConfig, model: str, provider: str, sent: str
+    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case, model: str,
+    provider: str, sent: str,
+) -> None:  # fmt: skip
+    result = graded(write_config, make_case, f"llm_rubric: ok?\nmodel: {model}")
+    assert result.value == 3.0 and result.details["provider"] == provider
+    (other,) = [name for name in servers if name != provider]
+    assert [request.body["model"] for request in servers[provider].received] == [sent]
+    assert servers[other].received == []
+
+
+def test_provider_key_wins_and_sends_the_name_verbatim(
+    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case
 ) -> None:
-    judge = load_judge(write_config, f"llm_rubric: ok?\nmodel: {model}")
-    assert (judge.endpoint.provider, judge.endpoint.model) == (provider, sent)
-
-
-def test_provider_key_wins_and_sends_the_name_verbatim(write_config: WriteConfig) -> None:
-    judge = load_judge(write_config, "llm_rubric: ok?\nmodel: openai/gpt-oss-20b\nprovider: vllm")
-    assert (judge.endpoint.provider, judge.endpoint.model) == ("openai", "openai/gpt-oss-20b")
+    graded(write_config, make_case, "llm_rubric: ok?\nmodel: openai/gpt-oss-20b\nprovider: vllm")
+    assert servers["openai"].received[0].body["model"] == "openai/gpt-oss-20b"
 
 
 def test_model_falls_back_to_models_judge_then_the_env(
-    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    judge = load_judge(write_config, "llm_rubric: ok?", top="models: {judge: claude-x}\n")
-    assert judge.endpoint.model == "claude-x"
+    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    graded(write_config, make_case, "llm_rubric: ok?", top="models: {judge: claude-x}\n")
     monkeypatch.setenv("EVAL_JUDGE_MODEL", "openai/from-env")
-    assert load_judge(write_config, "llm_rubric: ok?").endpoint.model == "from-env"
-    judge = load_judge(write_config, "llm_rubric: ok?", top="models: {judge: claude-x}\n")
-    assert judge.endpoint.model == "claude-x"
+    graded(write_config, make_case, "llm_rubric: ok?")
+    graded(write_config, make_case, "llm_rubric: ok?", top="models: {judge: claude-y}\n")
+    assert [r.body["model"] for r in servers["anthropic"].received] == ["claude-x", "claude-y"]
+    assert [r.body["model"] for r in servers["openai"].received] == ["from-env"]
 
 
 def test_no_model_anywhere_is_a_load_error(write_config: WriteConfig) -> None:
@@ -78,26 +107,31 @@ def test_no_model_anywhere_is_a_load_error(write_config: WriteConfig) -> None:
     assert "$EVAL_JUDGE_MODEL" in message
 
 
-def test_base_urls_come_from_the_env(
-    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch
+def test_without_base_urls_the_hosted_apis_are_asked(
+    write_config: WriteConfig, make_case, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    judge = load_judge(write_config, "llm_rubric: ok?\nmodel: m")
-    assert judge.endpoint.url == "https://api.openai.com/v1/chat/completions"
-    judge = load_judge(write_config, "llm_rubric: ok?\nmodel: claude-3")
-    assert judge.endpoint.url == "https://api.anthropic.com/v1/messages"
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://vllm.ns.svc:8000/v1/")
-    judge = load_judge(write_config, "llm_rubric: ok?\nmodel: m")
-    assert judge.endpoint.url == "http://vllm.ns.svc:8000/v1/chat/completions"
+    monkeypatch.setenv("VERIFIER_LLM_RETRIES", "0")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # nothing leaves this machine
+    for model, url in (("m", "https://api.openai.com/v1/chat/completions"),
+                       ("claude-3", "https://api.anthropic.com/v1/messages")):  # fmt: skip
+        result = graded(write_config, make_case, f"llm_rubric: ok?\nmodel: {model}")
+        assert result.status.value == "error" and f"endpoint {url}, model {model}" in result.error
+
+
+def test_base_url_must_be_http(write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "not a url")
     message = load_error(write_config, "llm_rubric: ok?\nmodel: claude-3")
     assert "$ANTHROPIC_BASE_URL 'not a url' is not an http(s) URL" in message
 
 
-def test_prompt_file_is_read_relative_to_eval_yaml(write_config: WriteConfig) -> None:
-    write_config("Grade {{ conversation }}\n", name="grader.j2")
-    judge = load_judge(write_config, "prompt_file: grader.j2\nmodel: m")
-    assert judge.plan.template.source == "Grade {{ conversation }}\n"
-    assert judge.plan.append_material is False
+def test_prompt_file_is_read_relative_to_eval_yaml(
+    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case
+) -> None:
+    write_config("Grade this: {{ conversation }}!\n", name="grader.j2")
+    graded(write_config, make_case, "prompt_file: grader.j2\nmodel: m")
+    user = servers["openai"].received[0].user
+    assert user.startswith("Grade this: <case-material-")
+    assert "## Material to grade" not in user  # the template places the case itself
 
 
 def test_missing_prompt_file(write_config: WriteConfig) -> None:
@@ -107,7 +141,7 @@ def test_missing_prompt_file(write_config: WriteConfig) -> None:
 
 def test_missing_context_file(write_config: WriteConfig) -> None:
     message = load_error(write_config, "llm_rubric: ok?\nmodel: m\ncontext: [guide.md]")
-    assert "judges[0] (q).context:" in message and "guide.md not found" in message
+    assert "judges[0] (q).context[0]:" in message and "guide.md not found" in message
 
 
 def test_unknown_template_variable(write_config: WriteConfig) -> None:
@@ -143,22 +177,38 @@ def test_bad_tuning_variable(write_config: WriteConfig, monkeypatch: pytest.Monk
     assert message == "environment: VERIFIER_LLM_RETRIES: 'lots' must be a whole number >= 0"
 
 
+@pytest.mark.parametrize(
+    ("rubric", "appended"),
+    [
+        ("Is it good?", True),
+        ("Is {{ stdout }} good?", False),
+        ("Want {{ annotations.x }}", True),  # annotations are not the case's material
+    ],
+)
 def test_rubric_without_case_variables_gets_the_material_appended(
-    write_config: WriteConfig,
-) -> None:
-    assert load_judge(write_config, "llm_rubric: 'Is it good?'\nmodel: m").plan.append_material
-    judge = load_judge(write_config, "llm_rubric: 'Is {{ stdout }} good?'\nmodel: m")
-    assert not judge.plan.append_material
-    judge = load_judge(write_config, "llm_rubric: 'Want {{ annotations.x }}'\nmodel: m")
-    assert judge.plan.append_material  # annotations are not the case's material
+    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case, rubric: str,
+    appended: bool,
+) -> None:  # fmt: skip
+    graded(write_config, make_case, f"llm_rubric: '{rubric}'\nmodel: m",
+           top="annotations: {x: 1}\n")  # fmt: skip
+    assert ("## Material to grade" in servers["openai"].received[0].user) is appended
 
 
-def test_scale_follows_the_judge(write_config: WriteConfig) -> None:
-    scale = load_judge(write_config, "llm_rubric: a\nmodel: m\nfeedback_type: bool").plan.scale
-    assert scale.kind == "pass_fail"
-    scale = load_judge(write_config, "llm_rubric: a\nmodel: m\nscore_range: [0, 2]").plan.scale
-    assert (scale.kind, scale.low, scale.high, scale.integer) == ("number", 0, 2, True)
-    scale = load_judge(write_config, "llm_rubric: a\nmodel: m\nscore_range: [0, 1]").plan.scale
-    assert (scale.low, scale.high, scale.integer) == (0, 1, False)
-    scale = load_judge(write_config, "llm_rubric: a\nmodel: m").plan.scale
-    assert (scale.low, scale.high) == (1, 5)  # the default range
+@pytest.mark.parametrize(
+    ("scale", "said", "field"),
+    [
+        ("feedback_type: bool", "pass or fail", "passed"),
+        ("score_range: [0, 2]", "an integer from 0 (worst) to 2 (best)", "score"),
+        ("score_range: [0, 1]", "a number (fractions allowed) from 0 (worst) to 1 (best)", "score"),
+        ("", "an integer from 1 (worst) to 5 (best)", "score"),  # the default range
+    ],
+)
+def test_scale_follows_the_judge(
+    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case, scale: str, said: str,
+    field: str,
+) -> None:  # fmt: skip
+    servers["openai"].default = servers["openai"].grade(**{field: True if field == "passed" else 1})
+    graded(write_config, make_case, f"llm_rubric: a\nmodel: m\n{scale}")
+    request = servers["openai"].received[0]
+    assert said in request.system
+    assert field in request.body["tools"][0]["function"]["parameters"]["required"]

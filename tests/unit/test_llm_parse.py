@@ -9,12 +9,12 @@ from verifier.judges.llm.parse import Reply, parse_text, read_grade
 from verifier.judges.llm.prompt import allocate
 from verifier.judges.llm.redact import redact, redact_tree
 from verifier.judges.llm.sampling import reduce_samples
-from verifier.judges.llm.scale import AnswerError, Scale
+from verifier.judges.llm.scale import AnswerError, AnswerScale
 from verifier.judges.llm.template import CaseText, compile_template
 from verifier.judges.llm.transport import error_message, retry_after
 
-ONE_TO_FIVE = Scale(kind="number", low=1, high=5, integer=True)
-PASS_FAIL = Scale(kind="pass_fail")
+ONE_TO_FIVE = AnswerScale(kind="number", low=1, high=5, integer=True)
+PASS_FAIL = AnswerScale(kind="pass_fail")
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_verdicts_in_plain_text(text: str, value: bool) -> None:
         ("The agent passed some tests", PASS_FAIL, "no pass/fail verdict found"),
     ],
 )
-def test_unreadable_text_is_an_error(text: str, scale: Scale, problem: str) -> None:
+def test_unreadable_text_is_an_error(text: str, scale: AnswerScale, problem: str) -> None:
     with pytest.raises(AnswerError, match=problem):
         parse_text(text, scale)
 
@@ -70,10 +70,10 @@ def test_structured_arguments_as_a_string_or_a_dict() -> None:
 
 
 def test_scale_checks() -> None:
-    with pytest.raises(AnswerError, match=r"outside the judge's scale \[1, 5\]"):
+    with pytest.raises(AnswerError, match=r"answered 0, outside its score_range \[1, 5\]"):
         read_grade(Reply(text=None, arguments={"score": 0}), ONE_TO_FIVE)
-    strict = Scale(kind="number", low=0, high=2, integer=True, integer_required=True)
-    with pytest.raises(AnswerError, match="integers"):
+    strict = AnswerScale(kind="number", low=0, high=2, integer=True, integer_required=True)
+    with pytest.raises(AnswerError, match=r"answered 1\.5 but feedback_type is int"):
         read_grade(Reply(text=None, arguments={"score": 1.5}), strict)
     with pytest.raises(AnswerError, match="not a true/false verdict"):
         read_grade(Reply(text=None, arguments={"passed": 3}), PASS_FAIL)
@@ -91,7 +91,7 @@ def test_reduce_samples() -> None:
     assert (reduced.value, reduced.spread) == (4.0, 2.0)
     assert reduced.agreement == pytest.approx(2 / 3)
     assert reduce_samples([3.0, 4.0], ONE_TO_FIVE).value == 3.0  # stays on the integer scale
-    continuous = Scale(kind="number", low=0, high=1)
+    continuous = AnswerScale(kind="number", low=0, high=1)
     assert reduce_samples([0.2, 0.5], continuous).value == pytest.approx(0.35)
     assert reduce_samples([True, True, False], PASS_FAIL).value is True
     assert reduce_samples([True, False], PASS_FAIL).value is False

@@ -8,9 +8,15 @@ import pytest
 
 from tests.unit.conftest import results
 from verifier.config import EvalConfig
-from verifier.reward import compose
+from verifier.results import Composition, JudgeResult
+from verifier.reward import compose as compose_mode
 
 Load = Callable[[str], EvalConfig]
+
+
+def compose(judged: list[JudgeResult], config: EvalConfig) -> Composition:
+    return compose_mode(config.reward, judged, config.declared_ranges())
+
 
 JUDGES = """
 judges:
@@ -229,7 +235,7 @@ def test_gate_ignores_errored_and_skipped_booleans(load: Load) -> None:
 def test_gate_outcome_is_recorded(load: Load) -> None:
     config = load(JUDGES + WEIGHTED)
     composition = compose(results(quality=5.0, efficiency=1.0, lint=False), config)
-    record = composition.as_record()
+    record = composition.to_json()
     assert record["gate"] == {"enabled": True, "passed": False, "failed_judges": ["lint"]}
     assert record["mode"] == "weighted"
 

@@ -173,10 +173,10 @@ def test_refuses_a_non_empty_dest_unless_forced(tmp_path: Path, source: Path) ->
     [
         ("module: judges.missing", "module", "no judges/missing.py or package"),
         ("module: judges.bad-name", "module", "not a dotted module name"),
-        ("prompt_file: prompts/none.md", "prompt_file", "no such file"),
+        ("prompt_file: prompts/none.md", "prompt_file", "file not found"),
         ("prompt_file: ../outside.md", "prompt_file", "relative to eval.yaml"),
         ("prompt_file: /etc/passwd", "prompt_file", "relative to eval.yaml"),
-        ("context: [prompts/ref.txt, nope.txt]", "context[1]", "no such file"),
+        ("context: [prompts/ref.txt, nope.txt]", "context[1]", "file not found"),
     ],
 )
 def test_bad_references_are_config_errors(
@@ -201,11 +201,11 @@ def test_symlink_leaving_the_config_dir_is_refused(tmp_path: Path, source: Path)
 
 
 def test_unreadable_or_invalid_config(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no such file"):
+    with pytest.raises(ConfigError, match="file not found"):
         init_task(tmp_path / "t", tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("judges: [\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="invalid YAML"):
         init_task(tmp_path / "t", bad)
     bad.write_text("- a list\n")
     with pytest.raises(ConfigError, match="mapping"):

@@ -13,16 +13,15 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-
-import attrs
+from typing import NamedTuple
 
 from verifier.errors import CaseError, UsageError
+from verifier.options import parse_shard
 
 HARBOR_CONVENTION_SOURCE = "/logs/artifacts"
 
 
-@attrs.frozen(slots=True)
-class Shard:
+class Shard(NamedTuple):
     """Case `name` belongs to shard `index` of `count` by a stable hash of the name.
 
     A hash (not the position in a sorted listing) keeps a case in its shard when
@@ -34,14 +33,10 @@ class Shard:
 
     @classmethod
     def parse(cls, text: str) -> Shard:
-        index, _, count = text.partition("/")
         try:
-            shard = cls(int(index), int(count))
-        except ValueError:
-            raise UsageError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
-        if not 0 <= shard.index < shard.count:
-            raise UsageError(f"--shard {text!r}: I must be in 0..N-1 and N at least 1")
-        return shard
+            return cls(*parse_shard(text))
+        except ValueError as error:
+            raise UsageError(f"--shard: {error}") from None
 
     def owns(self, name: str) -> bool:
         digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()
@@ -51,8 +46,7 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-@attrs.frozen(slots=True)
-class Case:
+class Case(NamedTuple):
     """One case: `name` is its directory under --out, `case_dir` what the judges read."""
 
     name: str

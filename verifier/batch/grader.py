@@ -16,23 +16,21 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-
-import attrs
+from typing import NamedTuple
 
 from verifier import __version__
 from verifier.batch.cases import Case
-from verifier.batch.summary import CaseOutcome
+from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.engine import Limits
-from verifier.errors import ConfigError, OutputError, VerifierError
-from verifier.grading import LoadedEval, grade, refuse_config_inside_case
-from verifier.output import OUTPUT_FILES, REWARD_JSON, write_outputs
-from verifier.results import Status
+from verifier.errors import ConfigError, VerifierError
+from verifier.grading import LoadedEval, grade
+from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
+from verifier.references import referenced_files
 
 MARKER = "batch.json"
 
 
-@attrs.frozen(slots=True)
-class CaseGrader:
+class CaseGrader(NamedTuple):
     """Everything a worker needs, loaded before the fork: call it with a Case."""
 
     loaded: LoadedEval
@@ -46,47 +44,29 @@ class CaseGrader:
         if not self.force:
             earlier = read_marker(out, self.config_hash)
             if earlier is not None:
-                return attrs.evolve(earlier, resumed=True)
+                return earlier._replace(resumed=True)
         started = time.perf_counter()
         outcome = self._grade(case, out)
-        outcome = attrs.evolve(outcome, seconds=time.perf_counter() - started)
+        outcome = outcome._replace(seconds=time.perf_counter() - started)
         write_marker(out, self.config_hash, outcome)
         return outcome
 
     def _grade(self, case: Case, out: Path) -> CaseOutcome:
         try:
-            prepare_case_out(out)
-            refuse_config_inside_case(self.loaded.config.path, case.case_dir)
+            # --out was probed once; a case dir that dies mid-case leaves nothing graded
+            prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
             grading = grade(self.loaded, case.case_dir, self.limits)
             write_outputs(out, grading)
         except VerifierError as error:
-            return CaseOutcome(case.name, "error", error=error.message)
+            return CaseOutcome(case.name, CaseStatus.FAILED, error=error.message)
         except Exception as error:  # one bad case never stops the batch
-            return CaseOutcome(case.name, "error", error=f"internal error: {_describe(error)}")
-        errored = tuple(
-            result.name
-            for result in grading.results
-            if result.status in (Status.ERROR, Status.TIMEOUT)
+            return CaseOutcome(
+                case.name, CaseStatus.FAILED, error=f"internal error: {_describe(error)}"
+            )
+        errored = tuple(result.name for result in grading.results if result.failed)
+        return CaseOutcome(
+            case.name, CaseStatus.REWARDED, reward=grading.reward, errored_judges=errored
         )
-        return CaseOutcome(case.name, "ok", reward=grading.reward, errored_judges=errored)
-
-
-def prepare_case_out(out: Path) -> None:
-    """output.prepare_out_dir without its write probe (--out was probed once): a new
-    dir needs nothing removed, an existing one loses its marker and reward first (a
-    run that dies mid-case must leave nothing that looks graded)."""
-    try:
-        out.mkdir()
-    except FileExistsError:
-        try:
-            for name in (MARKER, *OUTPUT_FILES):
-                (out / name).unlink(missing_ok=True)
-        except OSError as error:
-            raise OutputError(
-                f"{out}: earlier reward cannot be removed ({error.strerror})"
-            ) from None
-    except OSError as error:
-        raise OutputError(f"{out}: cannot be created ({error.strerror})") from None
 
 
 def read_marker(out: Path, digest: str) -> CaseOutcome | None:
@@ -94,11 +74,11 @@ def read_marker(out: Path, digest: str) -> CaseOutcome | None:
     reward is still there; cases that errored are tried again."""
     try:
         record = json.loads((out / MARKER).read_text(encoding="utf-8"))
-        if record.get("config_hash") != digest or record.get("status") != "ok":
+        if record.get("config_hash") != digest or record.get("status") != CaseStatus.REWARDED:
             return None
         if not (out / REWARD_JSON).is_file():
             return None
-        return CaseOutcome.from_record(record)
+        return CaseOutcome.from_json(record)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -106,7 +86,7 @@ def read_marker(out: Path, digest: str) -> CaseOutcome | None:
 def write_marker(out: Path, digest: str, outcome: CaseOutcome) -> None:
     """Written in place, not renamed: a torn marker is invalid JSON, so the case is
     graded again, which is all atomicity would buy here (at two more syscalls a case)."""
-    record = {"config_hash": digest, "verifier_version": __version__, **outcome.as_record()}
+    record = {"config_hash": digest, "verifier_version": __version__, **outcome.to_json()}
     record.pop("resumed")
     with contextlib.suppress(OSError), (out / MARKER).open("w", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
@@ -123,13 +103,12 @@ def config_hash(config_path: Path, limits: Limits) -> str:
     """sha256 of eval.yaml, the files it references, the verifier version and --no-llm.
 
     Any of them can change a reward, so any change re-grades. Judge modules'
-    local imports are included (task.referenced_files, the same list a task
+    local imports are included (references.referenced_files, the same list a task
     package copies).
     """
-    from verifier.task import referenced_files
-
     digest = hashlib.sha256()
-    digest.update(f"harbor-verifier {__version__}\0skip={sorted(limits.skip_pools)}\0".encode())
+    skipped = sorted(pool.value for pool in limits.skip_pools)
+    digest.update(f"harbor-verifier {__version__}\0skip={skipped}\0".encode())
     base = config_path.resolve().parent
     try:
         references = referenced_files(config_path)

@@ -15,17 +15,19 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import attrs
-
 from verifier.batch.cases import Case
-from verifier.batch.summary import CaseOutcome
+from verifier.batch.summary import CaseOutcome, CaseStatus
 
 
-@attrs.define
 class _Worker:
-    process: Any  # multiprocessing.context.ForkProcess
-    conn: multiprocessing.connection.Connection
-    case: Case | None = None
+    """A forked worker, its end of the pipe, and the case it is grading (None: idle)."""
+
+    __slots__ = ("case", "conn", "process")
+
+    def __init__(self, process: Any, conn: multiprocessing.connection.Connection) -> None:
+        self.process = process  # multiprocessing.context.ForkProcess
+        self.conn = conn
+        self.case: Case | None = None
 
 
 class _Stop(Exception):
@@ -109,7 +111,7 @@ def _collect(
             worker.process.join()
             if outcome is None:
                 outcome = CaseOutcome(
-                    worker.case.name, "error", error=_death(worker.process.exitcode)
+                    worker.case.name, CaseStatus.FAILED, error=_death(worker.process.exitcode)
                 )
             worker.conn.close()
             index = workers.index(worker)

@@ -2,22 +2,23 @@
 
 A row (CaseOutcome) is what a worker sends the parent, what each case's batch.json
 remembers, and what the summary files list; a case that could not be graded is a
-row too, with status error and no reward.
+row too, with status `error` and no reward. A case's status (was a reward written?)
+is not a judge's status (verifier.results.Status): a rewarded case may well have
+judges that errored, which its row lists.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import enum
 import io
 import json
 import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
-
-import attrs
+from typing import IO, Any, NamedTuple
 
 from verifier import __version__
 from verifier.batch.cases import Shard
@@ -26,22 +27,26 @@ from verifier.output import write_atomic
 SUMMARY = "summary"
 
 
-@attrs.frozen(slots=True)
-class CaseOutcome:
-    """One row of the summary. status is ok (a reward was written) or error (none was)."""
+class CaseStatus(enum.StrEnum):
+    REWARDED = "ok"  # the case's reward files were written
+    FAILED = "error"  # no reward: the case could not be graded (the row's error says why)
+
+
+class CaseOutcome(NamedTuple):
+    """One row of the summary."""
 
     name: str
-    status: str
+    status: CaseStatus
     reward: float | None = None
     errored_judges: tuple[str, ...] = ()
     seconds: float = 0.0
     error: str | None = None
     resumed: bool = False
 
-    def as_record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "case": self.name,
-            "status": self.status,
+            "status": self.status.value,
             "reward": self.reward,
             "errored_judges": list(self.errored_judges),
             "time_s": round(self.seconds, 4),
@@ -50,10 +55,10 @@ class CaseOutcome:
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> CaseOutcome:
+    def from_json(cls, record: dict[str, Any]) -> CaseOutcome:
         return cls(
             name=record["case"],
-            status=record["status"],
+            status=CaseStatus(record["status"]),
             reward=record["reward"],
             errored_judges=tuple(record["errored_judges"]),
             seconds=float(record["time_s"]),
@@ -61,8 +66,7 @@ class CaseOutcome:
         )
 
 
-@attrs.frozen(slots=True)
-class BatchSummary:
+class BatchSummary(NamedTuple):
     """The batch as a whole, written to summary.json (with every row) and summary.csv."""
 
     config: Path
@@ -82,7 +86,7 @@ class BatchSummary:
         rewards = self.rewarded
         return math.fsum(rewards) / len(rewards) if rewards else None
 
-    def count(self, *, status: str | None = None, resumed: bool | None = None) -> int:
+    def count(self, *, status: CaseStatus | None = None, resumed: bool | None = None) -> int:
         return sum(
             1
             for row in self.outcomes
@@ -90,7 +94,7 @@ class BatchSummary:
             and (resumed is None or row.resumed == resumed)
         )
 
-    def as_record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         processed = self.count(resumed=False)
         return {
             "config": str(self.config),
@@ -99,15 +103,15 @@ class BatchSummary:
             "cases_dir": str(self.cases_dir),
             "shard": str(self.shard) if self.shard else None,
             "count": len(self.outcomes),
-            "graded": self.count(status="ok", resumed=False),
+            "graded": self.count(status=CaseStatus.REWARDED, resumed=False),
             "resumed": self.count(resumed=True),
-            "errors": self.count(status="error"),
+            "errors": self.count(status=CaseStatus.FAILED),
             "cases_with_judge_errors": sum(1 for row in self.outcomes if row.errored_judges),
             "mean_reward": self.mean_reward,
             "elapsed_s": round(self.elapsed_s, 3),
             "cases_per_s": round(processed / self.elapsed_s, 1) if self.elapsed_s > 0 else None,
             "interrupted": self.interrupted,
-            "cases": [row.as_record() for row in self.outcomes],
+            "cases": [row.to_json() for row in self.outcomes],
         }
 
     def line(self) -> str:
@@ -117,8 +121,9 @@ class BatchSummary:
         shard = f" shard={self.shard}" if self.shard else ""
         stopped = " INTERRUPTED" if self.interrupted else ""
         return (
-            f"cases={len(self.outcomes)} graded={self.count(status='ok', resumed=False)} "
-            f"resumed={self.count(resumed=True)} errors={self.count(status='error')} "
+            f"cases={len(self.outcomes)} "
+            f"graded={self.count(status=CaseStatus.REWARDED, resumed=False)} "
+            f"resumed={self.count(resumed=True)} errors={self.count(status=CaseStatus.FAILED)} "
             f"mean_reward={shown}{shard}{stopped}"
         )
 
@@ -144,7 +149,7 @@ class Progress:
 
     def update(self, outcome: CaseOutcome) -> None:
         self.done += 1
-        self.errors += outcome.status == "error"
+        self.errors += outcome.status is CaseStatus.FAILED
         self.resumed += outcome.resumed
         now = time.monotonic()
         if self.tty:
@@ -201,7 +206,7 @@ def summary_paths(out: Path, shard: Shard | None) -> tuple[Path, Path]:
 def write_summary(out: Path, summary: BatchSummary) -> None:
     json_path, csv_path = summary_paths(out, summary.shard)
     write_atomic(csv_path, summary_csv(summary.outcomes))
-    write_atomic(json_path, json.dumps(summary.as_record(), indent=2) + "\n")
+    write_atomic(json_path, json.dumps(summary.to_json(), indent=2) + "\n")
 
 
 def summary_csv(outcomes: Sequence[CaseOutcome]) -> str:
@@ -211,7 +216,7 @@ def summary_csv(outcomes: Sequence[CaseOutcome]) -> str:
     for row in outcomes:
         writer.writerow([
             row.name,
-            row.status,
+            row.status.value,
             "" if row.reward is None else repr(row.reward),
             ";".join(row.errored_judges),
             f"{row.seconds:.4f}",

@@ -1,23 +1,21 @@
-"""What every judge kind turns into, and how a judge's return value is read.
+"""What every judge kind turns into (a PreparedJudge), and how its return value is read.
 
 A judge's return value is read strictly: anything that is not a bool or a finite
-number inside the declared scale becomes an error record, because a value that
-is guessed at (None as 0, "4" as 4, NaN clamped) would silently steer training.
+number on the judge's declared scale becomes an error record (Scale.check),
+because a value that is guessed at (None as 0, "4" as 4, NaN clamped) would
+silently steer training.
 """
 
 from __future__ import annotations
 
 import builtins
-import math
-import numbers
-from collections.abc import Callable
-from types import CodeType
-from typing import Any
-
-import attrs
+import enum
+from collections.abc import Callable, Mapping
+from types import CodeType, MappingProxyType
+from typing import Any, NamedTuple
 
 from verifier.config import JudgeConfig
-from verifier.results import JudgeValue
+from verifier.scale import JudgeValue, ScaleError
 
 MAX_RATIONALE_CHARS = 20_000
 CONDITION_BUILTINS = {
@@ -27,21 +25,39 @@ CONDITION_BUILTINS = {
     )
 }  # fmt: skip
 
+# The judge's input: the record a judge receives as `outputs` (see verifier.case).
+Record = Mapping[str, Any]
+
+
+class Pool(enum.Enum):
+    """Which capacity a judge's process counts against while it runs."""
+
+    CPU = "cpu"  # Python code on this machine: at most the CPU count at once
+    LLM = "llm"  # waiting on a model endpoint: bounded by the endpoint, not the CPUs
+
 
 class JudgeReturnError(ValueError):
     """The judge returned something that is not a usable value."""
 
 
-@attrs.frozen(slots=True)
-class PreparedJudge:
+class JudgeAnswer(NamedTuple):
+    """What a judge may return besides a bare value: value, rationale, and extra
+    judges.json fields (`details`: an LLM judge's model, latency, usage)."""
+
+    value: JudgeValue
+    rationale: str | None = None
+    details: Mapping[str, Any] = MappingProxyType({})
+
+
+class PreparedJudge(NamedTuple):
     """A judge ready to run: `call(record)` returns the judge's raw return value."""
 
     config: JudgeConfig
-    call: Callable[[dict[str, Any]], Any]
+    call: Callable[[Record], Any]
     condition: CodeType | None = None
-    pool: str = "cpu"
+    pool: Pool = Pool.CPU
 
-    def should_run(self, record: dict[str, Any]) -> bool:
+    def should_run(self, record: Record) -> bool:
         """The judge's `if:` condition for this case (True when there is none)."""
         if self.condition is None:
             return True
@@ -60,42 +76,25 @@ def interpret(returned: Any, config: JudgeConfig) -> tuple[JudgeValue, str | Non
         rationale = str(rationale)
     if rationale is not None and len(rationale) > MAX_RATIONALE_CHARS:
         rationale = rationale[:MAX_RATIONALE_CHARS] + " [cut]"
-    return _check_value(value, config), rationale
+    try:
+        return config.scale.check(value), rationale
+    except ScaleError as error:
+        raise JudgeReturnError(f"returned {error}") from None
+
+
+def details_of(source: object) -> dict[str, Any]:
+    """Extra judges.json fields a judge attaches to its answer or its exception."""
+    details = getattr(source, "details", None)
+    return dict(details) if isinstance(details, Mapping) else {}
 
 
 def _unpack(returned: Any) -> tuple[Any, Any]:
+    if hasattr(returned, "value"):  # an answer object (a named tuple with `value` included)
+        return returned.value, getattr(returned, "rationale", None)
     if isinstance(returned, tuple):
         if len(returned) != 2:
             raise JudgeReturnError(
                 f"returned a {len(returned)}-tuple; return a value or (value, rationale)"
             )
         return returned[0], returned[1]
-    if isinstance(returned, bool | numbers.Real) or returned is None:
-        return returned, None
-    if hasattr(returned, "value"):
-        return returned.value, getattr(returned, "rationale", None)
     return returned, None
-
-
-def _check_value(value: Any, config: JudgeConfig) -> JudgeValue:
-    if isinstance(value, bool):
-        if config.feedback_type in ("int", "float"):
-            raise JudgeReturnError(f"returned {value} but feedback_type is {config.feedback_type}")
-        return value
-    if not isinstance(value, numbers.Real):
-        shown = "None" if value is None else type(value).__name__
-        raise JudgeReturnError(f"returned {shown}; a judge must return a bool or a finite number")
-    number = float(value)
-    if not math.isfinite(number):
-        raise JudgeReturnError(f"returned {number}, not a finite number")
-    if config.feedback_type == "bool":
-        raise JudgeReturnError(f"returned {value!r} but feedback_type is bool")
-    if config.feedback_type == "int" and not number.is_integer():
-        raise JudgeReturnError(f"returned {value!r} but feedback_type is int")
-    if config.score_range is not None:
-        low, high = config.score_range
-        if not low <= number <= high:
-            raise JudgeReturnError(
-                f"returned {value!r}, outside its score_range [{low:g}, {high:g}]"
-            )
-    return number

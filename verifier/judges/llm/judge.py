@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
-import attrs
-
+from verifier.judges.base import JudgeAnswer, Record
 from verifier.judges.llm.parse import Grade, excerpt, read_grade
 from verifier.judges.llm.prompt import Prompt, PromptPlan
 from verifier.judges.llm.providers import Endpoint, Generation
@@ -23,8 +23,6 @@ from verifier.judges.llm.sampling import reduce_samples
 from verifier.judges.llm.scale import AnswerError
 from verifier.judges.llm.template import TemplateProblem
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy, post_json
-
-PROVIDER_LABELS = {"openai": "OpenAI-compatible", "anthropic": "Anthropic"}
 
 
 class LLMJudgeError(Exception):
@@ -36,17 +34,7 @@ class LLMJudgeError(Exception):
         self.details = redact_tree(details, secrets)
 
 
-@attrs.frozen(slots=True)
-class Verdict:
-    """What the engine reads: value, rationale, and details merged into the judge's record."""
-
-    value: bool | float
-    rationale: str | None
-    details: dict[str, Any]
-
-
-@attrs.frozen(slots=True)
-class _Sample:
+class _Sample(NamedTuple):
     grade: Grade | None
     problem: str | None
     latency_s: float
@@ -54,21 +42,20 @@ class _Sample:
     usage: dict[str, int]
 
 
-@attrs.frozen(slots=True)
-class LLMJudge:
+class LLMJudge(NamedTuple):
     endpoint: Endpoint
     plan: PromptPlan
     generation: Generation
     policy: RetryPolicy
     samples: int
     timeout_s: float
-    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    arguments: Mapping[str, Any] = MappingProxyType({})
 
-    def __call__(self, record: dict[str, Any]) -> Verdict:
+    def __call__(self, record: Record) -> JudgeAnswer:
         deadline = time.monotonic() + self.timeout_s - min(2.0, 0.1 * self.timeout_s)
         details: dict[str, Any] = {
             "model": self.endpoint.model,
-            "provider": self.endpoint.provider,
+            "provider": self.endpoint.provider.name,
             "endpoint": self.endpoint.base_url,
         }
         try:
@@ -88,17 +75,17 @@ class LLMJudge:
                     raise
                 samples.append(_Sample(None, str(error), 0.0, error.details["attempts"], {}))
                 break
-        return self._verdict(samples, details)
+        return self._answer(samples, details)
 
     def _sample(self, prompt: Prompt, deadline: float, details: dict[str, Any]) -> _Sample:
         headers, body = self.endpoint.request(prompt, self.plan.scale, self.generation)
         try:
             exchange = post_json(self.endpoint.url, headers, body, self.policy, deadline)
         except RequestFailed as error:
-            label = PROVIDER_LABELS[self.endpoint.provider]
+            endpoint = self.endpoint
             raise LLMJudgeError(
-                f"{label} endpoint {self.endpoint.url}, model {self.endpoint.model}: "
-                f"{error}{self.endpoint.hint(error.status)}",
+                f"{endpoint.provider.label} endpoint {endpoint.url}, model {endpoint.model}: "
+                f"{error}{endpoint.hint(error.status)}",
                 {**details, "attempts": error.attempts},
             ) from None
         usage: dict[str, int] = {}
@@ -111,7 +98,7 @@ class LLMJudge:
             return _Sample(None, str(error), exchange.latency_s, exchange.attempts, usage)
         return _Sample(grade, None, exchange.latency_s, exchange.attempts, usage)
 
-    def _verdict(self, samples: list[_Sample], details: dict[str, Any]) -> Verdict:
+    def _answer(self, samples: list[_Sample], details: dict[str, Any]) -> JudgeAnswer:
         details["latency_s"] = round(sum(sample.latency_s for sample in samples), 3)
         details["attempts"] = sum(sample.attempts for sample in samples)
         usage: dict[str, int] = {}
@@ -143,7 +130,7 @@ class LLMJudge:
         details["answer_format"] = chosen.via
         secrets = known_secrets()
         rationale = redact(chosen.rationale, secrets) if chosen.rationale else None
-        return Verdict(reduced.value, rationale, redact_tree(details, secrets))
+        return JudgeAnswer(reduced.value, rationale, redact_tree(details, secrets))
 
 
 def _reply_text(payload: Mapping[str, Any]) -> str:

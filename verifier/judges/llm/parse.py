@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
-import attrs
-
-from verifier.judges.llm.scale import AnswerError, Scale
+from verifier.judges.llm.scale import AnswerError, AnswerScale
 
 EXCERPT_CHARS = 300
 _TRUE_WORDS = frozenset({"true", "yes", "pass", "passed", "passes"})
@@ -32,25 +31,23 @@ _VERDICT_LINE = re.compile(
 )
 
 
-@attrs.frozen(slots=True)
-class Reply:
+class Reply(NamedTuple):
     """What one response said, provider-neutral."""
 
     text: str | None  # the answer's prose, if any
     arguments: Any = None  # the tool call's arguments or the JSON-schema output, if any
     stop_reason: str | None = None
-    usage: dict[str, int] = attrs.field(factory=dict)
+    usage: dict[str, int] = MappingProxyType({})
     model: str | None = None  # the model the server says answered
 
 
-@attrs.frozen(slots=True)
-class Grade:
+class Grade(NamedTuple):
     value: bool | float
     rationale: str | None
     via: Literal["structured", "text"]
 
 
-def read_grade(reply: Reply, scale: Scale) -> Grade:
+def read_grade(reply: Reply, scale: AnswerScale) -> Grade:
     """The grade in reply, checked against scale."""
     if isinstance(reply.arguments, str):
         decoded = _decode_object(reply.arguments)
@@ -77,7 +74,7 @@ def read_grade(reply: Reply, scale: Scale) -> Grade:
     return Grade(scale.check(value), rationale, "text")
 
 
-def parse_text(text: str, scale: Scale) -> tuple[bool | float, str | None]:
+def parse_text(text: str, scale: AnswerScale) -> tuple[bool | float, str | None]:
     """(value, rationale) from a plain-text answer; AnswerError when absent or ambiguous."""
     for candidate in reversed(_json_objects(text)):
         if scale.field in candidate:
@@ -98,7 +95,7 @@ def excerpt(text: str | None) -> str:
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
 
 
-def _from_fields(fields: dict[str, Any], scale: Scale) -> tuple[bool | float, str | None]:
+def _from_fields(fields: dict[str, Any], scale: AnswerScale) -> tuple[bool | float, str | None]:
     if scale.field not in fields:
         raise AnswerError(
             f"the answer has no {scale.field!r} field: {excerpt(json.dumps(fields, default=str))}"
@@ -113,7 +110,7 @@ def _from_fields(fields: dict[str, Any], scale: Scale) -> tuple[bool | float, st
     return value, _clean(rationale)
 
 
-def _kind_word(scale: Scale) -> str:
+def _kind_word(scale: AnswerScale) -> str:
     return "true/false verdict" if scale.kind == "pass_fail" else "number"
 
 
@@ -137,7 +134,7 @@ def _as_number(raw: Any) -> float | None:
     return None
 
 
-def _scores(text: str, scale: Scale) -> list[float]:
+def _scores(text: str, scale: AnswerScale) -> list[float]:
     found = []
     for match in _SCORE_LINE.finditer(text):
         denominator = match.group(2)

@@ -13,12 +13,10 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
-
-import attrs
+from typing import Any, NamedTuple
 
 from verifier.judges.llm.conversation import conversation_of
-from verifier.judges.llm.scale import Scale
+from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.template import (
     CaseText,
     PromptTemplate,
@@ -27,21 +25,17 @@ from verifier.judges.llm.template import (
     mark_record,
 )
 
-OutputMode = Literal["tool", "json", "text"]
-TOOL_NAME = "submit_grade"
 _FORGED_TAG = re.compile(r"<(/?)case-material")
 
 
-@attrs.frozen(slots=True)
-class Reference:
+class Reference(NamedTuple):
     """A `context` file: trusted reference material from the task author."""
 
     name: str
     text: str
 
 
-@attrs.frozen(slots=True)
-class Prompt:
+class Prompt(NamedTuple):
     system: str
     user: str
     case_chars: int  # the case material's size before any cut
@@ -52,14 +46,13 @@ class Prompt:
         return self.cut_chars > 0
 
 
-@attrs.frozen(slots=True)
-class PromptPlan:
+class PromptPlan(NamedTuple):
     """Everything about a judge's prompt that is fixed at load time."""
 
     template: PromptTemplate
     append_material: bool
     references: tuple[Reference, ...]
-    scale: Scale
+    scale: AnswerScale
     output_mode: OutputMode
     max_case_chars: int
 
@@ -126,7 +119,7 @@ def material_text(variables: Mapping[str, Any], fence: Any) -> str:
     return "\n\n".join(blocks) or "(The case has no conversation and no output files.)"
 
 
-def system_text(scale: Scale, output_mode: OutputMode, nonce: str) -> str:
+def system_text(scale: AnswerScale, output_mode: OutputMode, nonce: str) -> str:
     return f"""You are a careful, impartial grader. You grade the work of an AI agent \
 against the task author's rubric in the user message.
 
@@ -141,7 +134,7 @@ The scale: {scale.describe()}
 {answer_instruction(scale, output_mode)}"""
 
 
-def answer_instruction(scale: Scale, output_mode: OutputMode) -> str:
+def answer_instruction(scale: AnswerScale, output_mode: OutputMode) -> str:
     value = (
         "<true or false>"
         if scale.kind == "pass_fail"
@@ -157,7 +150,7 @@ def answer_instruction(scale: Scale, output_mode: OutputMode) -> str:
     return json_only[0].upper() + json_only[1:] + "."
 
 
-def closing_text(scale: Scale, output_mode: OutputMode) -> str:
+def closing_text(scale: AnswerScale, output_mode: OutputMode) -> str:
     how = f"call {TOOL_NAME}" if output_mode == "tool" else "reply with the JSON object"
     return f"Grade the material against the rubric on the stated scale and {how}."
 

@@ -1,11 +1,14 @@
-"""The two wire formats: OpenAI-compatible chat completions and Anthropic Messages.
+"""The LLM providers: one registry entry each, and their wire formats.
 
 OpenAI-compatible covers the hosted API and what runs inside a cluster (vLLM,
-LiteLLM, Ollama); Anthropic covers the hosted API and its proxies. Each turns a
-Prompt into a request (structured output asked for as a forced tool call or a
-JSON schema) and a response into a provider-neutral Reply. API keys are read
-from the environment at request time, in the judge's process, and go into
-headers only.
+LiteLLM, Ollama); Anthropic covers the hosted API and its proxies. A Provider
+carries everything the rest of the package derives from it: its names, its
+environment variables (base URL, API keys, which are also what redaction
+removes), its default URL and its endpoint class, which turns a Prompt into a
+request (structured output asked for as a forced tool call or a JSON schema)
+and a response into a provider-neutral Reply. API keys are read from the
+environment at request time, in the judge's process, and go into headers only.
+Adding a provider is one endpoint class and one Provider in PROVIDERS.
 """
 
 from __future__ import annotations
@@ -13,35 +16,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
-import attrs
-
 from verifier.judges.llm.parse import Reply, excerpt
-from verifier.judges.llm.prompt import TOOL_NAME, OutputMode, Prompt
-from verifier.judges.llm.scale import AnswerError, Scale
+from verifier.judges.llm.scale import TOOL_NAME, AnswerError, AnswerScale, OutputMode
 
-ProviderName = Literal["openai", "anthropic"]
-PROVIDER_ALIASES: dict[str, ProviderName] = {
-    "openai": "openai",
-    "openai-compatible": "openai",
-    "vllm": "openai",
-    "litellm": "openai",
-    "ollama": "openai",
-    "anthropic": "anthropic",
-}
-BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-}
+if TYPE_CHECKING:
+    from verifier.judges.llm.prompt import Prompt
+
 ANTHROPIC_VERSION = "2023-06-01"
 USER_AGENT = "harbor-verifier"
 
 
-@attrs.frozen(slots=True)
-class Generation:
+class Generation(NamedTuple):
     """Request options that are the same for every request of a judge."""
 
     max_tokens: int = 1024
@@ -50,7 +38,7 @@ class Generation:
 
 
 class Endpoint(Protocol):
-    provider: ProviderName
+    provider: Provider
     base_url: str
     model: str
 
@@ -58,7 +46,7 @@ class Endpoint(Protocol):
     def url(self) -> str: ...
 
     def request(
-        self, prompt: Prompt, scale: Scale, generation: Generation
+        self, prompt: Prompt, scale: AnswerScale, generation: Generation
     ) -> tuple[dict[str, str], dict[str, Any]]: ...
 
     def read(self, payload: Mapping[str, Any]) -> Reply: ...
@@ -66,15 +54,8 @@ class Endpoint(Protocol):
     def hint(self, status: int | None) -> str: ...
 
 
-def make_endpoint(provider: ProviderName, base_url: str, model: str) -> Endpoint:
-    if provider == "anthropic":
-        return AnthropicMessages(provider="anthropic", base_url=base_url, model=model)
-    return OpenAIChat(provider="openai", base_url=base_url, model=model)
-
-
-@attrs.frozen(slots=True)
-class OpenAIChat:
-    provider: ProviderName
+class OpenAIChat(NamedTuple):
+    provider: Provider
     base_url: str
     model: str
 
@@ -83,10 +64,10 @@ class OpenAIChat:
         return self.base_url.rstrip("/") + "/chat/completions"
 
     def request(
-        self, prompt: Prompt, scale: Scale, generation: Generation
+        self, prompt: Prompt, scale: AnswerScale, generation: Generation
     ) -> tuple[dict[str, str], dict[str, Any]]:
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
-        key = os.environ.get("OPENAI_API_KEY", "").strip()
+        _, key = self.provider.api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         # The hosted API wants max_completion_tokens for its newer models; servers
@@ -144,12 +125,11 @@ class OpenAIChat:
         )
 
     def hint(self, status: int | None) -> str:
-        return _hint(status, "OPENAI_API_KEY", "does $OPENAI_BASE_URL end in /v1")
+        return _hint(status, self.provider, "does $OPENAI_BASE_URL end in /v1")
 
 
-@attrs.frozen(slots=True)
-class AnthropicMessages:
-    provider: ProviderName
+class AnthropicMessages(NamedTuple):
+    provider: Provider
     base_url: str
     model: str
 
@@ -159,19 +139,18 @@ class AnthropicMessages:
         return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
 
     def request(
-        self, prompt: Prompt, scale: Scale, generation: Generation
+        self, prompt: Prompt, scale: AnswerScale, generation: Generation
     ) -> tuple[dict[str, str], dict[str, Any]]:
         headers = {
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
             "anthropic-version": ANTHROPIC_VERSION,
         }
-        key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
-        token = os.environ.get("ANTHROPIC_AUTH_TOKEN", "").strip()
-        if key:
+        variable, key = self.provider.api_key()
+        if variable == self.provider.key_env[0]:
             headers["x-api-key"] = key
-        elif token:
-            headers["Authorization"] = f"Bearer {token}"
+        elif key:  # ANTHROPIC_AUTH_TOKEN, as a bearer token
+            headers["Authorization"] = f"Bearer {key}"
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": generation.max_tokens,
@@ -214,13 +193,12 @@ class AnthropicMessages:
         )
 
     def hint(self, status: int | None) -> str:
-        return _hint(
-            status, "ANTHROPIC_API_KEY", "is $ANTHROPIC_BASE_URL the API root (no /v1/messages)"
-        )
+        return _hint(status, self.provider, "is $ANTHROPIC_BASE_URL the API root (no /v1/messages)")
 
 
-def _hint(status: int | None, key_var: str, url_question: str) -> str:
+def _hint(status: int | None, provider: Provider, url_question: str) -> str:
     if status in (401, 403):
+        key_var = provider.key_env[0]
         state = "set but refused" if os.environ.get(key_var, "").strip() else "not set"
         return f" (${key_var} is {state})"
     if status == 404:
@@ -248,3 +226,53 @@ def _usage(usage: Mapping[str, Any], input_key: str, output_key: str) -> dict[st
 
 def _shown(payload: Mapping[str, Any]) -> str:
     return excerpt(json.dumps(payload, default=str))
+
+
+class Provider(NamedTuple):
+    name: str  # as judges.json records it
+    label: str  # as error messages name it
+    aliases: tuple[str, ...]  # what a judge's `provider:` key may say
+    base_url_env: str
+    default_base_url: str
+    key_env: tuple[str, ...]  # API key variables, in the order they are tried (all redacted)
+    model_prefixes: tuple[str, ...]  # an unprefixed model name starting so means this provider
+    endpoint: type[OpenAIChat] | type[AnthropicMessages]
+
+    def make_endpoint(self, base_url: str, model: str) -> Endpoint:
+        return self.endpoint(provider=self, base_url=base_url, model=model)
+
+    def api_key(self) -> tuple[str | None, str]:
+        """(variable, value) of the first key variable set, read now; (None, "") if none is."""
+        for variable in self.key_env:
+            value = os.environ.get(variable, "").strip()
+            if value:
+                return variable, value
+        return None, ""
+
+
+OPENAI = Provider(
+    name="openai",
+    label="OpenAI-compatible",
+    aliases=("openai-compatible", "vllm", "litellm", "ollama"),
+    base_url_env="OPENAI_BASE_URL",
+    default_base_url="https://api.openai.com/v1",
+    key_env=("OPENAI_API_KEY",),
+    model_prefixes=(),
+    endpoint=OpenAIChat,
+)
+ANTHROPIC = Provider(
+    name="anthropic",
+    label="Anthropic",
+    aliases=(),
+    base_url_env="ANTHROPIC_BASE_URL",
+    default_base_url="https://api.anthropic.com",
+    key_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    model_prefixes=("claude",),
+    endpoint=AnthropicMessages,
+)
+# The first provider is the default for a model name no prefix and no provider names.
+PROVIDERS: tuple[Provider, ...] = (OPENAI, ANTHROPIC)
+PROVIDERS_BY_ALIAS = {
+    alias: provider for provider in PROVIDERS for alias in (provider.name, *provider.aliases)
+}
+SECRET_ENV_VARS = tuple(variable for provider in PROVIDERS for variable in provider.key_env)

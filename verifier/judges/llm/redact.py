@@ -13,7 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-SECRET_ENV_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+from verifier.judges.llm.providers import SECRET_ENV_VARS
+
 REDACTED = "[redacted]"
 _MIN_SECRET_CHARS = 8  # shorter values ("EMPTY", "none") are placeholders, not secrets
 _PATTERNS = (

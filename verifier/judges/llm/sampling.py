@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import NamedTuple
 
-import attrs
-
-from verifier.judges.llm.scale import Scale
+from verifier.judges.llm.scale import AnswerScale
 
 
-@attrs.frozen(slots=True)
-class Reduced:
+class Reduced(NamedTuple):
     value: bool | float
     agreement: float
     spread: float | None  # max - min, numbers only
 
 
-def reduce_samples(values: Sequence[bool | float], scale: Scale) -> Reduced:
+def reduce_samples(values: Sequence[bool | float], scale: AnswerScale) -> Reduced:
     """One grade from at least one sample value."""
     if not values:
         raise ValueError("no samples to reduce")

@@ -1,27 +1,28 @@
-"""The judge's own scale: what the prompt asks for, and what an answer must be.
+"""The judge's scale as the model sees it: what the prompt asks for, what an answer must be.
 
 The scale comes from eval.yaml (score_range / feedback_type), never from the
 model: the prompt states it, the answer schema has the matching field (`score`
-or `passed`), and each answer is checked against it before any sample is
-reduced, so one wild sample cannot hide inside a median.
+or `passed`), and each answer is checked against it (verifier.scale, the one
+check every judge's value goes through) before any sample is reduced, so one
+wild sample cannot hide inside a median.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-import attrs
+from verifier.config import EvalConfig, JudgeConfig
+from verifier.scale import JudgeValue, Scale, ScaleError
 
-from verifier.config import EvalConfig, JudgeConfig, score_range_of
+OutputMode = Literal["tool", "json", "text"]
+TOOL_NAME = "submit_grade"
 
 
 class AnswerError(ValueError):
     """The model answered, but not with a usable grade; the message says what was wrong."""
 
 
-@attrs.frozen(slots=True)
-class Scale:
+class AnswerScale(NamedTuple):
     kind: Literal["pass_fail", "number"]
     low: float = 0.0
     high: float = 1.0
@@ -29,12 +30,12 @@ class Scale:
     integer_required: bool = False  # feedback_type int: a fraction is an error
 
     @classmethod
-    def of(cls, judge: JudgeConfig, config: EvalConfig) -> Scale:
+    def of(cls, judge: JudgeConfig, config: EvalConfig) -> AnswerScale:
         """feedback_type bool is pass/fail; anything else is a number on the judge's range
         (its score_range, else the reward block's deprecated one, else [1, 5])."""
         if judge.feedback_type == "bool":
             return cls(kind="pass_fail")
-        low, high = score_range_of(judge, config.reward)
+        low, high = config.normalization_range(judge.name)
         whole = low.is_integer() and high.is_integer()
         integer = judge.feedback_type == "int" or (
             judge.feedback_type is None and whole and high - low >= 2
@@ -83,18 +84,16 @@ class Scale:
             "required": ["rationale", self.field],
         }
 
-    def check(self, value: bool | float) -> bool | float:
+    def check(self, value: JudgeValue) -> JudgeValue:
         """value if it is on the scale, else AnswerError."""
         if self.kind == "pass_fail":
-            if not isinstance(value, bool):
-                raise AnswerError(f"answered {value!r}; this judge is pass/fail")
-            return value
-        if isinstance(value, bool) or not math.isfinite(value):
-            raise AnswerError(f"answered score {value!r}, not a finite number")
-        if not self.low <= value <= self.high:
-            raise AnswerError(
-                f"answered score {value:g}, outside the judge's scale [{self.low:g}, {self.high:g}]"
+            scale = Scale(feedback_type="bool")
+        else:
+            scale = Scale(
+                feedback_type="int" if self.integer_required else "float",
+                score_range=(self.low, self.high),
             )
-        if self.integer_required and not float(value).is_integer():
-            raise AnswerError(f"answered score {value:g}; this judge's scores are integers")
-        return float(value)
+        try:
+            return scale.check(value)
+        except ScaleError as error:
+            raise AnswerError(f"answered {error}") from None

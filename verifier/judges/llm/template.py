@@ -16,9 +16,8 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-import attrs
 import jinja2
 import jinja2.meta
 from jinja2.sandbox import SandboxedEnvironment
@@ -49,8 +48,7 @@ class Fence(Protocol):
     def wrap(self, text: str) -> str: ...
 
 
-@attrs.frozen(slots=True)
-class PromptTemplate:
+class PromptTemplate(NamedTuple):
     source: str
     template: jinja2.Template
     variables: frozenset[str]

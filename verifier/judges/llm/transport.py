@@ -20,9 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from typing import Any
-
-import attrs
+from typing import Any, NamedTuple
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_ERROR_BYTES = 64 * 1024
@@ -30,16 +28,14 @@ _RETRY_STATUSES = frozenset({408, 429})
 _CHUNK = 65536
 
 
-@attrs.frozen(slots=True)
-class RetryPolicy:
+class RetryPolicy(NamedTuple):
     request_timeout_s: float = 120.0  # one attempt (connect, each read, the whole body)
     retries: int = 3  # attempts after the first
     backoff_s: float = 1.0  # first wait; doubles each retry
     max_wait_s: float = 30.0  # cap on any one wait, Retry-After included
 
 
-@attrs.frozen(slots=True)
-class Exchange:
+class Exchange(NamedTuple):
     payload: dict[str, Any]
     latency_s: float  # the successful attempt
     attempts: int

@@ -15,22 +15,16 @@ Only eval.yaml and what it references go into tests/, so the agent never sees th
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-import yaml
-
-from verifier.config import parse_yaml
 from verifier.errors import ConfigError, UsageError
-
-DEFAULT_IMAGE = "localhost/harbor-verifier:latest"
-DEFAULT_WORKDIR = "/app"
+from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
+from verifier.references import referenced_files, walk_files
 
 # Harbor's own pattern for [task].name (harbor.constants.ORG_NAME_PATTERN).
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
@@ -53,7 +47,6 @@ _RESERVED_TEST_FILES = frozenset(
         "eval.yaml",
     }
 )
-_SKIP_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 
 
 def init_task(
@@ -85,7 +78,7 @@ def init_task(
             raise UsageError(f"{flag} {value!r}: not an image reference")
     instruction_text = _read_instruction(instruction) if instruction is not None else None
 
-    files = referenced_files(config)  # every ConfigError before anything is written
+    files = _test_files(config)  # every ConfigError before anything is written
     _check_dest(dest, force)
 
     values = {
@@ -104,7 +97,7 @@ def init_task(
     }
     root = templates_dir()
     dest.mkdir(parents=True, exist_ok=True)
-    for template in sorted(_walk(root)):
+    for template in sorted(walk_files(root)):
         rel = template.relative_to(root)
         if agent_image and rel.parts[0] == "environment":
             continue
@@ -139,7 +132,7 @@ def templates_dir() -> Path:
         packaged = None
     if packaged is not None and (packaged / "task.toml").is_file():
         return packaged
-    checkout = Path(__file__).resolve().parent.parent / "task-templates"
+    checkout = Path(__file__).resolve().parents[2] / "task-templates"
     if (checkout / "task.toml").is_file():
         return checkout
     raise FileNotFoundError("task templates not found: reinstall harbor-verifier")
@@ -157,183 +150,18 @@ def render(text: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER_RE.sub(substitute, text)
 
 
-def referenced_files(config: Path) -> list[PurePosixPath]:
-    """The files and package dirs eval.yaml needs, relative to its directory, sorted.
-
-    Judge `module:` (dotted `a.b` -> `a/b.py` or the package dir `a/b/`, with the
-    parent packages' `__init__.py`, plus the local modules they import), `prompt_file:`,
-    `context:` files, and top-level `annotations:` when it is a path.
-    """
-    source = str(config)
-    try:
-        text = config.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(source, "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(source, "", f"cannot be read: {exc}") from None
-    try:
-        document = parse_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, "", f"not valid YAML: {exc}") from None
-    if not isinstance(document, dict):
-        raise ConfigError(source, "", "must be a YAML mapping")
-
-    base = config.resolve().parent
-    found: set[PurePosixPath] = set()
-
-    annotations = document.get("annotations")
-    if isinstance(annotations, str):
-        found.add(_local_path(base, annotations, source, "annotations"))
-
-    judges = document.get("judges") or []
-    if not isinstance(judges, list):
-        raise ConfigError(source, "judges", "must be a list")
-    modules: list[PurePosixPath] = []
-    for index, judge in enumerate(judges):
-        if not isinstance(judge, dict):
-            continue
-        key = f"judges[{index}]"
-        if isinstance(judge.get("name"), str):
-            key = f"judges[{index}] ({judge['name']})"
-        module = judge.get("module")
-        if isinstance(module, str):
-            modules.extend(_module_files(base, module, source, f"{key}.module"))
-        prompt_file = judge.get("prompt_file")
-        if isinstance(prompt_file, str):
-            found.add(_local_path(base, prompt_file, source, f"{key}.prompt_file"))
-        for ctx_index, ctx in enumerate(_as_list(judge.get("context"))):
-            path = ctx.get("path") if isinstance(ctx, dict) else ctx
-            if isinstance(path, str):
-                found.add(_local_path(base, path, source, f"{key}.context[{ctx_index}]"))
-    found.update(_with_local_imports(base, modules))
-
-    if config.name == "eval.yaml":
-        found.discard(PurePosixPath("eval.yaml"))  # the config itself
-    for rel in found:
+def _test_files(config: Path) -> list[PurePosixPath]:
+    """What tests/ gets beside eval.yaml: the files it references, none of them a name
+    that the package's tests/ dir reserves."""
+    files = referenced_files(config)
+    for rel in files:
         if len(rel.parts) == 1 and rel.name in _RESERVED_TEST_FILES:
             raise ConfigError(
-                source, "", f"references {rel}, a name the task's tests/ dir reserves: rename it"
+                str(config),
+                "",
+                f"references {rel}, a name the task's tests/ dir reserves: rename it",
             )
-    # A package dir makes the files inside it redundant.
-    dirs = {rel for rel in found if (base / rel).is_dir()}
-    return sorted(r for r in found if not any(d in r.parents for d in dirs))
-
-
-def _module_files(base: Path, module: str, source: str, key: str) -> list[PurePosixPath]:
-    parts = module.split(".")
-    if not all(part.isidentifier() for part in parts):
-        raise ConfigError(source, key, f"{module!r} is not a dotted module name")
-    found = _resolve_module(base, parts)
-    rel = "/".join(parts)
-    if found is None:
-        raise ConfigError(source, key, f"no {rel}.py or package {rel}/ next to eval.yaml ({base})")
-    if not found:
-        raise ConfigError(source, key, f"{rel} leads outside eval.yaml's dir")
-    return found
-
-
-def _resolve_module(
-    base: Path, parts: list[str], *, whole_package: bool = True
-) -> list[PurePosixPath] | None:
-    """`a.b.c` -> [a/b/c.py or a/b/c/, a/__init__.py, a/b/__init__.py (those present)].
-
-    A package is its whole dir, or only its `__init__.py` unless `whole_package`.
-    None when there is no such module next to eval.yaml; [] when it is a symlink
-    that leads outside eval.yaml's dir.
-    """
-    rel = PurePosixPath(*parts)
-    as_file = rel.with_name(rel.name + ".py")
-    if (base / as_file).is_file():
-        hit = as_file
-    elif (base / rel).is_dir() and whole_package:
-        hit = rel
-    elif (base / rel / "__init__.py").is_file():
-        hit = rel / "__init__.py"
-    else:
-        return None
-    if not _inside(base, hit):
-        return []
-    out = [hit]
-    for parent in list(rel.parents)[:-1]:
-        init = parent / "__init__.py"
-        if (base / init).is_file():
-            out.append(init)
-    return out
-
-
-def _with_local_imports(base: Path, modules: list[PurePosixPath]) -> set[PurePosixPath]:
-    """`modules` plus the modules next to eval.yaml that their code imports."""
-    found: set[PurePosixPath] = set()
-    queue = list(modules)
-    while queue:
-        rel = queue.pop()
-        if rel in found:
-            continue
-        found.add(rel)
-        for py in _python_files(base / rel):
-            package = py.parent.relative_to(base).parts
-            for parts in _imports(py, package):
-                # An imported package brings its __init__.py, whose imports are
-                # followed in turn; only a judge's own `module:` brings a whole dir.
-                resolved = _resolve_module(base, parts, whole_package=False)
-                queue.extend(resolved or [])
-    return found
-
-
-def _python_files(path: Path) -> Iterator[Path]:
-    if path.is_file():
-        if path.suffix == ".py":
-            yield path
-        return
-    for child in _walk(path):
-        if child.suffix == ".py":
-            yield child
-
-
-def _imports(py: Path, package: tuple[str, ...]) -> Iterator[list[str]]:
-    """Module names `py` imports (absolute ones, and relative ones made absolute)."""
-    try:
-        tree = ast.parse(py.read_bytes(), filename=str(py))
-    except (SyntaxError, ValueError, OSError):
-        return  # the verifier's own load reports it, with the file and line
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name.split(".")
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if node.level - 1 > len(package):
-                    continue
-                head = list(package[: len(package) - (node.level - 1)])
-            else:
-                head = []
-            mod = head + (node.module.split(".") if node.module else [])
-            if mod:
-                yield mod
-            for alias in node.names:  # `from pkg import submodule`
-                if alias.name != "*":
-                    yield [*mod, alias.name]
-
-
-def _local_path(base: Path, value: str, source: str, key: str) -> PurePosixPath:
-    rel = PurePosixPath(value)
-    if rel.is_absolute() or ".." in rel.parts or not rel.parts or str(rel) == ".":
-        raise ConfigError(source, key, f"{value!r} must be a path relative to eval.yaml's dir")
-    if not (base / rel).exists():
-        raise ConfigError(source, key, f"{value!r}: no such file next to eval.yaml ({base})")
-    if not _inside(base, rel):
-        raise ConfigError(source, key, f"{value!r} leads outside eval.yaml's dir")
-    return rel
-
-
-def _inside(base: Path, rel: PurePosixPath) -> bool:
-    return (base / rel).resolve().is_relative_to(base)
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]
+    return files
 
 
 def _copy_lines(files: list[PurePosixPath]) -> Iterator[str]:
@@ -377,14 +205,6 @@ def _check_dest(dest: Path, force: bool) -> None:
         raise UsageError(f"{dest} is not empty: pass --force to overwrite the task's files")
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    for path in sorted(root.rglob("*")):
-        if _SKIP_NAMES & set(path.relative_to(root).parts) or path.suffix == ".pyc":
-            continue
-        if path.is_file():
-            yield path
-
-
 def _write(target: Path, text: str, *, executable: bool = False) -> None:
     if target.is_symlink():
         target.unlink()
@@ -403,7 +223,7 @@ def _copy_file(source: Path, target: Path) -> None:
 
 
 def _copy_tree(source: Path, target: Path) -> None:
-    for path in _walk(source):
+    for path in walk_files(source):
         _copy_file(path, target / path.relative_to(source))
 
 

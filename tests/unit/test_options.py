@@ -1,0 +1,121 @@
+"""One options record for every command: the same flag, variable, parser and default
+whichever command reads it, and help generated from the same declarations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verifier.errors import UsageError
+from verifier.options import COMMANDS, OPTIONS, build_options
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
+BOTH = ("grade", "batch")
+BATCH_REQUIRED = {"cases": "/cases", "out": "/out"}
+
+
+def options_of(command: str, environ: dict[str, str], **given: str | bool):
+    required = BATCH_REQUIRED if command == "batch" else {}
+    return build_options(command, {**required, **given}, environ)
+
+
+@pytest.mark.parametrize("command", BOTH)
+@pytest.mark.parametrize(
+    ("text", "skipped"),
+    [("1", True), ("true", True), ("YES", True), ("on", True),
+     ("0", False), ("false", False), ("no", False), ("off", False), ("", False)],
+)  # fmt: skip
+def test_no_llm_variable_means_the_same_in_every_command(
+    command: str, text: str, skipped: bool
+) -> None:
+    assert options_of(command, {"VERIFIER_NO_LLM": text}).no_llm is skipped
+
+
+@pytest.mark.parametrize("command", BOTH)
+def test_a_flag_wins_over_its_variable_which_wins_over_the_default(command: str) -> None:
+    assert options_of(command, {}).memory_mb == 2048
+    assert options_of(command, {"VERIFIER_JUDGE_MEMORY_MB": "512"}).memory_mb == 512
+    given = options_of(command, {"VERIFIER_JUDGE_MEMORY_MB": "512"}, memory_mb="64")
+    assert given.memory_mb == 64
+
+
+@pytest.mark.parametrize("command", BOTH)
+@pytest.mark.parametrize(
+    ("given", "environ", "message"),
+    [
+        ({"memory_mb": "0"}, {}, "--memory-mb: 0 must be at least 1"),
+        ({"memory_mb": "-5"}, {}, "--memory-mb: -5 must be at least 1"),
+        ({"memory_mb": "99999999"}, {}, "--memory-mb: 99999999 is more than"),
+        ({}, {"VERIFIER_JUDGE_MEMORY_MB": "lots"}, "$VERIFIER_JUDGE_MEMORY_MB: 'lots' is not a whole"),
+        ({}, {"VERIFIER_NO_LLM": "maybe"}, "$VERIFIER_NO_LLM: 'maybe' is not a boolean"),
+        ({"config": "a\0b"}, {}, "--config: 'a\\x00b' is not a path"),
+    ],
+)  # fmt: skip
+def test_bad_values_are_usage_errors_naming_the_flag_or_variable(
+    command: str, given: dict[str, str], environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        options_of(command, environ, **given)
+    assert message in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_batch_needs_cases_and_out_but_out_may_come_from_its_variable() -> None:
+    with pytest.raises(UsageError, match="batch: missing --cases"):
+        build_options("batch", {"out": "/o"}, {})
+    with pytest.raises(UsageError, match="batch: missing --out"):
+        build_options("batch", {"cases": "/c"}, {})
+    assert build_options("batch", {"cases": "/c"}, {"VERIFIER_OUT": "/o"}).out == Path("/o")
+
+
+@pytest.mark.parametrize("command", BOTH)
+def test_memory_mb_zero_is_refused_on_the_command_line(command: str, tmp_path: Path) -> None:
+    arguments = {"grade": ["--out", str(tmp_path / "o")],
+                 "batch": ["--cases", str(tmp_path), "--out", str(tmp_path / "o")]}[command]  # fmt: skip
+    completed = subprocess.run(
+        [VERIFIER, command, *arguments, "--memory-mb", "0"], capture_output=True, text=True
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.strip() == "verifier: error: --memory-mb: 0 must be at least 1"
+
+
+def test_top_level_help_lists_every_command_with_its_options() -> None:
+    completed = subprocess.run([VERIFIER, "--help"], capture_output=True, text=True)
+    assert completed.returncode == 0
+    for command in COMMANDS.values():
+        section = completed.stdout.split(f"verifier {command.name}", 1)[1]
+        section = section.split("\nverifier ", 1)[0]
+        for name in command.options:
+            option = OPTIONS[name]
+            if name not in command.positional:
+                assert option.flags[0] in section, (command.name, option.flags[0])
+            if option.env and name not in command.positional:
+                assert f"${option.env}" in section
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V", "version"])
+def test_version_flags_print_the_version(flag: str) -> None:
+    completed = subprocess.run([VERIFIER, flag], capture_output=True, text=True)
+    assert completed.returncode == 0
+    assert completed.stdout.strip() == "0.1.0"
+
+
+def test_grading_imports_neither_typer_nor_attrs(tmp_path: Path) -> None:
+    """The grading path's start-up budget: typer alone costs about as much as a grade."""
+    config = tmp_path / "eval.yaml"
+    config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "x.txt").write_text("x")
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "verifier", "grade", "--config", str(config),
+         "--case", str(tmp_path / "case"), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
+    assert "verifier.commands.grade" in imported
+    assert not {"typer", "click", "attrs", "attr", "jinja2"} & imported

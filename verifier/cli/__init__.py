@@ -1,0 +1,47 @@
+"""The `verifier` command: dispatch only.
+
+`verifier grade` is the hot path (once per RL rollout), so it is parsed with
+argparse (verifier.cli.fast) and never imports typer, which alone costs about as
+much as grading a small case; so are `--help` and `--version`. Every other command
+goes through the typer app (verifier.cli.app). Both parse into the same Options
+record (verifier.options) and run the same command modules (verifier.commands).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from verifier import __version__
+from verifier.console import exit_without_teardown
+from verifier.errors import EXIT_CONFIG, EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    protect_import_path()
+    if args[:1] == ["grade"]:
+        from verifier.cli.fast import run_grade
+
+        exit_without_teardown(run_grade(args[1:]))
+    if args[:1] in (["--version"], ["-V"], ["version"]) and len(args) == 1:
+        print(__version__)
+        exit_without_teardown(EXIT_OK)
+    if args in ([], ["--help"], ["-h"]):
+        from verifier.cli.overview import overview
+
+        print(overview())
+        exit_without_teardown(EXIT_OK if args else EXIT_CONFIG)
+    from verifier.cli.app import app
+
+    app(args, prog_name="verifier")
+
+
+def protect_import_path() -> None:
+    """Drop the working directory from sys.path: nothing beside the case may shadow a module.
+
+    `python -m verifier` puts the current directory first on sys.path, and grading
+    often runs with the agent's work dir as the current directory.
+    """
+    cwd = os.getcwd()
+    sys.path[:] = [entry for entry in sys.path if entry not in ("", ".", cwd)]

@@ -1,0 +1,55 @@
+"""`verifier grade`: one case in, reward files out, one summary line on stdout."""
+
+from __future__ import annotations
+
+import sys
+
+from verifier.console import warn, warn_all, write_termination_message
+from verifier.engine import Limits
+from verifier.errors import EXIT_OK, OutputError, VerifierError
+from verifier.grading import grade, load_eval
+from verifier.options import Options
+from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
+from verifier.results import Grading
+
+EXIT_CODES = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
+3 case dir missing, unreadable or empty; 4 output dir not writable; 1 internal error.
+No reward file is written unless the exit code is 0."""
+
+
+def run(options: Options) -> int:
+    try:
+        loaded = load_eval(options.config)
+        warn_all(loaded.config.warnings)
+        prepare_out_dir(options.out)
+        grading = grade(loaded, options.case, Limits.from_options(options))
+    except OutputError:
+        raise
+    except VerifierError:
+        remove_stale_rewards(options.out)
+        raise
+    _report_warnings(grading)
+    written = write_outputs(options.out, grading)
+    summary = summary_line(grading)
+    print(summary)
+    write_termination_message(options.termination_log, summary)
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def summary_line(grading: Grading) -> str:
+    """`reward=0.7500  [a=1.0, b=4.0, c=error]`: the reward and each judge at a glance."""
+    shown = []
+    for result in grading.results:
+        value = float(result.value) if result.value is not None else result.status.value
+        shown.append(f"{result.name}={value}")
+    return f"reward={grading.reward:.4f}  [{', '.join(shown)}]"
+
+
+def _report_warnings(grading: Grading) -> None:
+    for result in grading.results:
+        if result.failed:
+            warn(f"judge {result.name}: {result.status.value}: {result.error}")
+    warn_all((*grading.case_warnings, *grading.composition.warnings))
+    sys.stderr.flush()

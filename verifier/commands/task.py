@@ -1,0 +1,32 @@
+"""`verifier task init`: a Harbor task package graded by this image."""
+
+from __future__ import annotations
+
+from verifier.console import warn
+from verifier.errors import EXIT_OK, ConfigError
+from verifier.grading import load_eval
+from verifier.options import Options
+from verifier.task import init_task
+
+
+def run_init(options: Options) -> int:
+    assert options.dest is not None
+    created = init_task(
+        options.dest, options.config, image=options.image, agent_image=options.agent_image,
+        name=options.name, workdir=options.workdir, instruction=options.instruction,
+        force=options.force,
+    )  # fmt: skip
+    print(f"created Harbor task {created}")
+    _warn_if_invalid(options)
+    print(f"next: write {created / 'solution' / 'solve.sh'}, then")
+    print(f"  harbor run -p {created} --agent oracle -e podman --no-delete")
+    return EXIT_OK
+
+
+def _warn_if_invalid(options: Options) -> None:
+    """A package with a broken eval.yaml is still written (it records a verifier error
+    in every trial, which is sometimes the point), but its author should know."""
+    try:
+        load_eval(options.config)
+    except ConfigError as error:
+        warn(f"{error.message}; every trial of this task will record a verifier error")

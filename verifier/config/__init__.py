@@ -1,0 +1,17 @@
+"""eval.yaml, loaded and validated: fields (value types), records, judge entries, the
+reward block, and the loader that ties them together."""
+
+from verifier.config.fields import Key, Locator
+from verifier.config.load import Problems, load_config
+from verifier.config.records import DEFAULT_TIMEOUT_S, EvalConfig, JudgeConfig, JudgeKind
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "EvalConfig",
+    "JudgeConfig",
+    "JudgeKind",
+    "Key",
+    "Locator",
+    "Problems",
+    "load_config",
+]

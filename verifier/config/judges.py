@@ -1,0 +1,149 @@
+"""The `judges:` list -> JudgeConfigs: common keys here, each kind's keys by its kind.
+
+The kind follows from the keys set (there is no `type:`), asking the kinds in
+registry order; a key that no kind and no common key knows is an error with the
+nearest valid key, because a typo must not pass silently.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from verifier.config.fields import (
+    MAX_TIMEOUT_S,
+    Arguments,
+    Choice,
+    Key,
+    Locator,
+    Number,
+    ScoreRangeField,
+    Text,
+    parse_keys,
+)
+from verifier.config.records import DEFAULT_TIMEOUT_S, JudgeConfig, JudgeKind
+from verifier.errors import ConfigError, did_you_mean
+from verifier.formula import FUNCTIONS
+
+RESERVED_NAMES = frozenset({"reward", *FUNCTIONS})
+SUITE_LEVEL_JUDGE = "pairwise"
+_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+
+COMMON_KEYS: tuple[Key, ...] = (
+    Key("name", Text(description="identifier: the key in reward.json and formulas"), True),
+    Key("description", Text()),
+    Key("if", Text(description="Python expression; false skips the judge")),
+    Key("arguments", Arguments()),
+    Key("score_range", ScoreRangeField()),
+    Key("feedback_type", Choice(("bool", "int", "float"), empty_ok=True)),
+    Key(
+        "timeout",
+        Number(
+            positive=True,
+            maximum=MAX_TIMEOUT_S,
+            problem=f"must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}",
+            description="seconds",
+        ),
+    ),
+    Key("step", Text(description="multi-step scoping")),
+)
+
+
+def parse_judges(
+    value: Any, at: Locator, kinds: Sequence[JudgeKind], warnings: list[str], problems: Any
+) -> tuple[tuple[JudgeConfig, ...], set[str]]:
+    """The valid judges, and the names of entries that failed (so that the reward block's
+    references to them are not reported a second time)."""
+    if not isinstance(value, list) or not value:
+        problems.add(at.error("must be a non-empty list of judge entries"))
+        return (), set()
+    judges: list[JudgeConfig] = []
+    failed: set[str] = set()
+    for index, entry in enumerate(value):
+        position = at.item(index)
+        if isinstance(entry, dict) and entry.get("name") == SUITE_LEVEL_JUDGE:
+            warnings.append(f"{at.source}: {position.key} (pairwise): suite-level judge, skipped")
+            continue
+        judge = problems.attempt(parse_judge, entry, position, kinds, warnings)
+        if judge is None:
+            failed.add(str(entry.get("name")) if isinstance(entry, dict) else "")
+        elif any(existing.name == judge.name for existing in judges):
+            problems.add(
+                ConfigError(at.source, f"{judge.key}.name", f"duplicate judge name {judge.name!r}")
+            )
+        else:
+            judges.append(judge)
+    if not judges and not failed:
+        problems.add(at.error("has no judge the verifier can run"))
+    return tuple(judges), failed
+
+
+def parse_judge(
+    entry: Any, position: Locator, kinds: Sequence[JudgeKind], warnings: list[str]
+) -> JudgeConfig:
+    if not isinstance(entry, dict):
+        raise position.error("must be a mapping with a 'name'")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _NAME_PATTERN.match(name):
+        raise position.child("name").error(f"{name!r} must be an identifier like 'has_tests'")
+    at = Locator(position.source, f"{position.key} ({name})", position.base_dir)
+    if name in RESERVED_NAMES:
+        raise at.child("name").error(f"{name!r} is reserved; rename the judge")
+    if keyword.iskeyword(name):
+        raise at.child("name").error(
+            f"{name!r} is a Python keyword a formula cannot name; rename it"
+        )
+    kind = next((kind for kind in kinds if kind.claims(entry)), None)
+    for ignored in _check_keys(entry, kind, kinds, at):
+        warnings.append(
+            f"{at.source}: {at.key}.{ignored}: ignored: this is a {kind.name} judge "  # type: ignore[union-attr]
+            "(builtin > check > agent > llm_rubric/prompt/prompt_file > module)"
+        )
+    if kind is None:
+        raise at.error(
+            "has no judge: set one of builtin, check, llm_rubric, prompt, prompt_file, "
+            "or module + function"
+        )
+    common = parse_keys(entry, COMMON_KEYS, at)
+    score_range = common.get("score_range")
+    feedback_type = common.get("feedback_type")
+    if feedback_type == "bool" and score_range is not None:
+        raise at.child("feedback_type").error(
+            "bool judges have no score_range; remove one of the two"
+        )
+    whole = score_range is None or all(bound.is_integer() for bound in score_range)
+    if feedback_type == "int" and not whole:
+        raise at.child("score_range").error("an int judge needs whole-number bounds")
+    spec = kind.spec(parse_keys(entry, kind.keys, at), at)
+    return JudgeConfig(
+        name=name,
+        kind=kind.name,
+        spec=spec,
+        key=at.key,
+        condition=common.get("if"),
+        arguments=common.get("arguments", {}),
+        score_range=score_range,
+        feedback_type=feedback_type,
+        timeout_s=common.get("timeout", DEFAULT_TIMEOUT_S),
+        step=common.get("step"),
+    )
+
+
+def _check_keys(
+    entry: Mapping[str, Any], kind: JudgeKind | None, kinds: Sequence[JudgeKind], at: Locator
+) -> list[str]:
+    """Every key is a judge key (else an error); those of another kind than the judge's
+    are returned: the kind's precedence makes them ignored (eval-yaml.md)."""
+    common = {key.name for key in COMMON_KEYS}
+    own = {key.name for key in kind.keys} if kind is not None else set()
+    everything = common.union(*({key.name for key in other.keys} for other in kinds))
+    for name in entry:
+        if name not in everything:
+            raise at.child(str(name)).error(
+                f"unknown judge key{did_you_mean(str(name), everything)}"
+            )
+    if kind is None:
+        return []
+    return [name for name in entry if name not in common and name not in own]

@@ -1,0 +1,128 @@
+"""eval.yaml -> EvalConfig: every validation rule, each error naming file and key.
+
+Loading is the only place the task author's intent is checked. Anything that would
+otherwise surface as a wrong reward on every case (a typo'd key, a judge name that a
+formula cannot see, a score_range that cannot normalize) is refused here, before a
+single case is graded, and every independent problem is collected so that
+`verifier check` can list them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from verifier.config.fields import Locator, RelativePath
+from verifier.config.judges import parse_judges
+from verifier.config.records import EvalConfig, JudgeKind
+from verifier.config.reward_block import parse_reward
+from verifier.errors import ConfigError, ConfigErrors, did_you_mean
+from verifier.yaml_io import read_yaml
+
+SUITE_LEVEL_KEYS = frozenset({
+    "description", "execution", "runner", "models", "permissions", "mlflow", "dataset",
+    "inputs", "traces", "thresholds", "hooks", "generation",
+})  # fmt: skip
+VERIFIER_KEYS = frozenset({"name", "outputs", "judges", "reward", "annotations"})
+
+
+class Problems:
+    """Collects independent config problems so `verifier check` can list them all."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def add(self, error: ConfigError) -> None:
+        self.errors.append(error)
+
+    def attempt(self, validate: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return validate(*args)
+        except ConfigError as error:
+            self.errors.append(error)
+            return None
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise ConfigErrors(self.errors)
+
+
+def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
+    """Read and validate eval.yaml; raise ConfigErrors (exit 2) listing every problem found.
+
+    `kinds` is the judge-kind registry (verifier.judges.kinds.KINDS).
+    """
+    at = Locator(str(path), "", path.resolve().parent)
+    document = read_yaml(path, missing="file not found; pass --config or set VERIFIER_CONFIG")
+    if not isinstance(document, dict):
+        raise at.error("must be a YAML mapping with a 'judges' list")
+    warnings: list[str] = []
+    problems = Problems()
+    for key in document:
+        if key not in VERIFIER_KEYS | SUITE_LEVEL_KEYS:
+            warnings.append(
+                f"{at.source}: {key}: unknown top-level key, ignored"
+                f"{did_you_mean(str(key), VERIFIER_KEYS)}"
+            )
+    name = document.get("name") or path.resolve().parent.name
+    if not isinstance(name, str):
+        problems.add(at.child("name").error("must be a string"))
+    judges, failed_names = parse_judges(
+        document.get("judges"), at.child("judges"), kinds, warnings, problems
+    )
+    reward = problems.attempt(
+        parse_reward, document.get("reward"), judges, failed_names, at.child("reward"), warnings
+    )
+    outputs = problems.attempt(_outputs, document.get("outputs"), at.child("outputs"))
+    annotations = problems.attempt(_annotations, document.get("annotations"), at)
+    problems.raise_if_any()
+    models = document.get("models")
+    default_model = models.get("judge") if isinstance(models, dict) else None
+    return EvalConfig(
+        path=path.resolve(),
+        name=name,
+        outputs=outputs,
+        judges=judges,
+        reward=reward,
+        annotations=annotations,
+        default_model=default_model if isinstance(default_model, str) else None,
+        warnings=tuple(warnings),
+    )
+
+
+def _outputs(value: Any, at: Locator) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise at.error("must be a list of {path: ...} entries")
+    paths = []
+    for index, entry in enumerate(value):
+        entry_at = at.item(index).child("path")
+        raw = entry.get("path") if isinstance(entry, dict) else entry
+        if not isinstance(raw, str) or not raw.strip():
+            raise entry_at.error("must be a non-empty path relative to the case dir")
+        pure = PurePosixPath(raw)
+        if pure.is_absolute() or ".." in pure.parts or str(pure) == "." or "\0" in raw:
+            raise entry_at.error(f"{raw!r} must be relative to the case dir, without '..', not '.'")
+        paths.append(str(pure))
+    return tuple(paths)
+
+
+def _annotations(value: Any, at: Locator) -> Mapping[str, Any]:
+    at = at.child("annotations")
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            relative = RelativePath().parse(value, at)
+        except ConfigError:
+            raise at.error(
+                f"{value!r} is not a file beside eval.yaml ({at.base_dir / value})"
+            ) from None
+        value = read_yaml(at.base_dir / relative)
+        if value is None:
+            return {}
+    if not isinstance(value, dict):
+        raise at.error("must be a mapping or the path of a YAML mapping")
+    return value

@@ -1,0 +1,85 @@
+"""What a loaded eval.yaml is: immutable records that every later stage reads.
+
+A judge entry is common keys (name, if, arguments, scale, timeout) plus a spec of
+its kind (check, module, builtin, llm), a tagged union: `JudgeConfig.kind` names
+the kind and `spec` holds that kind's own parsed keys. The kinds themselves are a
+registry in verifier.judges.kinds, passed to the loader, so config knows nothing
+of how a judge runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
+
+from verifier.config.fields import Key, Locator
+from verifier.reward import DeclaredRanges, RewardMode, normalization_range
+from verifier.scale import FeedbackType, Scale, ScoreRange
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class JudgeKind(Protocol):
+    """How the loader recognizes a kind of judge entry and reads its own keys."""
+
+    name: str
+    keys: Sequence[Key]
+
+    def claims(self, entry: Mapping[str, Any]) -> bool:
+        """Whether entry is of this kind (kinds are asked in registry order)."""
+        ...
+
+    def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
+        """The kind's record from its parsed keys; at.error(...) for what is missing."""
+        ...
+
+
+class JudgeConfig(NamedTuple):
+    name: str
+    kind: str
+    spec: Any  # the record of `kind`: CheckSpec, ModuleSpec, BuiltinSpec or LLMSpec
+    key: str  # where it sits in eval.yaml, e.g. "judges[2] (quality)", for messages
+    condition: str | None = None
+    arguments: Mapping[str, Any] = MappingProxyType({})
+    score_range: ScoreRange | None = None
+    feedback_type: FeedbackType | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    step: str | None = None
+
+    @property
+    def scale(self) -> Scale:
+        return Scale(self.feedback_type, self.score_range)
+
+
+class EvalConfig(NamedTuple):
+    path: Path
+    name: str
+    outputs: tuple[str, ...]
+    judges: tuple[JudgeConfig, ...]
+    reward: RewardMode
+    annotations: Mapping[str, Any]
+    default_model: str | None
+    warnings: tuple[str, ...]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def has_reward_block(self) -> bool:
+        return self.reward.mode != "default"
+
+    def judge(self, name: str) -> JudgeConfig | None:
+        return next((judge for judge in self.judges if judge.name == name), None)
+
+    def declared_ranges(self) -> DeclaredRanges:
+        return {judge.name: judge.score_range for judge in self.judges}
+
+    def normalization_range(self, name: str) -> ScoreRange:
+        """The range a judge's numbers are normalized over (see reward.normalization_range)."""
+        return normalization_range(name, self.declared_ranges(), self.reward.score_range)
+
+    def locator(self, key: str = "") -> Locator:
+        return Locator(str(self.path), key, self.base_dir)

@@ -1,0 +1,71 @@
+"""Judges shipped with the verifier: a registry of builtins, each declared with its arguments.
+
+A builtin is a function `run(context, **arguments) -> (value, rationale)` registered
+with `@builtin(category, Key(...), ...)` in one of the category modules below.
+Its arguments are declared as eval.yaml keys (verifier.config.fields), so a
+missing, misspelt or mistyped argument is a load error, and the same declaration
+documents it. Paths in arguments are relative to the case dir and never resolve
+outside it. Adding a builtin is one decorated function in a category module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from verifier.config import EvalConfig, JudgeConfig
+from verifier.errors import did_you_mean
+from verifier.judges.base import Record
+from verifier.judges.builtins import files, json_files, process
+from verifier.judges.builtins.registry import (
+    BUILTINS,
+    Builtin,
+    BuiltinContext,
+    ValueWithRationale,
+    builtin,
+)
+
+__all__ = [
+    "BUILTINS",
+    "Builtin",
+    "BuiltinContext",
+    "ValueWithRationale",
+    "all_builtins",
+    "bind_builtin",
+    "builtin",
+    "files",
+    "find_builtin",
+    "json_files",
+    "process",
+]
+
+
+def find_builtin(written: str) -> Builtin | None:
+    """A builtin by `name` or `category/name`."""
+    category, _, name = written.rpartition("/")
+    found = BUILTINS.get(name)
+    return found if found is not None and category in ("", found.category) else None
+
+
+def bind_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    """Look the builtin up and bind its arguments; the result runs it on a record."""
+    found = find_builtin(judge.spec.name)
+    if found is None:
+        known = [b.qualified_name for b in BUILTINS.values()]
+        hint = did_you_mean(judge.spec.name, [*BUILTINS, *known]) or f"; known: {', '.join(known)}"
+        raise config.locator(f"{judge.key}.builtin").error(
+            f"unknown builtin {judge.spec.name!r}{hint}"
+        )
+    arguments = found.bind(judge.arguments, config.locator(f"{judge.key}.arguments"))
+    config_dir = config.base_dir
+
+    def run(record: Record) -> ValueWithRationale:
+        context = BuiltinContext(Path(record["case_dir"]), config_dir, record)
+        return found.run(context, **arguments)
+
+    return run
+
+
+def all_builtins() -> Sequence[Builtin]:
+    return tuple(BUILTINS.values())

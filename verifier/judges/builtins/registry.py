@@ -1,0 +1,66 @@
+"""The builtin registry: what a builtin is, and the decorator that registers one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from verifier.config import Key, Locator
+from verifier.errors import did_you_mean
+from verifier.judges.base import Record
+
+# What a builtin returns: its value and a rationale saying what it saw.
+ValueWithRationale = tuple[bool | float, str]
+
+
+class BuiltinContext(NamedTuple):
+    """What a builtin may look at: the case dir (untrusted) and eval.yaml's dir (trusted)."""
+
+    case_dir: Path
+    config_dir: Path
+    record: Record
+
+
+class Builtin(NamedTuple):
+    name: str
+    category: str
+    run: Callable[..., ValueWithRationale]
+    arguments: tuple[Key, ...]
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.category}/{self.name}"
+
+    def bind(self, given: Mapping[str, Any], at: Locator) -> dict[str, Any]:
+        """The arguments the builtin is called with: parsed, defaults filled in."""
+        allowed = {key.name for key in self.arguments}
+        for name in given:
+            if name not in allowed:
+                raise at.child(name).error(
+                    f"{self.name} takes {', '.join(sorted(allowed))}{did_you_mean(name, allowed)}"
+                )
+        bound = {}
+        for key in self.arguments:
+            if key.name in given:
+                bound[key.name] = key.field.parse(given[key.name], at.child(key.name))
+            elif key.required:
+                raise at.error(f"{self.name} needs argument {key.name!r}")
+            else:
+                bound[key.name] = key.default
+        return bound
+
+
+BUILTINS: dict[str, Builtin] = {}
+
+
+def builtin(
+    category: str, *arguments: Key
+) -> Callable[[Callable[..., ValueWithRationale]], Callable[..., ValueWithRationale]]:
+    """Register the decorated function as the builtin `category/<function name>`."""
+
+    def register(run: Callable[..., ValueWithRationale]) -> Callable[..., ValueWithRationale]:
+        BUILTINS[run.__name__] = Builtin(run.__name__, category, run, tuple(arguments))
+        return run
+
+    return register

@@ -1,0 +1,34 @@
+"""`agent:` judges (an agent grading the case) are suite-level: refused with a clear error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from verifier.config import EvalConfig, JudgeConfig, Key, Locator
+from verifier.config.fields import Arguments
+from verifier.judges.base import Pool, Record
+
+
+class AgentKind:
+    name = "agent"
+    pool = Pool.CPU
+    keys = (Key("agent", Arguments(description="not supported by this image")),)
+
+    def claims(self, entry: Mapping[str, Any]) -> bool:
+        return "agent" in entry
+
+    def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
+        raise at.child("agent").error(
+            "agent judges are not supported by this image; "
+            "use check, module, builtin or an LLM judge"
+        )
+
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+        raise AssertionError("an agent judge never loads")
+
+    def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
+        return "agent"
+
+
+AGENT = AgentKind()

@@ -1,0 +1,266 @@
+"""Every command's flags and VERIFIER_* variables, declared once.
+
+grade's argparse fast path, the typer commands and `verifier --help` are all built
+from OPTIONS and COMMANDS, and every command receives the same `Options` record,
+so a setting has one flag, one environment variable, one parser and one default
+whichever command reads it. A flag given on the command line wins over its
+variable, which wins over the default; a bad value in either is a UsageError
+(exit 2) naming the flag or the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from verifier.errors import UsageError
+
+DEFAULT_CONFIG = Path("/tests/eval.yaml")
+DEFAULT_CASE = Path("/case")
+DEFAULT_OUT = Path("/logs/verifier")
+DEFAULT_IMAGE = "localhost/harbor-verifier:latest"
+DEFAULT_WORKDIR = "/app"
+DEFAULT_MEMORY_MB = 2048
+MAX_MEMORY_MB = 1024 * 1024  # 1 TiB: beyond it a limit in bytes stops meaning anything
+DEFAULT_LLM_PARALLEL = 4
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
+
+
+def parse_path(text: str) -> Path:
+    if "\0" in text or not text.strip():
+        raise ValueError(f"{text!r} is not a path")
+    return Path(text)
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"{value} must be at least 1")
+    return value
+
+
+def parse_memory_mb(text: str) -> int:
+    value = parse_positive_int(text)
+    if value > MAX_MEMORY_MB:
+        raise ValueError(f"{value} is more than {MAX_MEMORY_MB} (1 TiB)")
+    return value
+
+
+def parse_bool(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise ValueError(f"{text!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` -> (I, N) with 0 <= I < N."""
+    index, _, count = text.partition("/")
+    try:
+        shard = int(index), int(count)
+    except ValueError:
+        raise ValueError(f"{text!r}: expected I/N, e.g. 0/4") from None
+    if not 0 <= shard[0] < shard[1]:
+        raise ValueError(f"{text!r}: I must be in 0..N-1 and N at least 1")
+    return shard
+
+
+def parse_text(text: str) -> str:
+    if "\0" in text:
+        raise ValueError(f"{text!r} contains a NUL byte")
+    return text
+
+
+class Option(NamedTuple):
+    """One setting: its attribute on Options, flags, variable, parser and default.
+
+    Options and Commands are declarations made at import on the grading path, hence
+    NamedTuples (a tenth of the start-up cost of attrs classes)."""
+
+    name: str
+    flags: tuple[str, ...]
+    help: str
+    parse: Callable[[str], Any] = parse_text
+    env: str | None = None
+    default: Any = None
+    default_text: str | None = None  # how a computed or absent default reads in help
+    is_flag: bool = False
+    metavar: str | None = None
+
+    def default_label(self) -> str:
+        """`$VERIFIER_OUT, else /logs/verifier`: where the value comes from when not given."""
+        shown = self.default_text
+        if shown is None and not self.is_flag and self.default is not None:
+            shown = str(self.default)
+        return ", else ".join(part for part in (f"${self.env}" if self.env else "", shown) if part)
+
+
+OPTIONS: dict[str, Option] = {
+    option.name: option
+    for option in (
+        Option("config", ("--config",), "the eval.yaml", parse_path, "VERIFIER_CONFIG",
+               DEFAULT_CONFIG, metavar="FILE"),
+        Option("case", ("--case",), "the agent's work dir (read only, never imported)",
+               parse_path, "VERIFIER_CASE", DEFAULT_CASE, metavar="DIR"),
+        Option("out", ("--out",), "where the reward files go", parse_path, "VERIFIER_OUT",
+               DEFAULT_OUT, metavar="DIR"),
+        Option("cases", ("--cases",), "a dir of case dirs, or a Harbor job dir (its trials)",
+               parse_path, metavar="DIR"),
+        Option("jobs", ("--jobs", "-j"), "worker processes", parse_positive_int,
+               default_text="the CPU count", metavar="N"),
+        Option("shard", ("--shard",), "grade only shard I of N (by a hash of the case name)",
+               parse_shard, metavar="I/N"),
+        Option("force", ("--force",), "re-grade cases already graded with this config",
+               is_flag=True, default=False),
+        Option("memory_mb", ("--memory-mb",), "memory limit of each judge process, in MiB",
+               parse_memory_mb, "VERIFIER_JUDGE_MEMORY_MB", DEFAULT_MEMORY_MB, metavar="N"),
+        Option("llm_parallel", ("--llm-parallel",), "LLM judges of one case run at once",
+               parse_positive_int, "VERIFIER_LLM_PARALLEL", DEFAULT_LLM_PARALLEL, metavar="N"),
+        Option("no_llm", ("--no-llm",), "skip LLM judges (skipped records), for dry runs",
+               parse_bool, "VERIFIER_NO_LLM", False, is_flag=True),
+        Option("termination_log", ("--termination-log",),
+               "also write the summary line here (/dev/termination-log in Kubernetes)",
+               parse_path, "VERIFIER_TERMINATION_LOG", metavar="FILE"),
+        Option("debug", ("--debug",), "show tracebacks", is_flag=True, default=False),
+        Option("dest", (), "the task package dir to create", parse_path, metavar="DEST"),
+        Option("image", ("--image",), "the verifier image tests/Dockerfile builds FROM",
+               default=DEFAULT_IMAGE, metavar="IMAGE"),
+        Option("agent_image", ("--agent-image",),
+               "the agent's image ([environment].docker_image); else environment/Dockerfile",
+               metavar="IMAGE"),
+        Option("name", ("--name",), "the task's org/name", default_text="local/<DEST name>",
+               metavar="ORG/NAME"),
+        Option("workdir", ("--workdir",), "the agent's work dir: artifacts and VERIFIER_CASE",
+               default=DEFAULT_WORKDIR, metavar="DIR"),
+        Option("instruction", ("--instruction",), "a file to use as instruction.md",
+               parse_path, metavar="FILE"),
+    )
+}  # fmt: skip
+
+
+class Command(NamedTuple):
+    """A command's options, in the order its help lists them."""
+
+    name: str
+    help: str
+    options: tuple[str, ...]
+    positional: tuple[str, ...] = ()  # options given as arguments here (check's config)
+    required: tuple[str, ...] = ()
+    help_overrides: Mapping[str, str] = MappingProxyType({})
+
+    def help_of(self, option: Option) -> str:
+        return self.help_overrides.get(option.name, option.help)
+
+    def source_of(self, option: Option) -> str:
+        """Where the option's value comes from when the flag is not given."""
+        if option.name in self.required:
+            return f"required, or ${option.env}" if option.env else "required"
+        return option.default_label()
+
+
+COMMANDS: dict[str, Command] = {
+    command.name: command
+    for command in (
+        Command(
+            "grade",
+            "Grade one case dir and write reward.json, reward.txt, judges.json and "
+            "reward-details.json.",
+            ("config", "case", "out", "memory_mb", "llm_parallel", "no_llm",
+             "termination_log", "debug"),
+        ),
+        Command(
+            "check",
+            "Validate eval.yaml without grading: judges, reward mode, warnings, every problem.",
+            ("config", "debug"),
+            positional=("config",),
+            required=("config",),
+        ),
+        Command(
+            "batch",
+            "Grade every case under --cases in parallel workers; resumable, shardable.",
+            ("cases", "out", "config", "jobs", "shard", "force", "memory_mb", "llm_parallel",
+             "no_llm", "termination_log", "debug"),
+            required=("cases", "out"),
+            help_overrides={"out": "OUT/<case>/reward.json ..., OUT/summary.{json,csv}"},
+        ),
+        Command(
+            "task init",
+            "Render a Harbor task package whose separate verifier is this image.",
+            ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
+             "force", "debug"),
+            positional=("dest",),
+            required=("dest", "config"),
+            help_overrides={
+                "config": "the eval.yaml that grades the task",
+                "force": "write into a non-empty DEST (its other files stay)",
+            },
+        ),
+    )
+}  # fmt: skip
+
+
+class Options(NamedTuple):
+    """What a command was asked to do: flags, else VERIFIER_* variables, else defaults."""
+
+    command: str
+    config: Path = DEFAULT_CONFIG
+    case: Path = DEFAULT_CASE
+    out: Path = DEFAULT_OUT
+    cases: Path | None = None
+    jobs: int | None = None
+    shard: tuple[int, int] | None = None
+    force: bool = False
+    memory_mb: int = DEFAULT_MEMORY_MB
+    llm_parallel: int = DEFAULT_LLM_PARALLEL
+    no_llm: bool = False
+    termination_log: Path | None = None
+    debug: bool = False
+    dest: Path | None = None
+    image: str = DEFAULT_IMAGE
+    agent_image: str | None = None
+    name: str | None = None
+    workdir: str = DEFAULT_WORKDIR
+    instruction: Path | None = None
+
+
+def build_options(
+    command: str, given: Mapping[str, str | bool | None], environ: Mapping[str, str] | None = None
+) -> Options:
+    """The Options of one command from what its parser collected (None: not given).
+
+    Flags are True when given; values are the raw text, parsed here so that a flag
+    and its variable go through the same parser.
+    """
+    environ = os.environ if environ is None else environ
+    spec = COMMANDS[command]
+    values: dict[str, Any] = {}
+    for name in spec.options:
+        option = OPTIONS[name]
+        raw = given.get(name)
+        if raw is not None and raw is not False:
+            values[name] = True if raw is True else _parse(option, str(raw), _label(option, spec))
+        elif option.env is not None and environ.get(option.env, "") != "":
+            values[name] = _parse(option, environ[option.env], f"${option.env}")
+        elif name in spec.required:
+            raise UsageError(f"{command}: missing {_label(option, spec)}")
+    return Options(command=command, **values)
+
+
+def _label(option: Option, command: Command) -> str:
+    return option.name.upper() if option.name in command.positional else option.flags[0]
+
+
+def _parse(option: Option, text: str, label: str) -> Any:
+    try:
+        return option.parse(text)
+    except ValueError as error:
+        raise UsageError(f"{label}: {error}") from None

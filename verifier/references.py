@@ -1,0 +1,192 @@
+"""What an eval.yaml depends on: the files beside it that grading reads.
+
+Judge `module:`s (and the local modules they import), `prompt_file:`s, `context:`
+files and a top-level `annotations:` path, relative to eval.yaml's directory.
+A Harbor task package copies them and a batch's resume key hashes them, so both
+agree on what "the config" is.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from verifier.errors import ConfigError
+from verifier.yaml_io import read_yaml
+
+SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
+
+
+def referenced_files(config: Path) -> list[PurePosixPath]:
+    """The files and package dirs eval.yaml needs, relative to its directory, sorted.
+
+    Judge `module:` (dotted `a.b` -> `a/b.py` or the package dir `a/b/`, with the
+    parent packages' `__init__.py`, plus the local modules they import), `prompt_file:`,
+    `context:` files, and top-level `annotations:` when it is a path.
+    """
+    source = str(config)
+    document = read_yaml(config)
+    if not isinstance(document, dict):
+        raise ConfigError(source, "", "must be a YAML mapping")
+
+    base = config.resolve().parent
+    found: set[PurePosixPath] = set()
+
+    annotations = document.get("annotations")
+    if isinstance(annotations, str):
+        found.add(_local_path(base, annotations, source, "annotations"))
+
+    judges = document.get("judges") or []
+    if not isinstance(judges, list):
+        raise ConfigError(source, "judges", "must be a list")
+    modules: list[PurePosixPath] = []
+    for index, judge in enumerate(judges):
+        if not isinstance(judge, dict):
+            continue
+        key = f"judges[{index}]"
+        if isinstance(judge.get("name"), str):
+            key = f"judges[{index}] ({judge['name']})"
+        module = judge.get("module")
+        if isinstance(module, str):
+            modules.extend(_module_files(base, module, source, f"{key}.module"))
+        prompt_file = judge.get("prompt_file")
+        if isinstance(prompt_file, str):
+            found.add(_local_path(base, prompt_file, source, f"{key}.prompt_file"))
+        for ctx_index, ctx in enumerate(_as_list(judge.get("context"))):
+            path = ctx.get("path") if isinstance(ctx, dict) else ctx
+            if isinstance(path, str):
+                found.add(_local_path(base, path, source, f"{key}.context[{ctx_index}]"))
+    found.update(_with_local_imports(base, modules))
+
+    if config.name == "eval.yaml":
+        found.discard(PurePosixPath("eval.yaml"))  # the config itself
+    # A package dir makes the files inside it redundant.
+    dirs = {rel for rel in found if (base / rel).is_dir()}
+    return sorted(r for r in found if not any(d in r.parents for d in dirs))
+
+
+def _module_files(base: Path, module: str, source: str, key: str) -> list[PurePosixPath]:
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise ConfigError(source, key, f"{module!r} is not a dotted module name")
+    found = _resolve_module(base, parts)
+    rel = "/".join(parts)
+    if found is None:
+        raise ConfigError(source, key, f"no {rel}.py or package {rel}/ next to eval.yaml ({base})")
+    if not found:
+        raise ConfigError(source, key, f"{rel} leads outside eval.yaml's dir")
+    return found
+
+
+def _resolve_module(
+    base: Path, parts: list[str], *, whole_package: bool = True
+) -> list[PurePosixPath] | None:
+    """`a.b.c` -> [a/b/c.py or a/b/c/, a/__init__.py, a/b/__init__.py (those present)].
+
+    A package is its whole dir, or only its `__init__.py` unless `whole_package`.
+    None when there is no such module next to eval.yaml; [] when it is a symlink
+    that leads outside eval.yaml's dir.
+    """
+    rel = PurePosixPath(*parts)
+    as_file = rel.with_name(rel.name + ".py")
+    if (base / as_file).is_file():
+        hit = as_file
+    elif (base / rel).is_dir() and whole_package:
+        hit = rel
+    elif (base / rel / "__init__.py").is_file():
+        hit = rel / "__init__.py"
+    else:
+        return None
+    if not _inside(base, hit):
+        return []
+    out = [hit]
+    for parent in list(rel.parents)[:-1]:
+        init = parent / "__init__.py"
+        if (base / init).is_file():
+            out.append(init)
+    return out
+
+
+def _with_local_imports(base: Path, modules: list[PurePosixPath]) -> set[PurePosixPath]:
+    """`modules` plus the modules next to eval.yaml that their code imports."""
+    found: set[PurePosixPath] = set()
+    queue = list(modules)
+    while queue:
+        rel = queue.pop()
+        if rel in found:
+            continue
+        found.add(rel)
+        for py in _python_files(base / rel):
+            package = py.parent.relative_to(base).parts
+            for parts in _imports(py, package):
+                # An imported package brings its __init__.py, whose imports are
+                # followed in turn; only a judge's own `module:` brings a whole dir.
+                resolved = _resolve_module(base, parts, whole_package=False)
+                queue.extend(resolved or [])
+    return found
+
+
+def _python_files(path: Path) -> Iterator[Path]:
+    if path.is_file():
+        if path.suffix == ".py":
+            yield path
+        return
+    for child in walk_files(path):
+        if child.suffix == ".py":
+            yield child
+
+
+def _imports(py: Path, package: tuple[str, ...]) -> Iterator[list[str]]:
+    """Module names `py` imports (absolute ones, and relative ones made absolute)."""
+    try:
+        tree = ast.parse(py.read_bytes(), filename=str(py))
+    except (SyntaxError, ValueError, OSError):
+        return  # the verifier's own load reports it, with the file and line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name.split(".")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if node.level - 1 > len(package):
+                    continue
+                head = list(package[: len(package) - (node.level - 1)])
+            else:
+                head = []
+            mod = head + (node.module.split(".") if node.module else [])
+            if mod:
+                yield mod
+            for alias in node.names:  # `from pkg import submodule`
+                if alias.name != "*":
+                    yield [*mod, alias.name]
+
+
+def _local_path(base: Path, value: str, source: str, key: str) -> PurePosixPath:
+    rel = PurePosixPath(value)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts or str(rel) == ".":
+        raise ConfigError(source, key, f"{value!r} must be a path relative to eval.yaml's dir")
+    if not (base / rel).exists():
+        raise ConfigError(source, key, f"{value!r}: file not found next to eval.yaml ({base})")
+    if not _inside(base, rel):
+        raise ConfigError(source, key, f"{value!r} leads outside eval.yaml's dir")
+    return rel
+
+
+def _inside(base: Path, rel: PurePosixPath) -> bool:
+    return (base / rel).resolve().is_relative_to(base)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def walk_files(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*")):
+        if SKIPPED_NAMES & set(path.relative_to(root).parts) or path.suffix == ".pyc":
+            continue
+        if path.is_file():
+            yield path
