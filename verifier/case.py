@@ -1,13 +1,20 @@
-"""The case directory -> the record a judge receives as `outputs`.
+"""The case directory -> the record a judge receives as `outputs`, and safe reads of its files.
 
 The case is untrusted agent output: it is only ever read, never imported or
-executed here, symlinks that leave it are not followed, and size caps keep one
-oversized or adversarial file from exhausting the grader.
+executed here, and nothing in it may make grading fail. Every oddity the agent
+can leave is a fact about the case, never an exception: a symlink that leaves
+the case or loops, a dangling link, a FIFO or device, a file or dir that cannot
+be read, absurd depth or width, a huge or binary file, a YAML alias bomb. Each
+becomes a case warning and the entry is left out of the record; a builtin that
+asks for such a file gets the fact back and fails with it as its rationale. So
+what the agent leaves can only lower its reward.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,18 +23,35 @@ from verifier.errors import CaseError
 from verifier.yaml_io import YAMLError, parse_yaml
 
 _BINARY_SNIFF_BYTES = 8192
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class CaseLimits(NamedTuple):
-    """How much of a case is read: one oversized or adversarial case must not exhaust
-    the grader, and what is left out is named in a case warning."""
+    """How much of a case is read, so that one oversized or adversarial case cannot
+    exhaust the grader; what is left out is named in a case warning."""
 
     max_file_bytes: int = 2 * 1024 * 1024
     max_total_bytes: int = 64 * 1024 * 1024
     max_files: int = 10_000
+    max_entries: int = 200_000  # directory entries looked at, files or not
+    max_depth: int = 64
+    max_yaml_bytes: int = 1024 * 1024
+    # A parsed YAML document with its aliases expanded: values plus characters of text.
+    max_yaml_expansion: int = 4 * 1024 * 1024
 
 
 DEFAULT_LIMITS = CaseLimits()
+
+
+class TaskInput(NamedTuple):
+    """The task input judges see as `inputs`, and where it came from (judges.json says)."""
+
+    value: Any
+    source: str | None  # None: there is none
+    trusted: bool  # from the task author's side, not written by the agent
+
+
+CASE_INPUT_SOURCE = "input.yaml in the case (agent-supplied)"
 
 
 class CaseReading(NamedTuple):
@@ -35,39 +59,148 @@ class CaseReading(NamedTuple):
 
     record: dict[str, Any]
     warnings: tuple[str, ...]
+    task_input: TaskInput
+
+
+class CaseFile(NamedTuple):
+    """One file of the case: its bytes, or the fact that makes it unusable."""
+
+    data: bytes | None
+    problem: str | None  # e.g. "is a symlink loop"; None when data is there
+
+    def text(self) -> str | None:
+        """The file as text (undecodable bytes replaced), None when it could not be read."""
+        return None if self.data is None else self.data.decode("utf-8", errors="replace")
 
 
 def check_case_dir(case_dir: Path) -> Path:
-    """The resolved case dir, or CaseError (exit 3) when there is nothing to grade."""
-    if not case_dir.exists():
-        raise CaseError(f"{case_dir}: case directory not found; pass --case or set VERIFIER_CASE")
-    if not case_dir.is_dir():
+    """The real path of the case dir, or CaseError (exit 3) when there is none to grade.
+
+    An empty dir is a case like any other (an agent that did nothing gets the
+    reward its judges give nothing); only a missing, unreadable or non-directory
+    case is an error.
+    """
+    real = Path(os.path.realpath(case_dir))
+    try:
+        mode = os.stat(real).st_mode
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise CaseError(
+                f"{case_dir}: case directory not found; pass --case or set VERIFIER_CASE"
+            ) from None
+        raise CaseError(f"{case_dir}: case directory cannot be read: {error.strerror}") from None
+    if not stat.S_ISDIR(mode):
         raise CaseError(f"{case_dir}: is not a directory; --case must name the agent's work dir")
     try:
-        has_entries = any(os.scandir(case_dir))
+        with os.scandir(real) as entries:
+            next(entries, None)
     except OSError as error:
         raise CaseError(f"{case_dir}: case directory cannot be read: {error.strerror}") from None
-    if not has_entries:
-        raise CaseError(
-            f"{case_dir}: case directory is empty; the agent's files were not delivered "
-            "(check the mount or Harbor's artifacts setting)"
-        )
-    return case_dir.resolve()
+    return real
 
 
-def resolve_inside(case_dir: Path, relative: str) -> Path | None:
-    """The real path of case_dir/relative, or None when it leaves the case dir."""
-    candidate = (case_dir / relative).resolve()
-    return candidate if candidate.is_relative_to(case_dir) else None
+def resolve_inside(case_dir: Path, relative: str) -> tuple[Path | None, str | None]:
+    """(real path, None) of case_dir/relative, or (None, the fact) when it leaves the case.
+
+    case_dir must be real (check_case_dir). Symlink loops do not raise here: they
+    resolve to a path that stat then reports as a loop.
+    """
+    if "\0" in relative:
+        return None, "is not a valid path"
+    real = os.path.realpath(os.path.join(case_dir, relative))
+    base = str(case_dir)
+    if real != base and not real.startswith(base.rstrip("/") + "/"):
+        return None, "leaves the case dir"
+    return Path(real), None
+
+
+def read_case_file(case_dir: Path, relative: str, max_bytes: int) -> CaseFile:
+    """A regular file of the case, at most max_bytes of it, or the fact that stops it."""
+    path, problem = resolve_inside(case_dir, relative)
+    if path is None:
+        return CaseFile(None, problem)
+    problem = _file_problem(case_dir, relative, path, max_bytes)
+    if problem is not None:
+        return CaseFile(None, problem)
+    try:
+        descriptor = os.open(path, _READ_FLAGS)
+    except OSError as error:
+        return CaseFile(None, _os_problem(error))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # swapped since the stat
+            return CaseFile(None, "is not a regular file")
+        data = os.read(descriptor, max_bytes + 1)
+    except OSError as error:
+        return CaseFile(None, _os_problem(error))
+    finally:
+        os.close(descriptor)
+    if len(data) > max_bytes:
+        return CaseFile(None, f"is over the {max_bytes}-byte cap")
+    return CaseFile(data, None)
+
+
+def existence_problem(case_dir: Path, relative: str) -> str | None:
+    """None when case_dir/relative exists inside the case (file, dir or other), else the fact."""
+    path, problem = resolve_inside(case_dir, relative)
+    if path is None:
+        return problem
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ENOENT and os.path.islink(os.path.join(case_dir, relative)):
+            return "is a dangling symlink"
+        return _os_problem(error)
+    return None
+
+
+def _file_problem(case_dir: Path, relative: str, path: Path, max_bytes: int) -> str | None:
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ENOENT and os.path.islink(os.path.join(case_dir, relative)):
+            return "is a dangling symlink"
+        return _os_problem(error)
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(info.st_mode):
+        return f"is not a regular file ({_kind_of(info.st_mode)})"
+    if info.st_size > max_bytes:
+        return f"is {info.st_size} bytes, over the {max_bytes}-byte cap"
+    return None
+
+
+def _os_problem(error: OSError) -> str:
+    if error.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "does not exist"
+    if error.errno == errno.ELOOP:
+        return "is a symlink loop"
+    return f"cannot be read ({error.strerror or error})"
+
+
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind_of(mode: int) -> str:
+    return next((name for test, name in _SPECIAL_FILES if test(mode)), "not a file")
 
 
 def read_case(
     case_dir: Path,
     outputs: Sequence[str],
     annotations: Mapping[str, Any],
+    task_input: TaskInput | None = None,
     limits: CaseLimits = DEFAULT_LIMITS,
 ) -> CaseReading:
-    """Build the record for a checked, resolved case dir (see check_case_dir)."""
+    """Build the record for a checked, real case dir (see check_case_dir).
+
+    `task_input` is the trusted task input (from the task author's side); without
+    one, the case's own input.yaml is used, marked as agent-supplied.
+    """
     reader = _Reader(case_dir, limits)
     record: dict[str, Any] = {}
     for output in outputs or (".",):
@@ -78,14 +211,20 @@ def read_case(
         first = min(files, default=None)
         record[f"{name}_content"] = files[first] if first is not None else None
         record[f"{name}_file"] = str(case_dir / first) if first is not None else None
+    if task_input is None or task_input.source is None:
+        found = reader.read_yaml("input.yaml")
+        task_input = TaskInput(found, CASE_INPUT_SOURCE if found is not None else None, False)
+    if _is_empty(case_dir):
+        reader.warnings.append("the case dir is empty: the agent left nothing")
     record.update(
         files=reader.files,
         case_dir=str(case_dir),
         annotations=annotations,
         stdout=reader.read_text("stdout.log"),
-        inputs=reader.read_yaml("input.yaml"),
+        inputs=task_input.value,
+        inputs_trusted=task_input.trusted,
     )
-    return CaseReading(record=record, warnings=tuple(reader.warnings))
+    return CaseReading(record=record, warnings=tuple(reader.warnings), task_input=task_input)
 
 
 class _Reader:
@@ -97,19 +236,18 @@ class _Reader:
         self.files: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.total_bytes = 0
+        self.entries_seen = 0  # directory entries looked at (max_entries)
+        self.stopped = False
 
     def read_tree(self, relative: str) -> dict[str, Any]:
         """Every regular file under relative (a file or a dir), keyed by case-relative path."""
         found: dict[str, Any] = {}
-        for path in self._walk(relative):
-            key = path.relative_to(self.case_dir).as_posix()
+        for key in self._walk(relative):
             if key not in self.files:
                 if len(self.files) >= self.limits.max_files:
-                    self.warnings.append(
-                        f"more than {self.limits.max_files} files; the rest are left out"
-                    )
+                    self._stop(f"more than {self.limits.max_files} files; the rest are left out")
                     break
-                content = self._load(path, key)
+                content = self._load(key)
                 if content is None:
                     continue
                 self.files[key] = content
@@ -117,63 +255,184 @@ class _Reader:
         return found
 
     def read_text(self, relative: str) -> str | None:
-        path = resolve_inside(self.case_dir, relative)
-        if path is None or not path.is_file():
-            return None
-        content = self._load(path, relative)
-        return content if isinstance(content, str) else None
+        found = read_case_file(self.case_dir, relative, self.limits.max_file_bytes)
+        return _decoded(found.data) if found.data is not None else None
 
     def read_yaml(self, relative: str) -> Any:
-        text = self.read_text(relative)
-        if text is None:
+        found = read_case_file(self.case_dir, relative, self.limits.max_yaml_bytes)
+        if found.data is None:
+            if found.problem != "does not exist":
+                self.warnings.append(f"{relative}: {found.problem}; inputs is null")
             return None
         try:
-            return parse_yaml(text)
-        except YAMLError:
+            document = parse_yaml(found.data.decode("utf-8", errors="replace"))
+        except (YAMLError, ValueError, RecursionError):
             self.warnings.append(f"{relative}: not valid YAML; inputs is null")
             return None
+        problem = _oversized(document, self.limits.max_yaml_expansion)
+        if problem is not None:
+            self.warnings.append(f"{relative}: {problem}; inputs is null")
+            return None
+        return document
 
-    def _walk(self, relative: str) -> Iterator[Path]:
-        root = resolve_inside(self.case_dir, relative)
+    def _walk(self, relative: str) -> Iterator[str]:
+        """Case-relative keys of the regular files under relative, depth first, by name."""
+        root, problem = resolve_inside(self.case_dir, relative)
         if root is None:
-            self.warnings.append(f"{relative}: leaves the case dir; not followed")
+            self.warnings.append(f"{relative}: {problem}; not followed")
             return
-        if root.is_file():
-            yield root
-            return
-        for directory, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames.sort()
-            for filename in sorted(filenames):
-                path = Path(directory, filename)
-                real = path.resolve()
-                if not real.is_relative_to(self.case_dir):
-                    key = path.relative_to(self.case_dir)
-                    self.warnings.append(f"{key}: symlink leaves the case dir; not followed")
-                elif real.is_file():
-                    yield path
-
-    def _load(self, path: Path, key: str) -> Any:
         try:
-            size = path.stat().st_size
-            if size > self.limits.max_file_bytes:
-                self.warnings.append(
-                    f"{key}: {size} bytes is over the {self.limits.max_file_bytes}-byte cap; "
-                    "left out"
-                )
-                return None
-            if self.total_bytes + size > self.limits.max_total_bytes:
+            mode = os.stat(root).st_mode
+        except OSError:
+            return  # a declared output the agent did not write
+        if stat.S_ISREG(mode):
+            yield _key(self.case_dir, root)
+            return
+        if not stat.S_ISDIR(mode):
+            self.warnings.append(f"{relative}: is not a regular file ({_kind_of(mode)}); left out")
+            return
+        stack = [(root, 0)]
+        while stack and not self.stopped:
+            directory, depth = stack.pop()
+            subdirs = []
+            for entry in self._entries(directory):
+                key = _key(self.case_dir, Path(entry.path))
+                kind = self._kind(entry, key)
+                if kind == "file":
+                    yield key
+                elif kind == "dir" and depth + 1 >= self.limits.max_depth:
+                    self.warnings.append(
+                        f"{key}: deeper than {self.limits.max_depth} levels; left out"
+                    )
+                elif kind == "dir":
+                    subdirs.append(Path(entry.path))
+            stack.extend((path, depth + 1) for path in reversed(subdirs))
+
+    def _entries(self, directory: Path) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(directory) as listing:
+                entries = []
+                for entry in listing:
+                    self.entries_seen += 1
+                    if self.entries_seen > self.limits.max_entries:
+                        self._stop(
+                            f"more than {self.limits.max_entries} entries; the rest are left out"
+                        )
+                        break
+                    entries.append(entry)
+        except OSError as error:
+            key = _key(self.case_dir, directory)
+            self.warnings.append(f"{key}: cannot be read ({error.strerror}); left out")
+            return []
+        return sorted(entries, key=lambda entry: entry.name)
+
+    def _kind(self, entry: os.DirEntry[str], key: str) -> str:
+        """'file', 'dir' or '' (left out, with a warning saying why)."""
+        try:
+            if entry.is_symlink():
+                target, problem = resolve_inside(self.case_dir, key)
+                if target is None:
+                    self.warnings.append(f"{key}: symlink {problem}; not followed")
+                    return ""
+                if os.path.isdir(target):
+                    self.warnings.append(f"{key}: symlink to a directory; not followed")
+                    return ""
+                return "file"  # read_case_file reports loops and dangling links
+            if entry.is_dir(follow_symlinks=False):
+                return "dir"
+            if entry.is_file(follow_symlinks=False):
+                return "file"
+            mode = entry.stat(follow_symlinks=False).st_mode
+            self.warnings.append(f"{key}: is not a regular file ({_kind_of(mode)}); left out")
+        except OSError as error:
+            self.warnings.append(f"{key}: cannot be read ({error.strerror}); left out")
+        return ""
+
+    def _load(self, key: str) -> Any:
+        remaining = self.limits.max_total_bytes - self.total_bytes
+        cap = min(self.limits.max_file_bytes, max(remaining, 0))
+        found = read_case_file(self.case_dir, key, cap)
+        if found.data is None:
+            if cap < self.limits.max_file_bytes and "cap" in (found.problem or ""):
                 self.warnings.append(
                     f"{key}: the case is over {self.limits.max_total_bytes} bytes; left out"
                 )
-                return None
-            data = path.read_bytes()
-        except OSError as error:
-            self.warnings.append(f"{key}: cannot be read ({error.strerror}); left out")
+            else:
+                self.warnings.append(f"{key}: {found.problem}; left out")
             return None
-        self.total_bytes += len(data)
-        if b"\0" not in data[:_BINARY_SNIFF_BYTES]:
+        self.total_bytes += len(found.data)
+        if b"\0" not in found.data[:_BINARY_SNIFF_BYTES]:
             try:
-                return data.decode("utf-8")
+                return found.data.decode("utf-8")
             except UnicodeDecodeError:
                 pass
-        return {"_binary": True, "path": key, "name": path.name}
+        return {"_binary": True, "path": key, "name": Path(key).name}
+
+    def _stop(self, warning: str) -> None:
+        if not self.stopped:
+            self.warnings.append(warning)
+        self.stopped = True
+
+
+def _is_empty(case_dir: Path) -> bool:
+    try:
+        with os.scandir(case_dir) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False  # check_case_dir read it; a later failure is not emptiness
+
+
+def _key(case_dir: Path, path: Path) -> str:
+    return path.relative_to(case_dir).as_posix() if path != case_dir else "."
+
+
+def _decoded(data: bytes) -> str | None:
+    if b"\0" in data[:_BINARY_SNIFF_BYTES]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _oversized(document: Any, limit: int) -> str | None:
+    """Why a parsed YAML document is refused, or None.
+
+    YAML aliases share one object between many places, so a small file can stand
+    for an enormous document (the "billion laughs"): anything that walks it (a
+    template, a JSON dump) would blow up. Measure it with aliases expanded (a value
+    counts 1, a string its length), each shared object's size computed once, and
+    refuse cycles.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(value: Any) -> int:
+        if isinstance(value, str):
+            return max(1, len(value))
+        if not isinstance(value, dict | list):
+            return 1
+        marker = id(value)
+        if marker in sizes:
+            return sizes[marker]
+        if marker in on_path:
+            raise _Refused("it refers to itself (a recursive alias)")
+        on_path.add(marker)
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        total = 1
+        for _, item in items:
+            total += size(item)
+            if total > limit:
+                raise _Refused(f"with its aliases expanded it is larger than {limit} values")
+        on_path.discard(marker)
+        sizes[marker] = total
+        return total
+
+    try:
+        size(document)
+    except _Refused as refused:
+        return str(refused)
+    except RecursionError:
+        return "it is nested too deeply"
+    return None
+
+
+class _Refused(Exception):
+    pass

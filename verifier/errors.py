@@ -15,6 +15,8 @@ EXIT_INTERNAL = 1
 EXIT_CONFIG = 2
 EXIT_CASE = 3
 EXIT_OUTPUT = 4
+EXIT_JUDGE_ERROR = 5  # reward.on_error: fail, and a judge errored
+EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not be removed
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
@@ -72,6 +74,12 @@ class OutputError(VerifierError):
     """The output directory cannot be written, so no reward can be delivered."""
 
     exit_code = EXIT_OUTPUT
+
+
+class StaleRewardError(OutputError):
+    """No reward was written, and a reward file from an earlier run is still there."""
+
+    exit_code = EXIT_STALE_REWARD
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

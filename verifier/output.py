@@ -1,22 +1,26 @@
-"""Writes the graded case to the output dir: atomically, reward.json last.
+"""Writes the graded case to the output dir: all four files or none, reward.json last.
 
 Harbor (and anything polling the dir) reads reward.json first, so it is renamed
 into place only after every other file is complete; a reader sees either no
-reward or a whole one. Stale reward files are removed before grading starts so
-that a failed run can never be mistaken for the previous run's reward.
+reward or a whole one. All four files are written to temporary names and flushed
+to disk first (a node crash on a network volume must not leave an empty
+reward.json), then renamed; when anything fails, every file of this run is
+removed again, so a failed run leaves no reward behind. Stale reward files are
+removed before grading starts so that a failed run can never be mistaken for the
+previous run's reward; when one cannot be removed, the exit code says so.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verifier.errors import OutputError
+from verifier.errors import OutputError, StaleRewardError
 from verifier.results import Grading
 
 REWARD_JSON = "reward.json"
@@ -24,6 +28,7 @@ REWARD_TXT = "reward.txt"
 JUDGES_JSON = "judges.json"
 REWARD_DETAILS_JSON = "reward-details.json"
 OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON, REWARD_DETAILS_JSON)
+REWARD_FILES = (REWARD_JSON, REWARD_TXT)
 
 
 def prepare_out_dir(
@@ -43,20 +48,33 @@ def prepare_out_dir(
             f"{out_dir}: output directory is not writable ({error.strerror}); "
             "mount it read-write or pass --out"
         ) from None
-    try:
-        for name in remove:
-            (out_dir / name).unlink(missing_ok=True)
-    except OSError as error:
-        raise OutputError(
-            f"{out_dir}: an earlier reward cannot be removed ({error.strerror})"
-        ) from None
+    for name in remove:
+        try:
+            _remove(out_dir / name)
+        except OSError as error:
+            raise StaleRewardError(
+                f"{out_dir / name}: an earlier output cannot be removed ({error.strerror}); "
+                "no reward was written, do not read it as this run's"
+            ) from None
 
 
-def remove_stale_rewards(out_dir: Path) -> None:
-    """Best effort, for failures before the out dir was checked: no old reward may survive."""
-    for name in (REWARD_JSON, REWARD_TXT):
-        with contextlib.suppress(OSError):
-            (out_dir / name).unlink(missing_ok=True)
+def remove_stale_rewards(out_dir: Path, because: str = "no reward was written") -> None:
+    """After a failure: no reward file may be left that a reader would take for this run's.
+
+    StaleRewardError (exit 6) when one is there and cannot be removed; its message
+    starts with `because`, the failure that stopped this run.
+    """
+    stuck = []
+    for name in REWARD_FILES:
+        try:
+            _remove(out_dir / name)
+        except OSError as error:
+            stuck.append(f"{out_dir / name} ({error.strerror})")
+    if stuck:
+        raise StaleRewardError(
+            f"{because}; and {', '.join(stuck)}, from an earlier run, cannot be removed: "
+            "do not read it as this run's reward"
+        )
 
 
 def reward_json(grading: Grading) -> dict[str, float]:
@@ -111,33 +129,88 @@ def reward_details(grading: Grading) -> dict[str, Any]:
     return details
 
 
-def write_outputs(out_dir: Path, grading: Grading) -> list[Path]:
-    """Write the four files (reward.json last) and return their paths."""
-    return [
-        write_atomic(out_dir / JUDGES_JSON, _dumps(judges_json(grading))),
-        write_atomic(out_dir / REWARD_DETAILS_JSON, _dumps(reward_details(grading))),
-        write_atomic(out_dir / REWARD_TXT, f"{grading.reward!r}\n"),
-        write_atomic(out_dir / REWARD_JSON, _dumps(reward_json(grading))),
-    ]
+def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> list[Path]:
+    """Write the four files, all or none, reward.json last, and return their paths.
+
+    `durable` flushes each file and then the directory to disk (fsync) before and
+    after the renames; OutputError (exit 4) when anything cannot be written, after
+    removing every file of this run (StaleRewardError, exit 6, when even that fails).
+    """
+    documents = (
+        (JUDGES_JSON, _dumps(judges_json(grading))),
+        (REWARD_DETAILS_JSON, _dumps(reward_details(grading))),
+        (REWARD_TXT, f"{grading.reward!r}\n"),
+        (REWARD_JSON, _dumps(reward_json(grading))),
+    )
+    staged: list[tuple[Path, Path]] = []
+    renamed: list[Path] = []
+    try:
+        for name, text in documents:
+            staged.append((_staged(out_dir / name, text, durable), out_dir / name))
+        for temporary, final in staged:
+            os.replace(temporary, final)
+            renamed.append(final)
+        if durable:
+            _sync_directory(out_dir)
+    except OSError as error:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
+        for path in renamed:
+            path.unlink(missing_ok=True)
+        problem = f"{out_dir}: the reward files cannot be written ({error.strerror})"
+        remove_stale_rewards(out_dir, because=problem)
+        raise OutputError(f"{problem}; none was left") from None
+    return renamed
+
+
+def write_atomic(path: Path, text: str, *, durable: bool = True) -> Path:
+    """One file written to a temporary name beside path, flushed, then renamed into place."""
+    try:
+        temporary = _staged(path, text, durable)
+        try:
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+            raise
+        if durable:
+            _sync_directory(path.parent)
+    except OSError as error:
+        raise OutputError(f"{path}: cannot be written ({error.strerror})") from None
+    return path
+
+
+def _staged(path: Path, text: str, durable: bool) -> Path:
+    """text in a new temporary file beside path (never through a planted symlink)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return temporary
+
+
+def _sync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, or a directory planted under an output file's name."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _dumps(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, allow_nan=False, default=str) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write text to a temporary file beside path, then rename it into place."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        try:
-            temporary.unlink(missing_ok=True)  # never write through a planted symlink
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-    except OSError as error:
-        raise OutputError(f"{path}: cannot be written ({error.strerror})") from None
-    return path

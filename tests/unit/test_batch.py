@@ -139,8 +139,7 @@ def test_every_case_graded_exactly_once(graded) -> None:
     names = sorted(path.name for path in graded["cases"].iterdir())
     summary = graded["summary"]
     assert [row.name for row in summary.outcomes] == names
-    judged = [name for name in names if not name.startswith("empty")]
-    assert calls(graded["log"]) == Counter(dict.fromkeys(judged, 1))
+    assert calls(graded["log"]) == Counter(dict.fromkeys(names, 1))
 
 
 def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
@@ -151,11 +150,6 @@ def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
             ["--config", str(graded["config"]), "--case", str(case), "--out", str(out)]
         )
         batch_out = graded["out"] / case.name
-        if case.name.startswith("empty"):
-            assert code == 3
-            assert not (batch_out / "reward.json").exists()
-            assert not (out / "reward.json").exists()
-            continue
         assert code == 0
         for name in ("reward.json", "reward.txt"):
             assert (batch_out / name).read_text() == (out / name).read_text(), case.name
@@ -166,12 +160,10 @@ def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
         out = tmp_path / "cli" / case.name
         command = [VERIFIER, "grade", "--config", str(graded["config"]), "--case", str(case)]
         completed = subprocess.run([*command, "--out", str(out)], capture_output=True, timeout=60)
-        if case.name.startswith("empty"):
-            assert completed.returncode == 3
-        else:
-            assert (out / "reward.json").read_bytes() == (
-                graded["out"] / case.name / "reward.json"
-            ).read_bytes()
+        assert completed.returncode == 0
+        assert (out / "reward.json").read_bytes() == (
+            graded["out"] / case.name / "reward.json"
+        ).read_bytes()
 
 
 def test_summary_json_and_csv(graded) -> None:
@@ -183,8 +175,8 @@ def test_summary_json_and_csv(graded) -> None:
         if (out / name / "reward.json").exists()
     }
     assert document["count"] == 300
-    assert document["errors"] == 50  # the empty dirs
-    assert document["graded"] == 250 == len(rewards)
+    assert document["errors"] == 0  # an empty case dir is graded like any other
+    assert document["graded"] == 300 == len(rewards)
     assert document["resumed"] == 0
     assert document["mean_reward"] == pytest.approx(sum(rewards.values()) / len(rewards))
     assert document["cases_with_judge_errors"] == 50  # the BOOM cases
@@ -192,8 +184,9 @@ def test_summary_json_and_csv(graded) -> None:
     by_case = {row["case"]: row for row in document["cases"]}
     assert by_case["boom-0003"]["errored_judges"] == ["mentions_fix"]
     assert by_case["boom-0003"]["reward"] == rewards["boom-0003"]
-    assert by_case["empty-0005"]["status"] == "error"
-    assert "empty" in by_case["empty-0005"]["error"]
+    assert by_case["empty-0005"]["status"] == "ok" and by_case["empty-0005"]["reward"] == 0.0
+    empty_judges = json.loads((out / "empty-0005" / "judges.json").read_text())
+    assert "the case dir is empty: the agent left nothing" in empty_judges["case_warnings"]
     assert by_case["pass-0000"] == {
         **by_case["pass-0000"], "status": "ok", "reward": 1.0, "errored_judges": [],
     }  # fmt: skip
@@ -224,30 +217,32 @@ def small(tmp_path: Path):
     return {"config": config, "cases": cases, "out": out, "log": log, "first": first}
 
 
-def test_resume_skips_graded_cases_and_retries_errors(small) -> None:
-    before = {
-        path.parent.name: path.stat().st_mtime_ns for path in small["out"].glob("*/reward.json")
-    }
-    (small["cases"] / "empty-0005" / "report.md").write_text("fixed, now delivered")
-    second = batch(small["config"], small["cases"], small["out"])
-    assert second.count(resumed=True) == 50
-    assert second.count(status="ok", resumed=False) == 1  # the repaired case
-    assert second.count(status="error") == 9
-    assert calls(small["log"])["pass-0000"] == 1
-    assert calls(small["log"])["empty-0005"] == 1
-    after = {
-        path.parent.name: path.stat().st_mtime_ns for path in small["out"].glob("*/reward.json")
-    }
+def test_resume_skips_graded_cases_and_retries_errors(tmp_path: Path) -> None:
+    config, cases, log = make_corpus(tmp_path, 60)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fail-0002").write_text("a file where the case's out dir should be")
+    first = batch(config, cases, out)
+    assert rows(first)["fail-0002"].status == CaseStatus.FAILED
+    before = {path.parent.name: path.stat().st_mtime_ns for path in out.glob("*/reward.json")}
+    (out / "fail-0002").unlink()
+    second = batch(config, cases, out)
+    assert second.count(resumed=True) == 59
+    assert second.count(status=CaseStatus.REWARDED, resumed=False) == 1  # the repaired case
+    assert second.count(status=CaseStatus.FAILED) == 0
+    assert calls(log)["pass-0000"] == 1
+    assert calls(log)["fail-0002"] == 1
+    after = {path.parent.name: path.stat().st_mtime_ns for path in out.glob("*/reward.json")}
     assert {name: after[name] for name in before} == before
-    assert rows(second)["pass-0000"].reward == rows(small["first"])["pass-0000"].reward
-    document = json.loads((small["out"] / "summary.json").read_text())
-    assert document["resumed"] == 50 and document["count"] == 60
+    assert rows(second)["pass-0000"].reward == rows(first)["pass-0000"].reward
+    document = json.loads((out / "summary.json").read_text())
+    assert document["resumed"] == 59 and document["count"] == 60
 
 
 def test_force_regrades_everything(small) -> None:
     again = batch(small["config"], small["cases"], small["out"], force=True)
     assert again.count(resumed=True) == 0
-    assert again.count(status="ok") == 50
+    assert again.count(status=CaseStatus.REWARDED) == 60
     assert set(calls(small["log"]).values()) == {2}
     assert [row.reward for row in again.outcomes] == [row.reward for row in small["first"].outcomes]
 
@@ -286,7 +281,7 @@ def test_shards_are_disjoint_and_complete(tmp_path: Path) -> None:
         assert csv_path.exists()
     assert not (out / "summary.json").exists()
     merged = batch(config, cases, out)  # after the shards: resumes all, one summary
-    assert merged.count(resumed=True) == 100 and merged.count(status="error") == 20
+    assert merged.count(resumed=True) == 120 and merged.count(status=CaseStatus.FAILED) == 0
     assert set(calls(log).values()) == {1}
 
 
@@ -345,7 +340,7 @@ def test_a_harbor_job_dir_grades_each_trials_artifacts(tmp_path: Path) -> None:
     assert list(outcome) == ["task__AAA", "task__BBB", "task__CCC"]
     assert outcome["task__AAA"].reward == 1.0
     assert outcome["task__BBB"].status == "ok" and outcome["task__BBB"].reward < 1.0
-    assert outcome["task__CCC"].status == "error"
+    assert outcome["task__CCC"].status == "ok" and outcome["task__CCC"].reward == 0.0
     assert (tmp_path / "out" / "task__AAA" / "reward.json").exists()
 
 
@@ -371,7 +366,7 @@ def test_harbor_trial_case_choice(tmp_path: Path) -> None:
 def test_a_timed_out_judge_is_a_judge_error_not_a_stopped_batch(tmp_path: Path) -> None:
     config, cases, _ = make_corpus(tmp_path, 12, hang=2)
     summary = batch(config, cases, tmp_path / "out")
-    assert summary.count(status="ok") == 12
+    assert summary.count(status=CaseStatus.REWARDED) == 14
     assert rows(summary)["hang-0"].errored_judges == ("length_score",)
 
 
@@ -401,7 +396,7 @@ def test_a_case_whose_out_dir_cannot_be_written_is_an_error_row(tmp_path: Path) 
     (out / "pass-0000").write_text("a file where the case's dir should be")
     summary = batch(config, cases, out)
     assert rows(summary)["pass-0000"].status == "error"
-    assert summary.count(status="ok") == 4  # and the empty case is the other error
+    assert summary.count(status=CaseStatus.REWARDED) == 5
 
 
 # --- progress and the command ----------------------------------------------------------
@@ -436,7 +431,7 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     line = completed.stdout.splitlines()[0]
-    assert line.startswith("batch: cases=12 graded=10 resumed=0 errors=2 mean_reward=")
+    assert line.startswith("batch: cases=12 graded=12 resumed=0 errors=0 mean_reward=")
     assert termination.read_text().strip() == line.removeprefix("batch: ")
     assert "batch: 12/12 (100%)" in completed.stderr
     env = {**os.environ, "VERIFIER_TERMINATION_LOG": str(termination)}
@@ -444,7 +439,7 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
         [*command, "--out", str(out), "--shard", "0/1"], capture_output=True, text=True,
         env=env, timeout=120,
     )  # fmt: skip
-    assert "resumed=10" in termination.read_text() and "shard=0/1" in again.stdout
+    assert "resumed=12" in termination.read_text() and "shard=0/1" in again.stdout
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -111,3 +112,62 @@ def test_bad_builtin_use_is_a_load_error(
     with pytest.raises(ConfigError) as caught:
         load_eval(config)
     assert message in caught.value.message
+
+
+# --- what the agent leaves makes a builtin fail, never error ----------------------------
+
+
+def hostile_case(make_case: MakeCase) -> Path:
+    case = make_case(CASE)
+    (case / "results.json").symlink_to("results.json")
+    (case / "gone.json").symlink_to("nowhere.json")
+    os.mkfifo(case / "pipe.json")
+    (case / "adir").mkdir()
+    with (case / "huge.json").open("wb") as handle:
+        handle.truncate(2_500_000_000)
+    (case / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    return case
+
+
+@pytest.mark.parametrize(
+    ("path", "fact"),
+    [
+        ("results.json", "results.json is a symlink loop"),
+        ("gone.json", "gone.json is a dangling symlink"),
+        ("pipe.json", "pipe.json is not a regular file (a FIFO)"),
+        ("adir", "adir is a directory, not a file"),
+        ("huge.json", "huge.json is 2500000000 bytes, over the"),
+        ("../../etc/passwd", "../../etc/passwd leaves the case dir"),
+        ("deep.json", "deep.json is JSON nested too deeply to read"),
+    ],
+)
+@pytest.mark.parametrize("builtin", ["json_path_equals", "file_contains", "file_matches"])
+def test_case_facts_make_file_builtins_fail_with_the_fact(
+    write_config: WriteConfig, make_case: MakeCase, builtin: str, path: str, fact: str
+) -> None:
+    if builtin != "json_path_equals" and path == "deep.json":
+        fact = "deep.json "  # plain text to these two: read, and simply not matched
+    arguments = {
+        "json_path_equals": f"{{path: '{path}', key: status, expected: done}}",
+        "file_contains": f"{{path: '{path}', text: done}}",
+        "file_matches": f"{{path: '{path}', pattern: done}}",
+    }[builtin]
+    config = write_config(f"judges:\n  - {{name: j, builtin: {builtin}, arguments: {arguments}}}\n")
+    result = grade(load_eval(config), hostile_case(make_case)).results[0]
+    assert result.status is Status.OK, result.error
+    assert result.value is False
+    assert result.rationale.startswith(fact)
+
+
+@pytest.mark.parametrize(
+    ("path", "exists"),
+    [("results.json", False), ("gone.json", False), ("pipe.json", True), ("adir", True)],
+)
+def test_file_exists_says_what_is_there(
+    write_config: WriteConfig, make_case: MakeCase, path: str, exists: bool
+) -> None:
+    config = write_config(
+        f"judges:\n  - {{name: j, builtin: file_exists, arguments: {{path: {path}}}}}\n"
+    )
+    result = grade(load_eval(config), hostile_case(make_case)).results[0]
+    assert (result.status, result.value) == (Status.OK, exists), result.error

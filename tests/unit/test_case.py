@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +23,9 @@ def record_of(
     annotations: dict | None = None,
     limits: CaseLimits | None = None,
 ):
-    return read_case(check_case_dir(case), outputs, annotations or {}, limits or CaseLimits())
+    return read_case(
+        check_case_dir(case), outputs, annotations or {}, limits=limits or CaseLimits()
+    )
 
 
 def test_without_outputs_every_file_is_read(make_case: MakeCase) -> None:
@@ -114,13 +120,126 @@ def test_missing_case_dir_is_a_case_error(tmp_path: Path) -> None:
     assert caught.value.exit_code == 3
 
 
-def test_empty_case_dir_is_a_case_error(tmp_path: Path) -> None:
+def test_empty_case_dir_is_read_with_a_warning(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CaseError, match="case directory is empty"):
-        check_case_dir(tmp_path / "empty")
+    result = record_of(tmp_path / "empty")
+    assert result.record["files"] == {}
+    assert result.warnings == ("the case dir is empty: the agent left nothing",)
 
 
 def test_case_that_is_a_file_is_a_case_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(CaseError, match="is not a directory"):
         check_case_dir(tmp_path / "file")
+
+
+# --- what the agent can leave: facts about the case, never errors ------------------------
+
+
+def test_symlink_loops_and_dangling_links_are_left_out_with_warnings(make_case: MakeCase) -> None:
+    case = make_case({"ok.txt": "fine"})
+    (case / "self.json").symlink_to("self.json")
+    (case / "a").symlink_to("b")
+    (case / "b").symlink_to("a")
+    (case / "gone.txt").symlink_to("nowhere.txt")
+    result = record_of(case)
+    assert result.record["files"] == {"ok.txt": "fine"}
+    assert "self.json: is a symlink loop; left out" in result.warnings
+    assert "a: is a symlink loop; left out" in result.warnings
+    assert "gone.txt: is a dangling symlink; left out" in result.warnings
+
+
+def test_fifos_are_never_opened(make_case: MakeCase) -> None:
+    case = make_case({"ok.txt": "fine"})
+    os.mkfifo(case / "pipe")
+    os.mkfifo(case / "input.yaml")
+    result = record_of(case)  # opening a FIFO would block for ever
+    assert result.record["files"] == {"ok.txt": "fine"}
+    assert "pipe: is not a regular file (a FIFO); left out" in result.warnings
+    assert result.record["inputs"] is None
+    assert "input.yaml: is not a regular file (a FIFO); inputs is null" in result.warnings
+
+
+def test_absurd_depth_is_cut_with_a_warning(make_case: MakeCase) -> None:
+    case = make_case({"top.txt": "top"})
+    deep = case
+    for _ in range(1000):
+        deep = deep / "d"
+        os.mkdir(deep)  # 2,000 bytes of path: past PATH_MAX for absolute paths
+    (case / "d" / "d" / "near.txt").write_text("near")
+    result = record_of(case)
+    assert result.record["files"] == {"top.txt": "top", "d/d/near.txt": "near"}
+    assert any("deeper than 64 levels; left out" in warning for warning in result.warnings)
+    (case / "d" / "d" / "near.txt").unlink()
+    while deep != case:  # shutil.rmtree recurses once per level
+        deep.rmdir()
+        deep = deep.parent
+
+
+def test_a_wide_case_stops_at_the_entry_cap(make_case: MakeCase) -> None:
+    case = make_case({f"f{index:03d}.txt": "x" for index in range(50)})
+    result = record_of(case, limits=CaseLimits(max_entries=20))
+    assert len(result.record["files"]) == 20
+    assert "more than 20 entries; the rest are left out" in result.warnings
+
+
+def test_a_huge_sparse_file_is_left_out_without_reading_it(make_case: MakeCase) -> None:
+    case = make_case({"ok.txt": "fine"})
+    with (case / "huge.log").open("wb") as handle:
+        handle.truncate(3 * 1024**3)
+    result = record_of(case)
+    assert result.record["files"] == {"ok.txt": "fine"}
+    assert any(w.startswith("huge.log: is 3221225472 bytes, over the") for w in result.warnings)
+
+
+BILLION_LAUGHS = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (BILLION_LAUGHS, "with its aliases expanded it is larger than"),
+        ("a: &a [*a]\n", "refers to itself"),
+        ("x: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML"),
+    ],
+)
+def test_input_yaml_bombs_are_refused(make_case: MakeCase, text: str, problem: str) -> None:
+    result = record_of(make_case({"input.yaml": text}))
+    assert result.record["inputs"] is None
+    assert any(w.startswith("input.yaml: ") and problem in w for w in result.warnings)
+
+
+def test_an_unreadable_subdir_is_left_out_when_grading_as_a_user(tmp_path: Path) -> None:
+    """As root every dir is readable, so the read runs as an unprivileged user."""
+    if os.geteuid() != 0:
+        pytest.fail("runs as root in CI (it drops to UID 65534 for the read)")
+    root = Path(tempfile.mkdtemp(prefix="case-perm-"))
+    try:
+        root.chmod(0o755)
+        (root / "ok.txt").write_text("fine")
+        (root / "locked").mkdir(mode=0o700)
+        (root / "locked" / "x.txt").write_text("hidden")
+        (root / "secret.txt").write_text("no")
+        (root / "secret.txt").chmod(0o600)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            result = record_of(root)
+            os.write(write, json.dumps([result.record["files"], result.warnings]).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as handle:
+            files, warnings = json.loads(handle.read())
+        os.waitpid(pid, 0)
+    finally:
+        shutil.rmtree(root)
+    assert files == {"ok.txt": "fine"}
+    assert "locked: cannot be read (Permission denied); left out" in warnings
+    assert "secret.txt: cannot be read (Permission denied); left out" in warnings

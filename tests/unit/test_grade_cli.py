@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import textwrap
@@ -159,20 +160,31 @@ def test_missing_config_exits_2(layout: dict[str, Path]) -> None:
     assert "file not found; pass --config or set VERIFIER_CONFIG" in completed.stderr
 
 
-@pytest.mark.parametrize("problem", ["missing", "empty", "file"])
+@pytest.mark.parametrize("problem", ["missing", "file", "dangling link"])
 def test_case_problems_exit_3_and_leave_no_reward(layout: dict[str, Path], problem: str) -> None:
     for child in layout["case"].iterdir():
         child.unlink()
     layout["case"].rmdir()
-    if problem == "empty":
-        layout["case"].mkdir()
-    elif problem == "file":
+    if problem == "file":
         layout["case"].write_text("x")
+    elif problem == "dangling link":
+        layout["case"].symlink_to(layout["root"] / "nowhere")
     write_stale_reward(layout["out"])
     completed = run(*grade_args(layout))
     assert completed.returncode == 3
     assert completed.stderr.startswith(f"verifier: error: {layout['case']}")
     assert not (layout["out"] / "reward.json").exists()
+
+
+def test_an_empty_case_dir_is_graded_with_a_warning(layout: dict[str, Path]) -> None:
+    """An agent that did nothing gets the reward its judges give nothing: a number RL
+    training can use, not a verifier error."""
+    for child in layout["case"].iterdir():
+        child.unlink()
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads((layout["out"] / "reward.json").read_text())["reward"] == 0.0
+    assert "warning: the case dir is empty: the agent left nothing" in completed.stderr
 
 
 def test_unwritable_out_dir_exits_4(layout: dict[str, Path]) -> None:
@@ -184,6 +196,58 @@ def test_unwritable_out_dir_exits_4(layout: dict[str, Path]) -> None:
     assert completed.returncode == 4
     assert "output directory is not writable" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def leftovers(out: Path) -> list[str]:
+    return sorted(path.name for path in out.iterdir()) if out.exists() else []
+
+
+def test_a_reward_json_that_cannot_be_replaced_leaves_no_file_of_the_run(
+    layout: dict[str, Path],
+) -> None:
+    """A judge plants a directory where reward.json goes: nothing of this run survives."""
+    planted = layout["out"] / "reward.json" / "x"
+    layout["config"].write_text(
+        f"""judges:
+  - name: planter
+    check: |
+      import os
+      os.makedirs({str(planted)!r})
+      return True
+"""
+    )
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 4, completed.stderr
+    assert "the reward files cannot be written" in completed.stderr
+    assert leftovers(layout["out"]) == []
+
+
+def test_a_full_disk_leaves_no_file_of_the_run(layout: dict[str, Path]) -> None:
+    write_stale_reward(layout["out"])
+    completed = subprocess.run(
+        [VERIFIER, *grade_args(layout)], capture_output=True, text=True, timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200)),
+    )  # fmt: skip
+    assert completed.returncode == 4, completed.stderr
+    assert "File too large" in completed.stderr
+    assert leftovers(layout["out"]) == []
+
+
+def test_an_earlier_reward_that_cannot_be_removed_is_exit_6(layout: dict[str, Path]) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a file undeletable (chattr +i) needs root; CI runs as root")
+    write_stale_reward(layout["out"])
+    stale = layout["out"] / "reward.json"
+    subprocess.run(["chattr", "+i", str(stale)], check=True)
+    try:
+        layout["config"].write_text("judges: [\n")  # a broken config: no reward this run
+        completed = run(*grade_args(layout))
+    finally:
+        subprocess.run(["chattr", "-i", str(stale)], check=True)
+    assert completed.returncode == 6
+    assert "invalid YAML" in completed.stderr
+    assert "from an earlier run, cannot be removed" in completed.stderr
+    assert not (layout["out"] / "reward.txt").exists()
 
 
 def test_config_inside_the_case_dir_is_refused(layout: dict[str, Path]) -> None:
@@ -267,7 +331,7 @@ def test_bad_numeric_environment_is_a_usage_error(layout: dict[str, Path], varia
 def test_grade_help_documents_exit_codes() -> None:
     completed = run("grade", "--help")
     assert completed.returncode == 0
-    assert "3 case dir missing, unreadable or empty" in completed.stdout
+    assert "3 case dir missing, unreadable or not a directory" in completed.stdout
 
 
 def test_top_level_help_lists_commands() -> None:

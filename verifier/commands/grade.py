@@ -13,7 +13,8 @@ from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
 
 EXIT_CODES = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
-3 case dir missing, unreadable or empty; 4 output dir not writable; 1 internal error.
+3 case dir missing, unreadable or not a directory; 4 output dir not writable;
+6 no reward written and an earlier reward file cannot be removed; 1 internal error.
 No reward file is written unless the exit code is 0."""
 
 
@@ -25,8 +26,8 @@ def run(options: Options) -> int:
         grading = grade(loaded, options.case, Limits.from_options(options))
     except OutputError:
         raise
-    except VerifierError:
-        remove_stale_rewards(options.out)
+    except VerifierError as error:
+        remove_stale_rewards(options.out, because=error.message)
         raise
     _report_warnings(grading)
     written = write_outputs(options.out, grading)

@@ -8,7 +8,7 @@ from typing import Any
 from verifier.config import Key
 from verifier.config.fields import Text
 from verifier.judges.builtins.fields import AnyValue
-from verifier.judges.builtins.files import PATH, text_of
+from verifier.judges.builtins.files import PATH, case_text
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
 
 
@@ -22,13 +22,15 @@ from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale
 def json_path_equals(
     context: BuiltinContext, path: str, key: str, expected: Any
 ) -> ValueWithRationale:
-    content = text_of(context, path)
+    content, problem = case_text(context, path)
     if content is None:
-        return False, f"{path} is not a file in the case"
+        return False, problem
     try:
         current: Any = json.loads(content)
-    except json.JSONDecodeError as error:
+    except ValueError as error:
         return False, f"{path} is not valid JSON: {error}"
+    except RecursionError:
+        return False, f"{path} is JSON nested too deeply to read"
     for part in key.split("."):
         if isinstance(current, dict) and part in current:
             current = current[part]
