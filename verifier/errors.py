@@ -58,6 +58,12 @@ class ConfigErrors(ConfigError):
             self.message += f" (and {len(problems) - 1} more; run `verifier check`)"
 
 
+class JudgesErrored(VerifierError):
+    """A judge errored and the reward block says `on_error: fail`: no reward is written."""
+
+    exit_code = EXIT_JUDGE_ERROR
+
+
 class UsageError(VerifierError):
     """The command line (or a VERIFIER_* variable standing in for a flag) is wrong."""
 

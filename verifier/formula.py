@@ -3,7 +3,11 @@
 A formula comes from eval.yaml, so it is trusted not to be malicious, but it is
 written by hand and evaluated on every case of a training run: the allow-list
 exists so that a typo or an expensive construct fails loudly at load time instead
-of silently costing CPU or returning 0.0 on every case.
+of silently costing CPU or returning 0.0 on every case. Its cost is bounded at
+load: at most MAX_SOURCE_CHARS characters and MAX_NODES syntax nodes, and every
+arithmetic operation works on floats (its operands are converted when it runs),
+so no integer can grow without bound: `x = x * x` repeated stays cheap and
+overflows to inf, which the evaluation reports.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from types import CodeType
 from typing import NamedTuple
 
 MAX_NODES = 200
+MAX_SOURCE_CHARS = 5000
 MAX_CONSTANT = 1e6
 
 
@@ -62,7 +67,7 @@ class Formula(NamedTuple):
 
     def evaluate(self, values: Mapping[str, float]) -> float:
         """The formula's value for one case; unbound names raise FormulaRuntimeError."""
-        namespace: dict[str, object] = {"__builtins__": {}, **FUNCTIONS, **values}
+        namespace: dict[str, object] = {"__builtins__": {}, **FUNCTIONS, **values, _AS_FLOAT: float}
         try:
             if self.setup is not None:
                 exec(self.setup, namespace)
@@ -80,10 +85,16 @@ class Formula(NamedTuple):
 
 def parse_formula(source: str) -> Formula:
     """Validate and compile a formula, or raise FormulaError naming the problem."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise FormulaError(f"is {len(source)} characters long; at most {MAX_SOURCE_CHARS}")
     try:
         module = ast.parse(source, mode="exec")
     except SyntaxError as error:
         raise FormulaError(f"syntax error: {error.msg} (line {error.lineno})") from None
+    except (RecursionError, MemoryError):
+        raise FormulaError("is nested too deeply to parse") from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise FormulaError(f"cannot be parsed: {error}") from None
     if not module.body:
         raise FormulaError("is empty")
     node_count = sum(1 for _ in ast.walk(module))
@@ -98,6 +109,8 @@ def parse_formula(source: str) -> Formula:
                 f"line {statement.lineno}: only assignments may precede the final expression"
             )
     _check_node(module, parent=None)
+    module = ast.fix_missing_locations(_FloatArithmetic().visit(module))
+    *setup, last = module.body
     assigned = {
         target.id
         for statement in setup
@@ -121,6 +134,25 @@ def parse_formula(source: str) -> Formula:
         setup=setup_code,
         result=result_code,
     )
+
+
+_AS_FLOAT = "_float"  # formulas cannot name it: names starting with '_' are refused
+
+
+class _FloatArithmetic(ast.NodeTransformer):
+    """`a * b` becomes `_float(a) * _float(b)`: ints (from constants, len, round or
+    booleans) never meet in arithmetic, so none can grow without bound."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.BinOp:
+        self.generic_visit(node)
+        node.left = _as_float(node.left)
+        node.right = _as_float(node.right)
+        return node
+
+
+def _as_float(node: ast.expr) -> ast.expr:
+    call = ast.Call(func=ast.Name(_AS_FLOAT, ast.Load()), args=[node], keywords=[])
+    return ast.copy_location(call, node)
 
 
 def _check_node(node: ast.AST, parent: ast.AST | None) -> None:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, load_config
 from verifier.engine import Limits, run_judges
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, JudgesErrored
 from verifier.judges import KINDS, PreparedJudge, prepare_judges
 from verifier.results import Grading
 from verifier.reward import compose
@@ -33,16 +33,24 @@ def load_eval(config_path: Path) -> LoadedEval:
 
 def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> Grading:
     """Grade one case dir (CaseError when it is missing or unreadable; ConfigError when
-    eval.yaml lies inside it)."""
+    eval.yaml lies inside it; JudgesErrored when a judge errored under on_error: fail)."""
     config = loaded.config
     refuse_config_inside_case(config.path, case_dir)
     resolved = check_case_dir(case_dir)
     case = read_case(resolved, config.outputs, config.annotations)
     results = run_judges(loaded.judges, case.record, limits)
+    composition = compose(config.reward, results, config.scales())
+    if config.reward.on_error == "fail" and composition.errored:
+        reasons = "; ".join(
+            f"{result.name}: {result.status.value}: {result.error}"
+            for result in results
+            if result.failed
+        )
+        raise JudgesErrored(f"reward.on_error is fail and a judge errored, so no reward: {reasons}")
     return Grading(
         config_name=config.name,
         results=results,
-        composition=compose(config.reward, results, config.declared_ranges()),
+        composition=composition,
         case_warnings=case.warnings,
     )
 

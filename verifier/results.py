@@ -69,6 +69,8 @@ class Composition(NamedTuple):
     contributions: Mapping[str, float]
     weights: Mapping[str, float] = MappingProxyType({})
     warnings: tuple[str, ...] = ()
+    on_error: str = "drop"  # the reward block's judge-error policy
+    errored: tuple[str, ...] = ()  # judges that errored or timed out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,8 @@ class Composition(NamedTuple):
                 "failed_judges": list(self.gate_failed),
             },
             "contributions": dict(self.contributions),
+            "on_error": self.on_error,
+            "errored_judges": list(self.errored),
             "warnings": list(self.warnings),
         }
 

@@ -6,6 +6,13 @@ expression. Each parses its keys of the block, composes, describes itself for
 `verifier check` and names the judges it normalizes. Composition is pure: the
 rules here are the documented contract, so they are tested with plain values.
 Adding a mode is one class here plus its place in REWARD_MODES.
+
+Every mode also carries the block's judge-error policy, `on_error`: `drop` (the
+documented rules: an errored judge has no value; in `weighted` it is dropped and
+the other weights renormalize, so the reward can go up), `zero` (an errored judge
+contributes 0.0, and an errored boolean judge fails the gate: what RL training
+wants, since an error can then only lower a reward) or `fail` (no reward at all;
+the pipeline refuses to write one, see verifier.grading).
 """
 
 from __future__ import annotations
@@ -16,18 +23,43 @@ from typing import Any, NamedTuple, Protocol
 from verifier.errors import ConfigError, did_you_mean
 from verifier.formula import Formula, FormulaError, FormulaRuntimeError, parse_formula
 from verifier.results import Composition, JudgeResult
-from verifier.scale import DEFAULT_SCORE_RANGE, JudgeValue, ScoreRange
+from verifier.scale import DEFAULT_SCORE_RANGE, JudgeValue, Scale, ScoreRange
+from verifier.values import finite_float
 
-# The judges' own declared score_range (None when a judge declares none), by name.
-DeclaredRanges = Mapping[str, ScoreRange | None]
+ON_ERROR_POLICIES = ("drop", "zero", "fail")
+
+
+class Judged(NamedTuple):
+    """The judges' outcomes as a mode sees them."""
+
+    results: Sequence[JudgeResult]
+    values: Mapping[str, JudgeValue]  # the judges that have a value
+    errored: frozenset[str]  # the judges that errored or timed out
+    scales: Mapping[str, Scale]  # each judge's declared scale
+
+    @classmethod
+    def of(cls, results: Sequence[JudgeResult], scales: Mapping[str, Scale]) -> Judged:
+        values = {result.name: result.value for result in results if result.value is not None}
+        errored = frozenset(result.name for result in results if result.failed)
+        return cls(results, values, errored, scales)
+
+    def declared_range(self, name: str) -> ScoreRange | None:
+        scale = self.scales.get(name)
+        return scale.score_range if scale is not None else None
+
+    def is_boolean(self, name: str) -> bool:
+        scale = self.scales.get(name)
+        return scale is not None and scale.feedback_type == "bool"
 
 
 class BlockContext(NamedTuple):
-    """What a mode needs to parse its keys: where they are and which judges exist."""
+    """What a mode needs to parse its keys: where they are, which judges exist, and the
+    block's common keys (already validated)."""
 
     source: str
     judge_names: frozenset[str]
-    score_range: ScoreRange | None  # the block's deprecated fallback, already validated
+    score_range: ScoreRange | None  # the deprecated fallback range
+    on_error: str
     warnings: list[str]
 
     def error(self, key: str, problem: str) -> ConfigError:
@@ -36,17 +68,13 @@ class BlockContext(NamedTuple):
 
 class RewardMode(Protocol):
     mode: str  # a class attribute: the mode's name in judges.json
-    keys: frozenset[str]  # the reward-block keys it reads (gate and score_range aside)
+    keys: frozenset[str]  # the reward-block keys it reads (gate, score_range, on_error aside)
     gate: bool
     score_range: ScoreRange | None  # the block's deprecated fallback range
+    on_error: str  # one of ON_ERROR_POLICIES
 
-    def combine(
-        self,
-        results: Sequence[JudgeResult],
-        values: Mapping[str, JudgeValue],
-        ranges: DeclaredRanges,
-    ) -> Composition:
-        """The mode's own reward from the judges' values, before any gate."""
+    def combine(self, judged: Judged) -> Composition:
+        """The mode's own reward from the judges' outcomes, before any gate."""
         ...
 
     def describe(self) -> str: ...
@@ -61,12 +89,14 @@ class RewardMode(Protocol):
 
 
 def compose(
-    mode: RewardMode, results: Sequence[JudgeResult], ranges: DeclaredRanges
+    mode: RewardMode, results: Sequence[JudgeResult], scales: Mapping[str, Scale]
 ) -> Composition:
     """The reward for one case: the mode's composition, zeroed by a failed gate."""
-    values = {result.name: result.value for result in results if result.value is not None}
-    composition = mode.combine(results, values, ranges)
-    gate_failed = failed_gates(values) if mode.gate else ()
+    judged = Judged.of(results, scales)
+    composition = mode.combine(judged)._replace(
+        on_error=mode.on_error, errored=tuple(sorted(judged.errored))
+    )
+    gate_failed = failed_gates(judged, mode.on_error) if mode.gate else ()
     if gate_failed:
         return composition._replace(reward=0.0, gate_enabled=True, gate_failed=gate_failed)
     return composition._replace(gate_enabled=mode.gate)
@@ -82,54 +112,70 @@ def normalize(value: float, score_range: ScoreRange) -> float:
     return clamp((value - low) / (high - low))
 
 
-def failed_gates(values: Mapping[str, JudgeValue]) -> tuple[str, ...]:
-    return tuple(name for name, value in values.items() if value is False)
+def failed_gates(judged: Judged, on_error: str) -> tuple[str, ...]:
+    """Boolean judges that returned false, and under on_error zero, those that errored."""
+    failed = [name for name, value in judged.values.items() if value is False]
+    if on_error == "zero":
+        failed += sorted(name for name in judged.errored if judged.is_boolean(name))
+    return tuple(failed)
 
 
 def normalization_range(
-    name: str, ranges: DeclaredRanges, fallback: ScoreRange | None
+    name: str, declared: ScoreRange | None, fallback: ScoreRange | None
 ) -> ScoreRange:
     """A judge's own score_range, else the block's deprecated one, else [1, 5]."""
-    return ranges.get(name) or fallback or DEFAULT_SCORE_RANGE
+    return declared or fallback or DEFAULT_SCORE_RANGE
 
 
 def _scaled(
     name: str,
-    value: JudgeValue,
-    ranges: DeclaredRanges,
+    judged: Judged,
     fallback: ScoreRange | None,
     raw: frozenset[str] = frozenset(),
 ) -> float:
     """A value as the reward sees it: bools 1/0, raw names clamped, other numbers normalized."""
+    value = judged.values[name]
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if name in raw:
         return clamp(value)
-    return normalize(value, normalization_range(name, ranges, fallback))
+    return normalize(value, normalization_range(name, judged.declared_range(name), fallback))
+
+
+def _zeroed(judged: Judged, on_error: str, names: frozenset[str]) -> dict[str, float]:
+    """Under on_error zero, the errored judges among names, each contributing 0.0."""
+    return dict.fromkeys(sorted(judged.errored & names), 0.0) if on_error == "zero" else {}
 
 
 class DefaultReward(NamedTuple):
-    """No reward block: boolean judges gate, numeric judges are normalized and averaged."""
+    """No reward block (or one with only `on_error`): boolean judges gate, numeric judges
+    are normalized and averaged."""
 
     mode = "default"
-    keys = frozenset()
+    keys = frozenset[str]()
     gate: bool = True
     score_range: ScoreRange | None = None
+    on_error: str = "drop"
 
-    def combine(
-        self,
-        results: Sequence[JudgeResult],
-        values: Mapping[str, JudgeValue],
-        ranges: DeclaredRanges,
-    ) -> Composition:
-        scores = {
-            name: _scaled(name, value, ranges, None)
-            for name, value in values.items()
-            if not isinstance(value, bool)
-        }
-        failed = [result.name for result in results if result.failed]
+    @classmethod
+    def claims(cls, block: Mapping[str, Any]) -> bool:
+        return set(block) <= {"on_error"}
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any], context: BlockContext) -> DefaultReward:
+        return cls(on_error=context.on_error)
+
+    def combine(self, judged: Judged) -> Composition:
+        numeric = {name for name, value in judged.values.items() if not isinstance(value, bool)}
+        scores = {name: _scaled(name, judged, None) for name in sorted(numeric)}
+        scores.update(
+            _zeroed(judged, self.on_error, frozenset(
+                name for name in judged.errored if not judged.is_boolean(name)
+            ))
+        )  # fmt: skip
+        failed = [result.name for result in judged.results if result.failed]
         warnings: tuple[str, ...] = ()
-        if failed_gates(values):  # compose() zeroes it; nothing else to say
+        if failed_gates(judged, self.on_error):  # compose() zeroes it; nothing else to say
             reward = 0.0
         elif scores:
             reward = sum(scores.values()) / len(scores)
@@ -158,7 +204,8 @@ class DefaultReward(NamedTuple):
 
 
 class JudgeReward(NamedTuple):
-    """`reward.judge`: one judge's value is the reward."""
+    """`reward.judge`: one judge's value is the reward (an errored judge scores 0.0 under
+    every policy but `fail`)."""
 
     mode = "judge"
     keys = frozenset({"judge", "normalize"})
@@ -166,6 +213,7 @@ class JudgeReward(NamedTuple):
     normalize: bool = False
     gate: bool = False
     score_range: ScoreRange | None = None
+    on_error: str = "drop"
 
     @classmethod
     def claims(cls, block: Mapping[str, Any]) -> bool:
@@ -189,15 +237,11 @@ class JudgeReward(NamedTuple):
             normalize=block.get("normalize", False),
             gate=block.get("gate", False),
             score_range=context.score_range,
+            on_error=context.on_error,
         )
 
-    def combine(
-        self,
-        results: Sequence[JudgeResult],
-        values: Mapping[str, JudgeValue],
-        ranges: DeclaredRanges,
-    ) -> Composition:
-        value = values.get(self.judge)
+    def combine(self, judged: Judged) -> Composition:
+        value = judged.values.get(self.judge)
         warnings: tuple[str, ...] = ()
         if value is None:
             score = 0.0
@@ -205,7 +249,8 @@ class JudgeReward(NamedTuple):
         elif isinstance(value, bool) or not self.normalize:
             score = clamp(float(value))
         else:
-            score = normalize(value, normalization_range(self.judge, ranges, self.score_range))
+            declared = judged.declared_range(self.judge)
+            score = normalize(value, normalization_range(self.judge, declared, self.score_range))
         return Composition(
             reward=score,
             mode=self.mode,
@@ -251,6 +296,7 @@ class WeightedReward(NamedTuple):
     raw: frozenset[str] = frozenset()
     gate: bool = True
     score_range: ScoreRange | None = None
+    on_error: str = "drop"
 
     @classmethod
     def claims(cls, block: Mapping[str, Any]) -> bool:
@@ -267,24 +313,26 @@ class WeightedReward(NamedTuple):
                 "add weights or drop the reward block for the default composition"
             )  # fmt: skip
         return cls(
-            weights=weights, raw=raw, gate=block.get("gate", True), score_range=context.score_range
+            weights=weights,
+            raw=raw,
+            gate=block.get("gate", True),
+            score_range=context.score_range,
+            on_error=context.on_error,
         )
 
-    def combine(
-        self,
-        results: Sequence[JudgeResult],
-        values: Mapping[str, JudgeValue],
-        ranges: DeclaredRanges,
-    ) -> Composition:
+    def combine(self, judged: Judged) -> Composition:
+        zeroed = _zeroed(judged, self.on_error, frozenset(name for name, _ in self.weights))
         contributions: dict[str, float] = {}
         total = weight_sum = 0.0
         dropped = []
         for name, weight in self.weights:
-            value = values.get(name)
-            if value is None:
+            if name in judged.values:
+                contributions[name] = _scaled(name, judged, self.score_range, self.raw)
+            elif name in zeroed:
+                contributions[name] = 0.0
+            else:
                 dropped.append(name)
                 continue
-            contributions[name] = _scaled(name, value, ranges, self.score_range, self.raw)
             total += weight * contributions[name]
             weight_sum += weight
         warnings = (
@@ -325,15 +373,15 @@ def _weights(value: Any, context: BlockContext) -> tuple[tuple[str, float], ...]
         return ()
     if not isinstance(value, dict):
         raise context.error("weights", "must be a mapping of judge name to weight")
+    weights = []
     for name, weight in value.items():
-        if (
-            not isinstance(weight, int | float)
-            or isinstance(weight, bool)
-            or not weight >= 0
-            or weight == float("inf")
-        ):
+        number = finite_float(weight)
+        if number is None or number < 0:
             raise context.error(f"weights.{name}", f"{weight!r} must be a non-negative number")
-    return tuple((str(name), float(weight)) for name, weight in value.items())
+        weights.append((str(name), number))
+    if sum(weight for _, weight in weights) == float("inf"):
+        raise context.error("weights", "add up to more than a float holds; scale them down")
+    return tuple(weights)
 
 
 class ExpressionReward(NamedTuple):
@@ -345,6 +393,7 @@ class ExpressionReward(NamedTuple):
     raw: frozenset[str] = frozenset()
     gate: bool = True
     score_range: ScoreRange | None = None
+    on_error: str = "drop"
 
     @classmethod
     def claims(cls, block: Mapping[str, Any]) -> bool:
@@ -365,19 +414,16 @@ class ExpressionReward(NamedTuple):
                 f"{context.source}: reward.weights: used only by formula 'weighted'; ignored"
             )
         return cls(
-            formula=formula, raw=raw, gate=block.get("gate", True), score_range=context.score_range
+            formula=formula,
+            raw=raw,
+            gate=block.get("gate", True),
+            score_range=context.score_range,
+            on_error=context.on_error,
         )
 
-    def combine(
-        self,
-        results: Sequence[JudgeResult],
-        values: Mapping[str, JudgeValue],
-        ranges: DeclaredRanges,
-    ) -> Composition:
-        bound = {
-            name: _scaled(name, value, ranges, self.score_range, self.raw)
-            for name, value in values.items()
-        }
+    def combine(self, judged: Judged) -> Composition:
+        bound = {name: _scaled(name, judged, self.score_range, self.raw) for name in judged.values}
+        bound.update(_zeroed(judged, self.on_error, self.formula.free_names))
         warnings: tuple[str, ...] = ()
         try:
             score = clamp(self.formula.evaluate(bound))
@@ -409,8 +455,9 @@ class ExpressionReward(NamedTuple):
 
 
 # The modes a reward block can select, in the order they are tried: the first that
-# claims the block parses it. The default composition is the absence of a block.
-REWARD_MODES: tuple[type[JudgeReward | WeightedReward | ExpressionReward], ...] = (
+# claims the block parses it. Without a block, the composition is DefaultReward().
+REWARD_MODES: tuple[type[DefaultReward | JudgeReward | WeightedReward | ExpressionReward], ...] = (
+    DefaultReward,
     JudgeReward,
     WeightedReward,
     ExpressionReward,

@@ -1,8 +1,10 @@
 """One safe YAML reader for every file the verifier parses.
 
 Safe means no Python objects; libyaml's C parser is used when it is installed
-(several times faster on big files). Read errors of the task author's files are
-ConfigErrors naming the file and, for syntax errors, the line and column.
+(several times faster on big files). The task author's files (read_yaml) are read
+strictly: a key given twice in one mapping is an error (YAML silently keeps the
+last), and every read error is a ConfigError naming the file and, for syntax
+errors, the line and column.
 """
 
 from __future__ import annotations
@@ -15,11 +17,35 @@ import yaml
 from verifier.errors import ConfigError
 
 YAMLError = yaml.YAMLError
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    pass
+
+
+class _StrictLoader(_SafeLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, list | dict):
+                continue  # unhashable: the base constructor reports it
+            if key in seen:
+                raise DuplicateKeyError(
+                    "while constructing a mapping", node.start_mark,
+                    f"duplicate key {key!r} (the later one would silently win)",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def parse_yaml(text: str) -> Any:
     """Safe YAML (no Python objects), with libyaml's C parser when it is installed."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(text, Loader=_SafeLoader)
 
 
 def read_yaml(path: Path, *, missing: str = "file not found") -> Any:
@@ -34,10 +60,14 @@ def read_yaml(path: Path, *, missing: str = "file not found") -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(source, "", f"cannot be read: {error}") from None
     try:
-        return parse_yaml(text)
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(source, where, f"invalid YAML: {error.problem}") from None
     except yaml.YAMLError as error:
         raise ConfigError(source, "", f"invalid YAML: {error}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        # e.g. a number of more digits than Python converts, or absurd nesting
+        problem = str(error) if isinstance(error, ValueError) else "nested too deeply"
+        raise ConfigError(source, "", f"invalid YAML: {problem}") from None

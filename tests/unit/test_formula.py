@@ -115,3 +115,28 @@ def test_runtime_failures_raise_formula_runtime_error(
 def test_formula_cannot_reach_python_builtins() -> None:
     with pytest.raises(FormulaRuntimeError, match="print"):
         parse_formula("print").evaluate({})
+
+
+def test_integer_arithmetic_cannot_grow_without_bound() -> None:
+    """`x = x * x` repeated (no `**` needed) would take minutes on Python ints."""
+    squarings = "\n".join(["x = a + 1"] + ["x = x * x"] * 18 + ["x"])
+    formula = parse_formula(squarings)
+    with pytest.raises(FormulaRuntimeError, match="not a finite number"):
+        formula.evaluate({"a": 1.0})
+    counted = parse_formula("\n".join(["x = len([a, a])"] + ["x = x * x"] * 18 + ["x"]))
+    with pytest.raises(FormulaRuntimeError, match="not a finite number"):
+        counted.evaluate({"a": 1.0})
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ("9" * 10_001, "characters long"),
+        ("-" * 100_000 + "a", "characters long"),
+        ("-" * 4_000 + "a", "nested too deeply"),
+        ("a + " * 100 + "a", "AST nodes"),
+    ],
+)
+def test_formulas_that_would_crash_the_parser_are_formula_errors(source: str, problem: str) -> None:
+    with pytest.raises(FormulaError, match=problem):
+        parse_formula(source)

@@ -198,6 +198,20 @@ def test_unwritable_out_dir_exits_4(layout: dict[str, Path]) -> None:
     assert "Traceback" not in completed.stderr
 
 
+def test_on_error_fail_writes_no_reward_and_exits_5(layout: dict[str, Path]) -> None:
+    layout["config"].write_text(EVAL + "  on_error: fail\n")
+    write_stale_reward(layout["out"])
+    completed = run(*grade_args(layout))
+    assert completed.returncode == 5
+    assert completed.stderr.strip().endswith(
+        "reward.on_error is fail and a judge errored, so no reward: broken: error: "
+        "ZeroDivisionError: division by zero (at <judges[3] (broken).check>:1)"
+    )
+    assert leftovers(layout["out"]) == []
+    check = run("check", str(layout["config"]))
+    assert "on_error: fail (an errored judge means no reward (exit 5))" in check.stdout
+
+
 def leftovers(out: Path) -> list[str]:
     return sorted(path.name for path in out.iterdir()) if out.exists() else []
 

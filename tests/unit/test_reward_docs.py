@@ -8,6 +8,7 @@ import pytest
 
 from tests.unit.conftest import results
 from verifier.config import EvalConfig
+from verifier.errors import ConfigError
 from verifier.results import Composition, JudgeResult
 from verifier.reward import compose as compose_mode
 
@@ -15,7 +16,7 @@ Load = Callable[[str], EvalConfig]
 
 
 def compose(judged: list[JudgeResult], config: EvalConfig) -> Composition:
-    return compose_mode(config.reward, judged, config.declared_ranges())
+    return compose_mode(config.reward, judged, config.scales())
 
 
 JUDGES = """
@@ -281,3 +282,57 @@ def test_default_errors_beside_scored_numbers_are_ignored(load: Load) -> None:
 
 def test_default_values_above_range_clamp(load: Load) -> None:
     assert reward_of(load, "", efficiency=9.0) == 1.0
+
+
+# --- reward.on_error: drop (the documented rules), zero, fail ---------------------------
+
+GATED_JUDGES = JUDGES + '  - {name: tests_pass, check: "return True", feedback_type: bool}\n'
+
+
+def composed(load: Load, block: str, **values: bool | float | str | None) -> Composition:
+    config = load(GATED_JUDGES + block)
+    return compose(results(**values), config)
+
+
+def test_on_error_drop_is_the_default_and_can_raise_the_reward(load: Load) -> None:
+    dropped = composed(load, WEIGHTED, quality=5.0, efficiency=None)
+    assert (dropped.reward, dropped.on_error, dropped.errored) == (1.0, "drop", ("efficiency",))
+
+
+def test_on_error_zero_counts_an_errored_weighted_judge_as_zero(load: Load) -> None:
+    block = WEIGHTED + "  on_error: zero\n"
+    assert composed(load, block, quality=5.0, efficiency=None).reward == pytest.approx(0.7)
+    assert composed(load, block, quality=5.0, efficiency=0.0).reward == pytest.approx(0.7)
+
+
+def test_on_error_zero_binds_an_errored_judge_to_zero_in_an_expression(load: Load) -> None:
+    block = "reward: {formula: 'quality + efficiency', raw: [efficiency], on_error: zero}"
+    composition = composed(load, block, quality=4.0, efficiency=None)
+    assert composition.reward == pytest.approx(0.75) and composition.warnings == ()
+    unbound = composed(load, block.replace(", on_error: zero", ""), quality=4.0, efficiency=None)
+    assert unbound.reward == 0.0 and "not defined" in unbound.warnings[0]
+
+
+def test_on_error_zero_averages_an_errored_numeric_judge_as_zero(load: Load) -> None:
+    # quality 5 -> 1.0, efficiency errored -> 0.0: the mean is 0.5 (drop would give 1.0)
+    assert composed(load, "reward: {on_error: zero}", quality=5.0, efficiency=None).reward == 0.5
+    assert composed(load, "", quality=5.0, efficiency=None).reward == 1.0
+
+
+def test_on_error_zero_fails_the_gate_for_an_errored_boolean_judge(load: Load) -> None:
+    values = {"quality": 5.0, "efficiency": 1.0, "tests_pass": None}
+    zero = composed(load, WEIGHTED + "  on_error: zero\n", **values)
+    assert (zero.reward, zero.gate_failed) == (0.0, ("tests_pass",))
+    assert composed(load, WEIGHTED, **values).reward == 1.0
+    default = composed(load, "reward: {on_error: zero}", **values)
+    assert (default.reward, default.gate_failed) == (0.0, ("tests_pass",))
+
+
+def test_on_error_is_recorded_in_the_composition(load: Load) -> None:
+    record = composed(load, WEIGHTED + "  on_error: zero\n", quality=5.0, efficiency=None).to_json()
+    assert record["on_error"] == "zero" and record["errored_judges"] == ["efficiency"]
+
+
+def test_on_error_must_be_a_known_policy(load: Load) -> None:
+    with pytest.raises(ConfigError, match="reward.on_error: 'ignore' must be drop, zero or fail"):
+        load(JUDGES + "reward: {weights: {quality: 1}, on_error: ignore}")

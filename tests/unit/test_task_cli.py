@@ -54,3 +54,17 @@ def test_task_init_refuses_a_non_empty_dir_without_force(tmp_path: Path) -> None
     assert "is not empty: pass --force" in completed.stderr
     assert init(str(tmp_path), "--config", str(EXAMPLE), "--force").returncode == 0
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_task_init_warns_when_a_weighted_reward_drops_errored_judges(tmp_path: Path) -> None:
+    config = tmp_path / "eval.yaml"
+    config.write_text(
+        "judges:\n  - {name: a, check: 'return 1', score_range: [0, 1]}\n"
+        "reward: {weights: {a: 1}}\n"
+    )
+    completed = init(str(tmp_path / "task"), "--config", str(config))
+    assert completed.returncode == 0
+    assert "reward.on_error is drop" in completed.stderr
+    config.write_text(config.read_text().replace("{a: 1}}", "{a: 1}, on_error: zero}"))
+    again = init(str(tmp_path / "task"), "--config", str(config), "--force")
+    assert "on_error" not in again.stderr

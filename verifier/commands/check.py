@@ -9,6 +9,12 @@ from verifier.grading import load_eval
 from verifier.judges import describe_judge
 from verifier.options import Options
 
+ON_ERROR_MEANINGS = {
+    "drop": "an errored judge is dropped; in weighted mode the reward can go up",
+    "zero": "an errored judge counts as 0.0; an errored boolean judge fails the gate",
+    "fail": "an errored judge means no reward (exit 5)",
+}
+
 
 def run(options: Options) -> int:
     path = options.config
@@ -27,6 +33,7 @@ def run(options: Options) -> int:
     for judge in config.judges:
         print(f"  {judge.name}: {describe(judge, config)}")
     print(f"reward: {config.reward.describe()}")
+    print(f"on_error: {config.reward.on_error} ({ON_ERROR_MEANINGS[config.reward.on_error]})")
     warn_all(config.warnings)
     return EXIT_OK
 

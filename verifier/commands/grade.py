@@ -14,7 +14,8 @@ from verifier.results import Grading
 
 EXIT_CODES = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
 3 case dir missing, unreadable or not a directory; 4 output dir not writable;
-6 no reward written and an earlier reward file cannot be removed; 1 internal error.
+5 a judge errored under reward.on_error: fail; 6 no reward written and an earlier
+reward file cannot be removed; 1 internal error.
 No reward file is written unless the exit code is 0."""
 
 

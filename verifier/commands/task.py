@@ -25,8 +25,16 @@ def run_init(options: Options) -> int:
 
 def _warn_if_invalid(options: Options) -> None:
     """A package with a broken eval.yaml is still written (it records a verifier error
-    in every trial, which is sometimes the point), but its author should know."""
+    in every trial, which is sometimes the point), but its author should know; so
+    should the author of a weighted or expression reward that drops errored judges."""
     try:
-        load_eval(options.config)
+        reward = load_eval(options.config).config.reward
     except ConfigError as error:
         warn(f"{error.message}; every trial of this task will record a verifier error")
+        return
+    if reward.mode in ("weighted", "expression") and reward.on_error == "drop":
+        warn(
+            f"{options.config}: reward.on_error is drop: a judge that errors is dropped and "
+            "the others renormalize, so an error can raise the reward; for RL training set "
+            "reward.on_error: zero"
+        )

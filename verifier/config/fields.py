@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, Protocol
 
 from verifier.errors import ConfigError
+from verifier.values import finite_float
 
 MAX_TIMEOUT_S = 24 * 3600.0
 
@@ -43,10 +44,6 @@ class Field(Protocol):
         ...
 
     def schema(self) -> dict[str, Any]: ...
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class Text(NamedTuple):
@@ -85,16 +82,16 @@ class Number(NamedTuple):
     description: str = ""
 
     def parse(self, value: Any, at: Locator) -> float:
+        number = finite_float(value)
         if (
-            not is_number(value)
-            or not math.isfinite(value)
-            or (self.positive and value <= 0)
-            or (self.minimum is not None and value < self.minimum)
-            or (self.maximum is not None and value > self.maximum)
-            or (self.integer and not float(value).is_integer())
+            number is None
+            or (self.positive and number <= 0)
+            or (self.minimum is not None and number < self.minimum)
+            or (self.maximum is not None and number > self.maximum)
+            or (self.integer and not number.is_integer())
         ):
-            raise at.error(f"{value!r} {self.problem}")
-        return int(value) if self.integer else float(value)
+            raise at.error(f"{_shown(value)} {self.problem}")
+        return int(number) if self.integer else number
 
     def schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer" if self.integer else "number"}
@@ -130,15 +127,14 @@ class ScoreRangeField(NamedTuple):
     description: str = "[lo, hi], two finite numbers, lo < hi"
 
     def parse(self, value: Any, at: Locator) -> tuple[float, float]:
-        if (
-            not isinstance(value, list | tuple)
-            or len(value) != 2
-            or not all(is_number(bound) and math.isfinite(bound) for bound in value)
-        ):
-            raise at.error(f"{value!r} must be [lo, hi], two finite numbers")
-        low, high = float(value[0]), float(value[1])
+        bounds = [finite_float(bound) for bound in value] if isinstance(value, list) else []
+        if len(bounds) != 2 or None in bounds:
+            raise at.error(f"{_shown(value)} must be [lo, hi], two finite numbers")
+        low, high = bounds
         if not low < high:
             raise at.error(f"{value!r} must be increasing (lo < hi)")
+        if not math.isfinite(high - low):
+            raise at.error(f"{value!r} spans more than a float holds; narrow it")
         return (low, high)
 
     def schema(self) -> dict[str, Any]:
@@ -239,6 +235,13 @@ def object_schema(keys: Sequence[Key], *, additional: bool = False) -> dict[str,
     if required:
         schema["required"] = required
     return schema
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """repr(value), cut: a 4,000-digit number makes a poor error message."""
+    huge = isinstance(value, int) and value.bit_length() > 200
+    text = "a huge number" if huge else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _described(schema: dict[str, Any], field: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 from verifier.config.fields import Key, Locator
-from verifier.reward import DeclaredRanges, RewardMode, normalization_range
+from verifier.reward import RewardMode, normalization_range
 from verifier.scale import FeedbackType, Scale, ScoreRange
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -74,12 +74,15 @@ class EvalConfig(NamedTuple):
     def judge(self, name: str) -> JudgeConfig | None:
         return next((judge for judge in self.judges if judge.name == name), None)
 
-    def declared_ranges(self) -> DeclaredRanges:
-        return {judge.name: judge.score_range for judge in self.judges}
+    def scales(self) -> Mapping[str, Scale]:
+        """Each judge's declared scale, by name (what the reward composes them on)."""
+        return {judge.name: judge.scale for judge in self.judges}
 
     def normalization_range(self, name: str) -> ScoreRange:
         """The range a judge's numbers are normalized over (see reward.normalization_range)."""
-        return normalization_range(name, self.declared_ranges(), self.reward.score_range)
+        judge = self.judge(name)
+        declared = judge.score_range if judge is not None else None
+        return normalization_range(name, declared, self.reward.score_range)
 
     def locator(self, key: str = "") -> Locator:
         return Locator(str(self.path), key, self.base_dir)

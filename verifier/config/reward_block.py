@@ -11,15 +11,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from verifier.config.fields import Flag, Key, Locator, ScoreRangeField, parse_keys
+from verifier.config.fields import Choice, Flag, Key, Locator, ScoreRangeField, parse_keys
 from verifier.config.records import JudgeConfig
 from verifier.errors import did_you_mean
-from verifier.reward import REWARD_MODES, BlockContext, DefaultReward, RewardMode
+from verifier.reward import (
+    ON_ERROR_POLICIES,
+    REWARD_MODES,
+    BlockContext,
+    DefaultReward,
+    RewardMode,
+)
 
 COMMON_KEYS: tuple[Key, ...] = (
     Key("gate", Flag(description="any boolean judge returning false zeros the reward")),
     Key("score_range", ScoreRangeField(description="deprecated fallback range")),
-)
+    Key(
+        "on_error",
+        Choice(ON_ERROR_POLICIES, description="an errored judge: drop it (the documented "
+               "rules), count it as 0.0 (zero), or write no reward (fail)"),
+        default="drop",
+    ),
+)  # fmt: skip
 ALL_KEYS = frozenset({key.name for key in COMMON_KEYS}.union(*(mode.keys for mode in REWARD_MODES)))
 
 
@@ -41,7 +53,9 @@ def parse_reward(
     if "normalize" in value:
         Flag().parse(value["normalize"], at.child("normalize"))
     names = frozenset({judge.name for judge in judges} | failed_names)
-    context = BlockContext(at.source, names, common.get("score_range"), warnings)
+    context = BlockContext(
+        at.source, names, common.get("score_range"), common.get("on_error", "drop"), warnings
+    )
     mode_class = next(mode for mode in REWARD_MODES if mode.claims(value))
     mode = mode_class.from_block(value, context)
     if "normalize" in value and "normalize" not in mode.keys:
