@@ -334,5 +334,5 @@ def test_on_error_is_recorded_in_the_composition(load: Load) -> None:
 
 
 def test_on_error_must_be_a_known_policy(load: Load) -> None:
-    with pytest.raises(ConfigError, match="reward.on_error: 'ignore' must be drop, zero or fail"):
+    with pytest.raises(ConfigError, match=r"reward\.on_error: 'ignore' must be drop, zero or fail"):
         load(JUDGES + "reward: {weights: {quality: 1}, on_error: ignore}")
