@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from verifier.config import TaskInput
 from verifier.errors import CaseError
 from verifier.yaml_io import YAMLError, parse_yaml
 
@@ -41,14 +42,6 @@ class CaseLimits(NamedTuple):
 
 
 DEFAULT_LIMITS = CaseLimits()
-
-
-class TaskInput(NamedTuple):
-    """The task input judges see as `inputs`, and where it came from (judges.json says)."""
-
-    value: Any
-    source: str | None  # None: there is none
-    trusted: bool  # from the task author's side, not written by the agent
 
 
 CASE_INPUT_SOURCE = "input.yaml in the case (agent-supplied)"

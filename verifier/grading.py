@@ -37,7 +37,7 @@ def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> G
     config = loaded.config
     refuse_config_inside_case(config.path, case_dir)
     resolved = check_case_dir(case_dir)
-    case = read_case(resolved, config.outputs, config.annotations)
+    case = read_case(resolved, config.outputs, config.annotations, config.task_input)
     results = run_judges(loaded.judges, case.record, limits)
     composition = compose(config.reward, results, config.scales())
     if config.reward.on_error == "fail" and composition.errored:
@@ -52,6 +52,8 @@ def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> G
         results=results,
         composition=composition,
         case_warnings=case.warnings,
+        task_input_source=case.task_input.source,
+        task_input_trusted=case.task_input.trusted,
     )
 
 

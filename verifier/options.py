@@ -143,6 +143,9 @@ OPTIONS: dict[str, Option] = {
                default=DEFAULT_WORKDIR, metavar="DIR"),
         Option("instruction", ("--instruction",), "a file to use as instruction.md",
                parse_path, metavar="FILE"),
+        Option("task_input", ("--input",),
+               "a YAML file: the task's input, baked into tests/input.yaml (trusted); "
+               "default: the instruction as its prompt", parse_path, metavar="FILE"),
     )
 }  # fmt: skip
 
@@ -196,7 +199,7 @@ COMMANDS: dict[str, Command] = {
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
             ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
-             "force", "debug"),
+             "task_input", "force", "debug"),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
@@ -230,6 +233,7 @@ class Options(NamedTuple):
     name: str | None = None
     workdir: str = DEFAULT_WORKDIR
     instruction: Path | None = None
+    task_input: Path | None = None
 
 
 def build_options(

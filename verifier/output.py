@@ -93,6 +93,10 @@ def judges_json(grading: Grading) -> dict[str, Any]:
         "reward": grading.reward,
         "per_judge": {result.name: result.to_json() for result in grading.results},
         "composition": grading.composition.to_json(),
+        "task_input": {
+            "source": grading.task_input_source,
+            "trusted": grading.task_input_trusted,
+        },
         "case_warnings": list(grading.case_warnings),
     }
 

@@ -17,6 +17,7 @@ from verifier.errors import ConfigError
 from verifier.yaml_io import read_yaml
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
+TASK_INPUT_FILE = "input.yaml"  # the trusted task input beside eval.yaml
 
 
 def referenced_files(config: Path) -> list[PurePosixPath]:
@@ -24,7 +25,8 @@ def referenced_files(config: Path) -> list[PurePosixPath]:
 
     Judge `module:` (dotted `a.b` -> `a/b.py` or the package dir `a/b/`, with the
     parent packages' `__init__.py`, plus the local modules they import), `prompt_file:`,
-    `context:` files, and top-level `annotations:` when it is a path.
+    `context:` files, top-level `annotations:` and `task_input:` when they are paths,
+    and the trusted task input `input.yaml` beside eval.yaml when there is one.
     """
     source = str(config)
     document = read_yaml(config)
@@ -34,9 +36,11 @@ def referenced_files(config: Path) -> list[PurePosixPath]:
     base = config.resolve().parent
     found: set[PurePosixPath] = set()
 
-    annotations = document.get("annotations")
-    if isinstance(annotations, str):
-        found.add(_local_path(base, annotations, source, "annotations"))
+    for key in ("annotations", "task_input"):
+        if isinstance(document.get(key), str):
+            found.add(_local_path(base, document[key], source, key))
+    if (base / TASK_INPUT_FILE).is_file():
+        found.add(PurePosixPath(TASK_INPUT_FILE))
 
     judges = document.get("judges") or []
     if not isinstance(judges, list):

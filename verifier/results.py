@@ -94,6 +94,8 @@ class Grading(NamedTuple):
     results: tuple[JudgeResult, ...]
     composition: Composition
     case_warnings: tuple[str, ...] = ()
+    task_input_source: str | None = None  # where `inputs` came from (None: nowhere)
+    task_input_trusted: bool = False
 
     @property
     def reward(self) -> float:

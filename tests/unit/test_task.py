@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from verifier.errors import ConfigError, UsageError
 from verifier.task import init_task, referenced_files, render, templates_dir
@@ -85,6 +86,7 @@ def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) 
         "solution/solve.sh",
         "tests/Dockerfile",
         "tests/eval.yaml",
+        "tests/input.yaml",
         "tests/truth/annotations.yaml",
         "tests/judges/__init__.py",
         "tests/judges/answer.py",
@@ -282,3 +284,23 @@ def test_templates_have_only_known_placeholders() -> None:
     }
     with pytest.raises(KeyError):
         render("{{nope}}", {})
+
+
+def test_the_package_bakes_in_a_trusted_task_input(tmp_path: Path, source: Path) -> None:
+    """The instruction becomes the input's prompt, unless --input or eval.yaml gives one."""
+    instruction = tmp_path / "instruction.md"
+    instruction.write_text("Fix the parser.\n")
+    dest = init_task(tmp_path / "a", source / "eval.yaml", instruction=instruction)
+    assert yaml.safe_load((dest / "tests/input.yaml").read_text()) == {
+        "prompt": "Fix the parser.\n"
+    }
+    assert 'COPY ["input.yaml", "/tests/input.yaml"]' in (dest / "tests/Dockerfile").read_text()
+    given = tmp_path / "given.yaml"
+    given.write_text("prompt: Fix it\nrepo: parser\n")
+    dest = init_task(tmp_path / "b", source / "eval.yaml", task_input=given)
+    assert (dest / "tests/input.yaml").read_text() == given.read_text()
+    (source / "input.yaml").write_text("prompt: from beside eval.yaml\n")
+    with pytest.raises(UsageError, match="already has its task input"):
+        init_task(tmp_path / "c", source / "eval.yaml", task_input=given)
+    dest = init_task(tmp_path / "d", source / "eval.yaml")
+    assert (dest / "tests/input.yaml").read_text() == "prompt: from beside eval.yaml\n"

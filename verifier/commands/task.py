@@ -14,7 +14,7 @@ def run_init(options: Options) -> int:
     created = init_task(
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         name=options.name, workdir=options.workdir, instruction=options.instruction,
-        force=options.force,
+        task_input=options.task_input, force=options.force,
     )  # fmt: skip
     print(f"created Harbor task {created}")
     _warn_if_invalid(options)

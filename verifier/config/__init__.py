@@ -3,15 +3,24 @@ reward block, and the loader that ties them together."""
 
 from verifier.config.fields import Key, Locator
 from verifier.config.load import Problems, load_config
-from verifier.config.records import DEFAULT_TIMEOUT_S, EvalConfig, JudgeConfig, JudgeKind
+from verifier.config.records import (
+    DEFAULT_TIMEOUT_S,
+    NO_TASK_INPUT,
+    EvalConfig,
+    JudgeConfig,
+    JudgeKind,
+    TaskInput,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "NO_TASK_INPUT",
     "EvalConfig",
     "JudgeConfig",
     "JudgeKind",
     "Key",
     "Locator",
     "Problems",
+    "TaskInput",
     "load_config",
 ]

@@ -15,16 +15,17 @@ from typing import Any
 
 from verifier.config.fields import Locator, RelativePath
 from verifier.config.judges import parse_judges
-from verifier.config.records import EvalConfig, JudgeKind
+from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeKind, TaskInput
 from verifier.config.reward_block import parse_reward
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
+from verifier.references import TASK_INPUT_FILE
 from verifier.yaml_io import read_yaml
 
 SUITE_LEVEL_KEYS = frozenset({
     "description", "execution", "runner", "models", "permissions", "mlflow", "dataset",
     "inputs", "traces", "thresholds", "hooks", "generation",
 })  # fmt: skip
-VERIFIER_KEYS = frozenset({"name", "outputs", "judges", "reward", "annotations"})
+VERIFIER_KEYS = frozenset({"name", "outputs", "judges", "reward", "annotations", "task_input"})
 
 
 class Problems:
@@ -76,6 +77,7 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     )
     outputs = problems.attempt(_outputs, document.get("outputs"), at.child("outputs"))
     annotations = problems.attempt(_annotations, document.get("annotations"), at)
+    task_input = problems.attempt(_task_input, document.get("task_input"), at)
     problems.raise_if_any()
     models = document.get("models")
     default_model = models.get("judge") if isinstance(models, dict) else None
@@ -88,6 +90,7 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
         annotations=annotations,
         default_model=default_model if isinstance(default_model, str) else None,
         warnings=tuple(warnings),
+        task_input=task_input,
     )
 
 
@@ -126,3 +129,21 @@ def _annotations(value: Any, at: Locator) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise at.error("must be a mapping or the path of a YAML mapping")
     return value
+
+
+def _task_input(value: Any, at: Locator) -> TaskInput:
+    """The trusted task input: `task_input:` (a mapping, or a YAML file beside eval.yaml),
+    else an input.yaml beside eval.yaml, else none (the case's own input.yaml is then
+    used, as agent-supplied material)."""
+    key = at.child("task_input")
+    if isinstance(value, str):
+        relative = RelativePath().parse(value, key)
+        return TaskInput(read_yaml(at.base_dir / relative), f"task_input file {relative}", True)
+    if value is not None:
+        if not isinstance(value, dict):
+            raise key.error("must be a mapping, or the path of a YAML file beside eval.yaml")
+        return TaskInput(value, "task_input in eval.yaml", True)
+    beside = at.base_dir / TASK_INPUT_FILE
+    if beside.is_file():
+        return TaskInput(read_yaml(beside), f"{TASK_INPUT_FILE} beside eval.yaml", True)
+    return NO_TASK_INPUT

@@ -53,6 +53,17 @@ class JudgeConfig(NamedTuple):
         return Scale(self.feedback_type, self.score_range)
 
 
+class TaskInput(NamedTuple):
+    """The task input judges see as `inputs`, and where it came from (judges.json says)."""
+
+    value: Any
+    source: str | None  # None: there is none
+    trusted: bool  # from the task author's side, not written by the agent
+
+
+NO_TASK_INPUT = TaskInput(None, None, False)
+
+
 class EvalConfig(NamedTuple):
     path: Path
     name: str
@@ -62,6 +73,7 @@ class EvalConfig(NamedTuple):
     annotations: Mapping[str, Any]
     default_model: str | None
     warnings: tuple[str, ...]
+    task_input: TaskInput = NO_TASK_INPUT
 
     @property
     def base_dir(self) -> Path:

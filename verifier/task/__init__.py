@@ -22,9 +22,12 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
+import yaml
+
 from verifier.errors import ConfigError, UsageError
 from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
-from verifier.references import referenced_files, walk_files
+from verifier.references import TASK_INPUT_FILE, referenced_files, walk_files
+from verifier.yaml_io import read_yaml
 
 # Harbor's own pattern for [task].name (harbor.constants.ORG_NAME_PATTERN).
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
@@ -58,9 +61,14 @@ def init_task(
     name: str | None = None,
     workdir: str = DEFAULT_WORKDIR,
     instruction: Path | None = None,
+    task_input: Path | None = None,
     force: bool = False,
 ) -> Path:
     """Render the task templates into `dest` and copy eval.yaml and its files.
+
+    The package is trusted by construction: its tests/ holds the task input judges
+    see (eval.yaml's own `task_input` or input.yaml beside it, else `task_input`,
+    else the instruction as `{prompt: ...}`), never the agent's.
 
     Returns `dest`. Raises UsageError for bad arguments or a non-empty `dest` without
     `force` (with `force`, the rendered files overwrite theirs and other files stay),
@@ -79,6 +87,7 @@ def init_task(
     instruction_text = _read_instruction(instruction) if instruction is not None else None
 
     files = _test_files(config)  # every ConfigError before anything is written
+    input_text = _task_input_text(config, files, task_input)
     _check_dest(dest, force)
 
     values = {
@@ -93,7 +102,9 @@ def init_task(
             if agent_image
             else "# The agent's image is built from environment/Dockerfile."
         ),
-        "copy_lines": "\n".join(_copy_lines(files)),
+        "copy_lines": "\n".join(
+            _copy_lines([*files, *([PurePosixPath(TASK_INPUT_FILE)] if input_text != "" else [])])
+        ),
     }
     root = templates_dir()
     dest.mkdir(parents=True, exist_ok=True)
@@ -108,6 +119,8 @@ def init_task(
         else:
             text = render(template.read_text(encoding="utf-8"), values)
         _write(target, text, executable=template.suffix == ".sh")
+        if rel == Path("instruction.md") and input_text is None:
+            input_text = yaml.safe_dump({"prompt": text}, allow_unicode=True, sort_keys=False)
     (dest / "environment").mkdir(exist_ok=True)
     stale = dest / "environment" / "Dockerfile"
     if agent_image and (stale.is_file() or stale.is_symlink()):
@@ -121,7 +134,27 @@ def init_task(
             _copy_tree(source, tests / rel)
         else:
             _copy_file(source, tests / rel)
+    if input_text:
+        _write(tests / TASK_INPUT_FILE, input_text)
     return dest
+
+
+def _task_input_text(
+    config: Path, files: list[PurePosixPath], task_input: Path | None
+) -> str | None:
+    """What to write as tests/input.yaml: '' when eval.yaml brings its own task input,
+    the --input file's text, or None (the instruction becomes the prompt)."""
+    document = read_yaml(config)
+    own = isinstance(document, dict) and document.get("task_input") is not None
+    own = own or PurePosixPath(TASK_INPUT_FILE) in files
+    if task_input is None:
+        return "" if own else None
+    if own:
+        raise UsageError(f"--input {task_input}: {config} already has its task input")
+    parsed = read_yaml(task_input, missing="file not found (--input)")
+    if not isinstance(parsed, dict):
+        raise UsageError(f"--input {task_input}: must be a YAML mapping (the task's input)")
+    return task_input.read_text(encoding="utf-8")
 
 
 def templates_dir() -> Path:

@@ -27,7 +27,8 @@ from verifier.errors import did_you_mean
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
 CASE_VARIABLES = frozenset({"outputs", "inputs", "conversation", "stdout"})
 FENCE_VARIABLE = "verifier_fence__"
-_TRUSTED_RECORD_KEYS = frozenset({"annotations", "case_dir"})
+_TRUSTED_RECORD_KEYS = frozenset({"annotations", "case_dir", "inputs_trusted"})
+_TASK_INPUT_KEYS = frozenset({"inputs"})
 _Context = jinja2.runtime.Context
 
 
@@ -98,11 +99,10 @@ def mark_case(value: Any) -> Any:
 
 
 def mark_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The record as `outputs`: the case's parts marked, the verifier's own left as they are."""
-    return {
-        key: value if key in _TRUSTED_RECORD_KEYS else mark_case(value)
-        for key, value in record.items()
-    }
+    """The record as `outputs`: the case's parts marked, the verifier's own left as they are
+    (the task input too, when it came from the task author's side)."""
+    trusted = _TRUSTED_RECORD_KEYS | (_TASK_INPUT_KEYS if record.get("inputs_trusted") else set())
+    return {key: value if key in trusted else mark_case(value) for key, value in record.items()}
 
 
 def as_text(value: Any) -> str:
