@@ -38,5 +38,9 @@ def _prepare(judge: JudgeConfig, config: EvalConfig) -> PreparedJudge:
             ) from None
     kind = KINDS_BY_NAME[judge.kind]
     return PreparedJudge(
-        config=judge, call=kind.prepare(judge, config), condition=condition, pool=kind.pool
+        config=judge,
+        call=kind.prepare(judge, config),
+        condition=condition,
+        pool=kind.pool,
+        runs_case_code=kind.runs_case_code(judge),
     )

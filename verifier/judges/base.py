@@ -56,6 +56,7 @@ class PreparedJudge(NamedTuple):
     call: Callable[[Record], Any]
     condition: CodeType | None = None
     pool: Pool = Pool.CPU
+    runs_case_code: bool = False  # executes code from the case (see verifier.judges.sandbox)
 
     def should_run(self, record: Record) -> bool:
         """The judge's `if:` condition for this case (True when there is none)."""

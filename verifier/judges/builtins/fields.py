@@ -65,3 +65,31 @@ class AnyValue(NamedTuple):
 
     def schema(self) -> dict[str, Any]:
         return {"description": self.description}
+
+
+class Environment(NamedTuple):
+    """Variables a command gets on top of the sandbox's allow-list: names to strings."""
+
+    description: str = "variables for the command, on top of PATH, HOME, TMPDIR, LANG, TZ"
+
+    def parse(self, value: Any, at: Locator) -> dict[str, str]:
+        if not isinstance(value, dict) or not all(
+            isinstance(name, str) and name and "=" not in name and "\0" not in name
+            for name in value
+        ):
+            raise at.error("must be a mapping of variable names to values")
+        for name, item in value.items():
+            if (
+                not isinstance(item, str | int | float)
+                or isinstance(item, bool)
+                or "\0" in str(item)
+            ):
+                raise at.child(name).error("must be a string or a number")
+        return {name: str(item) for name, item in value.items()}
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "additionalProperties": {"type": ["string", "number"]},
+            "description": self.description,
+        }

@@ -1,53 +1,45 @@
-"""Builtins that run a command in the case dir."""
+"""Builtins that run a command in the case dir: code from the case, so through the sandbox."""
 
 from __future__ import annotations
 
-import os
-import re
+import signal
 
 from verifier.config import Key
 from verifier.config.fields import Number
-from verifier.judges.builtins.fields import CommandLine
+from verifier.judges.builtins.fields import CommandLine, Environment
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.judges.sandbox import CommandRun, run_in_sandbox
 
-_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 _OUTPUT_TAIL_CHARS = 2000
+COMMAND = Key("command", CommandLine(), required=True)
+TIMEOUT = Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
+              default=30)  # fmt: skip
+ENV = Key("env", Environment())
 
 
-@builtin(
-    "process",
-    Key("command", CommandLine(), required=True),
-    Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
-        default=30),
-)  # fmt: skip
+@builtin("process", COMMAND, TIMEOUT, ENV, runs_case_code=True)
 def command_succeeds(
-    context: BuiltinContext, command: str | list[str], timeout: float
+    context: BuiltinContext,
+    command: str | list[str],
+    timeout: float,
+    env: dict[str, str] | None,
 ) -> ValueWithRationale:
-    """Runs the author's command in the case dir, without the grader's secrets in its env.
+    """The command's exit code is the verdict (0: true), run in the sandbox
+    (verifier.judges.sandbox) with the case dir as its working dir."""
+    run = run_in_sandbox(command, context.case_dir, timeout=timeout, env=env)
+    return run.exit_code == 0, describe_run(run, timeout)
 
-    The command stays in the judge's process group, which the engine kills once the
-    judge is done, so nothing it started outlives grading.
-    """
-    import subprocess  # only when a command judge runs: it costs start-up time on the grading path
 
-    env = {name: value for name, value in os.environ.items() if not _SECRET_ENV.search(name)}
-    try:
-        process = subprocess.Popen(
-            command,
-            shell=isinstance(command, str),
-            cwd=context.case_dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-    except OSError as error:
-        return False, f"could not start: {error}"
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        return False, f"timed out after {timeout:g}s"
-    tail = output.decode("utf-8", errors="replace")[-_OUTPUT_TAIL_CHARS:]
-    return process.returncode == 0, f"exit code {process.returncode}\n{tail}".rstrip()
+def describe_run(run: CommandRun, timeout: float) -> str:
+    """The rationale: how the command ended, and the end of what it printed."""
+    if run.timed_out:
+        return f"timed out after {timeout:g}s"
+    tail = run.tail[-_OUTPUT_TAIL_CHARS:]
+    if run.exit_code is None and run.signal is None:
+        return tail  # it never started
+    ended = (
+        f"exit code {run.exit_code}"
+        if run.signal is None
+        else f"killed by {signal.Signals(run.signal).name}"
+    )
+    return f"{ended}\n{tail}".rstrip()

@@ -27,6 +27,7 @@ class Builtin(NamedTuple):
     category: str
     run: Callable[..., ValueWithRationale]
     arguments: tuple[Key, ...]
+    runs_case_code: bool = False  # it executes something from the case (a command)
 
     @property
     def qualified_name(self) -> str:
@@ -55,12 +56,19 @@ BUILTINS: dict[str, Builtin] = {}
 
 
 def builtin(
-    category: str, *arguments: Key
+    category: str, *arguments: Key, runs_case_code: bool = False
 ) -> Callable[[Callable[..., ValueWithRationale]], Callable[..., ValueWithRationale]]:
-    """Register the decorated function as the builtin `category/<function name>`."""
+    """Register the decorated function as the builtin `category/<function name>`.
+
+    `runs_case_code`: it executes code from the case (through verifier.judges.sandbox);
+    the engine then counts an unexplained death of its process as a failure of the
+    case's code, never as an error.
+    """
 
     def register(run: Callable[..., ValueWithRationale]) -> Callable[..., ValueWithRationale]:
-        BUILTINS[run.__name__] = Builtin(run.__name__, category, run, tuple(arguments))
+        BUILTINS[run.__name__] = Builtin(
+            run.__name__, category, run, tuple(arguments), runs_case_code
+        )
         return run
 
     return register

@@ -26,6 +26,10 @@ class RunnableKind(JudgeKind, Protocol):
         """The per-case callable; load-time checks (compile, import, files) raise ConfigError."""
         ...
 
+    def runs_case_code(self, judge: JudgeConfig) -> bool:
+        """Whether the judge executes something from the case (through the sandbox)."""
+        ...
+
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         """What the judge is, in a few words, for `verifier check`."""
         ...

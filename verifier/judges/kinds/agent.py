@@ -27,6 +27,9 @@ class AgentKind:
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         raise AssertionError("an agent judge never loads")
 
+    def runs_case_code(self, judge: JudgeConfig) -> bool:
+        return False
+
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return "agent"
 

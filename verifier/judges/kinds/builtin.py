@@ -37,6 +37,12 @@ class BuiltinKind:
 
         return bind_builtin(judge, config)
 
+    def runs_case_code(self, judge: JudgeConfig) -> bool:
+        from verifier.judges.builtins import find_builtin
+
+        found = find_builtin(judge.spec.name)
+        return found is not None and found.runs_case_code
+
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"builtin {judge.spec.name}"
 

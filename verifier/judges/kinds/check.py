@@ -56,6 +56,9 @@ class CheckKind:
         arguments = dict(judge.arguments)
         return lambda record: check(record, arguments)
 
+    def runs_case_code(self, judge: JudgeConfig) -> bool:
+        return False
+
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return "check"
 

@@ -88,6 +88,9 @@ class LLMKind:
 
         return build_judge(judge, config, os.environ)
 
+    def runs_case_code(self, judge: JudgeConfig) -> bool:
+        return False
+
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"llm {judge.spec.model or config.default_model or '$EVAL_JUDGE_MODEL'}"
 

@@ -67,6 +67,9 @@ class ModuleKind:
         arguments = dict(judge.arguments)
         return lambda record: function(outputs=record, **arguments)
 
+    def runs_case_code(self, judge: JudgeConfig) -> bool:
+        return False
+
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"module {judge.spec.module}.{judge.spec.function}"
 

@@ -1,0 +1,361 @@
+"""Runs the judges of one case, each in its own forked process, and collects their results.
+
+Forking (not threads, not a fresh interpreter) is what makes isolation cheap: the
+child shares the already-loaded config and record and costs about a millisecond
+(verifier.engine.child). The grader itself is a child subreaper and not dumpable,
+so that nothing a judge starts can leave the tree it cleans up or read its /proc
+entries. When a judge ends (or times out, or exceeds its memory limit) its whole
+tree is killed: its process group, everything below it, and every orphan that
+carries its token; whatever is left when all judges are done is killed before any
+output file is written. What judges print reaches stderr only after redaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import selectors
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from verifier.engine.child import FORKED, judge_main
+from verifier.judges.base import Pool, PreparedJudge, Record
+from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
+from verifier.processes import (
+    become_subreaper,
+    children,
+    descendants,
+    kill_trees,
+    make_undumpable,
+    private_bytes,
+    reap,
+    token_of,
+)
+from verifier.redact import known_secrets, redact, redact_tree
+from verifier.results import JudgeResult, Status
+from verifier.system import available_cpus
+
+_READ_CHUNK = 65536
+_MAX_OUTPUT_BYTES = 64 * 1024  # of one judge's prints passed on to stderr
+_WATCH_INTERVAL_S = 0.05  # memory and orphans are checked this often while judges run
+
+
+class Limits(NamedTuple):
+    """How many judges run at once (per pool), how much memory each may use, and which
+    pools are skipped outright (`--no-llm`)."""
+
+    parallel: int | None = None  # CPU judges at once; None: the CPU count
+    llm_parallel: int = DEFAULT_LLM_PARALLEL
+    memory_mb: int | None = DEFAULT_MEMORY_MB
+    skip_pools: frozenset[Pool] = frozenset()
+
+    @classmethod
+    def from_options(cls, options: Options, **overrides: object) -> Limits:
+        limits = cls(
+            llm_parallel=options.llm_parallel,
+            memory_mb=options.memory_mb,
+            skip_pools=frozenset({Pool.LLM}) if options.no_llm else frozenset(),
+        )
+        return limits._replace(**overrides)
+
+    def capacity(self, pool: Pool) -> int:
+        if pool is Pool.LLM:
+            return self.llm_parallel
+        return self.parallel if self.parallel is not None else available_cpus()
+
+
+class _Running:
+    """A judge process the runner waits on: its pipes, what they carried, its token."""
+
+    __slots__ = ("judge", "memory_exceeded", "output", "output_cut", "output_fd", "pid",
+                 "result", "result_closed", "result_fd", "started", "token")  # fmt: skip
+
+    def __init__(self, judge: PreparedJudge, pid: int, result_fd: int, output_fd: int,
+                 token: str) -> None:  # fmt: skip
+        self.judge = judge
+        self.pid = pid
+        self.result_fd = result_fd
+        self.output_fd = output_fd
+        self.token = token
+        self.started = time.monotonic()
+        self.result = bytearray()
+        self.result_closed = False
+        self.output = bytearray()
+        self.output_cut = 0
+        self.memory_exceeded = False
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.judge.config.timeout_s
+
+    def is_over(self, now: float) -> bool:
+        """It answered, died without answering, exceeded its memory or its time."""
+        done = b"\n" in self.result or self.result_closed
+        return done or self.memory_exceeded or self.deadline <= now
+
+    def take_output(self, chunk: bytes) -> None:
+        room = _MAX_OUTPUT_BYTES - len(self.output)
+        self.output += chunk[: max(room, 0)]
+        self.output_cut += max(len(chunk) - max(room, 0), 0)
+
+
+def run_judges(
+    judges: Sequence[PreparedJudge], record: Record, limits: Limits | None = None
+) -> tuple[JudgeResult, ...]:
+    """One result per judge, in the judges' order. Nothing a judge started is left
+    running when this returns, or when it raises (a signal, say)."""
+    limits = limits or Limits()
+    guard_grader()
+    runner = _Runner(limits, known_secrets())
+    try:
+        return runner.run(judges, record)
+    finally:
+        runner.stop_everything()
+
+
+_guarded = False
+
+
+def guard_grader() -> None:
+    """Once per process: adopt orphans (subreaper) and close /proc/<pid> to same-UID code."""
+    global _guarded
+    if not _guarded:
+        become_subreaper()
+        make_undumpable()
+        _guarded = True
+
+
+class _Runner:
+    def __init__(self, limits: Limits, secrets: tuple[str, ...]) -> None:
+        self.limits = limits
+        self.secrets = secrets
+        self.running: dict[int, _Running] = {}  # by pid
+        self.selector = selectors.DefaultSelector()
+        # Children of this process from before grading (a test runner's, a pool's) are not
+        # the judges' and are left alone; any other child is a judge or fell to us from one.
+        self.earlier_children = frozenset(children(os.getpid()))
+
+    def run(self, judges: Sequence[PreparedJudge], record: Record) -> tuple[JudgeResult, ...]:
+        pending = [judge for judge in judges if judge.pool not in self.limits.skip_pools]
+        results = {
+            judge.config.name: JudgeResult(
+                name=judge.config.name,
+                kind=judge.config.kind,
+                status=Status.SKIPPED,
+                rationale=f"{judge.pool.value} judges are switched off for this run",
+            )
+            for judge in judges
+            if judge.pool in self.limits.skip_pools
+        }
+        sys.stdout.flush()
+        sys.stderr.flush()
+        next_watch = time.monotonic() + _WATCH_INTERVAL_S
+        while pending or self.running:
+            for judge in self._startable(pending):
+                pending.remove(judge)
+                self._spawn(judge, record)
+            wake = min(next_watch, *(run.deadline for run in self.running.values()))
+            for key, _ in self.selector.select(timeout=max(0.0, wake - time.monotonic())):
+                self._read(key.data, key.fd)
+            now = time.monotonic()
+            if now >= next_watch:
+                self._watch()
+                next_watch = now + _WATCH_INTERVAL_S
+            for run in list(self.running.values()):
+                if run.is_over(now):
+                    results[run.judge.config.name] = self._finish(run)
+        return tuple(results[judge.config.name] for judge in judges)
+
+    def stop_everything(self) -> None:
+        """Kill every judge still running and everything below this process; reap them."""
+        for run in list(self.running.values()):
+            self._close(run)
+        left = self._new_children()
+        kill_trees(left)
+        reap(left)
+        self.selector.close()
+
+    def _new_children(self) -> list[int]:
+        return [pid for pid in children(os.getpid()) if pid not in self.earlier_children]
+
+    def _startable(self, pending: Sequence[PreparedJudge]) -> list[PreparedJudge]:
+        busy: dict[Pool, int] = {}
+        for run in self.running.values():
+            busy[run.judge.pool] = busy.get(run.judge.pool, 0) + 1
+        chosen = []
+        for judge in pending:
+            if busy.get(judge.pool, 0) < self.limits.capacity(judge.pool):
+                busy[judge.pool] = busy.get(judge.pool, 0) + 1
+                chosen.append(judge)
+        return chosen
+
+    def _spawn(self, judge: PreparedJudge, record: Record) -> None:
+        result_read, result_write = os.pipe()
+        output_read, output_write = os.pipe()
+        token = secrets.token_hex(8)
+        pid = os.fork()
+        if pid == 0:  # the judge's process: never returns
+            os.close(result_read)
+            os.close(output_read)
+            judge_main(judge, record, self.limits.memory_mb, token, result_write, output_write)
+        os.close(result_write)
+        os.close(output_write)
+        with contextlib.suppress(OSError):  # the child did it already, or has exited
+            os.setpgid(pid, pid)
+        run = _Running(judge, pid, result_read, output_read, token)
+        self.running[pid] = run
+        self.selector.register(result_read, selectors.EVENT_READ, data=run)
+        self.selector.register(output_read, selectors.EVENT_READ, data=run)
+
+    def _read(self, run: _Running, fd: int) -> None:
+        chunk = os.read(fd, _READ_CHUNK)
+        if not chunk:
+            self.selector.unregister(fd)
+            run.result_closed = run.result_closed or fd == run.result_fd
+            return
+        if fd == run.result_fd:
+            run.result += chunk
+        else:
+            run.take_output(chunk)
+
+    def _watch(self) -> None:
+        """Kill orphans no running judge owns; stop judges over their memory limit."""
+        owners = {run.token: run for run in self.running.values()}
+        adopted: dict[int, list[int]] = {pid: [] for pid in self.running}
+        strays = []
+        for orphan in self._new_children():
+            if orphan in self.running:
+                continue
+            owner = owners.get(token_of(orphan) or "")
+            if owner is None:
+                strays.append(orphan)
+            else:
+                adopted[owner.pid].append(orphan)
+        if strays:
+            kill_trees(strays)
+            reap(strays)
+        if self.limits.memory_mb is None:
+            return
+        limit = self.limits.memory_mb * 1024 * 1024
+        for pid, run in self.running.items():
+            tree = [pid, *descendants(pid)]
+            for orphan in adopted[pid]:
+                tree += [orphan, *descendants(orphan)]
+            if private_bytes(tree) > limit:
+                run.memory_exceeded = True
+
+    def _finish(self, run: _Running) -> JudgeResult:
+        answered = b"\n" in run.result or run.result_closed
+        timed_out = not answered and not run.memory_exceeded
+        status = self._close(run)
+        duration = time.monotonic() - run.started
+        if run.output or run.output_cut:
+            self._pass_on_output(run)
+        if run.memory_exceeded:
+            limit = self.limits.memory_mb
+            return self._result(run, Status.ERROR, duration,
+                                error=f"exceeded the memory limit of {limit} MiB")  # fmt: skip
+        if timed_out:
+            timeout = run.judge.config.timeout_s
+            return self._result(run, Status.TIMEOUT, timeout,
+                                error=f"timed out after {timeout:g}s (judge timeout)")  # fmt: skip
+        lines = [line for line in bytes(run.result).splitlines() if line.strip()]
+        payloads = [_payload(line) for line in lines]
+        if any(payload.get("status") == FORKED for payload in payloads) or len(payloads) > 1:
+            return self._result(run, Status.ERROR, duration, error="the judge forked: it "
+                                "returned in more than one process")  # fmt: skip
+        if not payloads and run.judge.runs_case_code:
+            return self._result(run, Status.OK, duration, value=False, rationale=(
+                f"the judge's process, running code from the case, ended without a result "
+                f"({_exit_reason(status)}): counted as a failure of the case's code"
+            ))  # fmt: skip
+        if not payloads:
+            return self._result(run, Status.ERROR, duration, error=_exit_reason(status))
+        payload = payloads[0]
+        return self._result(
+            run,
+            Status(payload["status"]),
+            duration,
+            value=payload.get("value"),
+            rationale=payload.get("rationale"),
+            error=payload.get("error"),
+            details=payload.get("details") or {},
+        )
+
+    def _close(self, run: _Running) -> int:
+        """Kill the judge's tree (and orphans carrying its token), reap it, take what is
+        left in its pipes, close them; the judge process's wait status."""
+        orphans = [pid for pid in self._new_children()
+                   if pid not in self.running and token_of(pid) == run.token]  # fmt: skip
+        kill_trees([run.pid, *orphans])
+        status = 0
+        with contextlib.suppress(ChildProcessError):
+            _, status = os.waitpid(run.pid, 0)
+        reap(orphans)
+        del self.running[run.pid]
+        for fd in (run.result_fd, run.output_fd):
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(fd)
+            _drain(fd, run)
+            os.close(fd)
+        return status
+
+    def _pass_on_output(self, run: _Running) -> None:
+        text = redact(bytes(run.output).decode("utf-8", errors="replace"), self.secrets)
+        cut = f"\n[... {run.output_cut} more bytes not shown]" if run.output_cut else ""
+        sys.stderr.write(text.rstrip("\n") + cut + "\n")
+        sys.stderr.flush()
+
+    def _result(
+        self, run: _Running, status: Status, duration: float, **fields: object
+    ) -> JudgeResult:
+        """A judge's result, with every secret the grader knows redacted from its text."""
+        for name in ("rationale", "error"):
+            if isinstance(fields.get(name), str):
+                fields[name] = redact(fields[name], self.secrets)  # type: ignore[arg-type]
+        if fields.get("details"):
+            fields["details"] = redact_tree(fields["details"], self.secrets)
+        return JudgeResult(
+            name=run.judge.config.name,
+            kind=run.judge.config.kind,
+            status=status,
+            duration_s=duration,
+            **fields,  # type: ignore[arg-type]
+        )
+
+
+def _drain(fd: int, run: _Running) -> None:
+    """What a pipe still holds, without waiting for writers that may never close it."""
+    os.set_blocking(fd, False)
+    while True:
+        try:
+            chunk = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        if fd == run.result_fd:
+            run.result += chunk
+        else:
+            run.take_output(chunk)
+
+
+def _payload(line: bytes) -> dict[str, object]:
+    try:
+        payload = json.loads(line)
+    except ValueError:
+        return {"status": FORKED}
+    return payload if isinstance(payload, dict) else {"status": FORKED}
+
+
+def _exit_reason(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"judge process was killed by {name}{hint} before returning a result"
+    return f"judge process exited with code {os.WEXITSTATUS(status)} before returning a result"

@@ -1,0 +1,228 @@
+"""Running code from the case (a command judge's command) where it cannot reach the grader.
+
+The command gets an environment built from an allow-list (never the grader's
+secrets), a HOME and TMPDIR of its own, no stdin, and its own session. When the
+grader runs as root it runs as an unprivileged user (65534 unless
+VERIFIER_SANDBOX_UID says otherwise) with no supplementary groups and no way to
+gain privileges, in a private copy of the case owned by that user: it can write
+there and nowhere the grader keeps anything. When the grader is not root it runs
+as the grader's user, which the grader's processes keep out of their /proc entries
+(see verifier.engine, processes.make_undumpable); everything it starts is killed
+before any output file is written. Its output is streamed and only a bounded tail
+kept, so a command that prints gigabytes costs nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import resource
+import selectors
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from verifier.processes import JUDGE_TOKEN_ENV, die_with_parent, forbid_new_privileges, kill_trees
+
+SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"
+DEFAULT_SANDBOX_UID = 65534  # nobody
+TAIL_BYTES = 64 * 1024
+MAX_COPY_BYTES = 4 * 1024**3  # of a case copied for the sandbox user
+_DRAIN_BYTES = 1024 * 1024  # read after the command exits (its leftovers may write on)
+_PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_SANDBOX_NPROC = 4096  # processes the sandbox user may have, a fork bomb's ceiling
+
+
+class CommandRun(NamedTuple):
+    """How a command from the case ended."""
+
+    exit_code: int | None  # None: killed (by its timeout or a signal)
+    signal: int | None
+    timed_out: bool
+    tail: str  # the end of its output (stdout and stderr together)
+    cut_bytes: int  # output before the tail that was not kept
+    user: str  # who it ran as, for the rationale
+
+
+def run_in_sandbox(
+    command: str | list[str],
+    case_dir: Path,
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> CommandRun:
+    """Run command in (a private copy of) the case dir and return how it ended."""
+    as_root = os.geteuid() == 0
+    uid = sandbox_uid() if as_root else os.geteuid()
+    with tempfile.TemporaryDirectory(prefix="verifier-sandbox-") as scratch:
+        root = Path(scratch)
+        try:
+            workdir = _private_copy(case_dir, root / "case", uid) if as_root else case_dir
+        except (OSError, CaseCopyError) as error:
+            problem = f"the case cannot be copied for the sandbox user: {error}"
+            return CommandRun(None, None, False, problem, 0, _who(uid))
+        home = root / "home"
+        home.mkdir()
+        if as_root:
+            os.chown(root, uid, uid)
+            os.chown(home, uid, uid)
+        environment = _environment(home, env or {})
+        try:
+            process = subprocess.Popen(
+                command,
+                shell=isinstance(command, str),
+                cwd=workdir,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                user=uid if as_root else None,
+                group=uid if as_root else None,
+                extra_groups=[] if as_root else None,
+                preexec_fn=_confine_as_root if as_root else _confine,
+            )
+        except OSError as error:
+            return CommandRun(None, None, False, f"could not start: {error}", 0, _who(uid))
+        try:
+            tail, cut, timed_out = _stream(process, timeout)
+        finally:
+            kill_trees([process.pid])
+            process.wait()
+    code = process.returncode
+    signal_number = -code if code < 0 else None
+    return CommandRun(
+        exit_code=None if signal_number or timed_out else code,
+        signal=signal_number,
+        timed_out=timed_out,
+        tail=tail,
+        cut_bytes=cut,
+        user=_who(uid),
+    )
+
+
+def sandbox_uid() -> int:
+    text = os.environ.get(SANDBOX_UID_ENV, "").strip()
+    if not text:
+        return DEFAULT_SANDBOX_UID
+    uid = int(text) if text.isdigit() else -1
+    if uid <= 0:
+        raise ValueError(f"${SANDBOX_UID_ENV} {text!r} must be a user id above 0")
+    return uid
+
+
+def _environment(home: Path, extra: Mapping[str, str]) -> dict[str, str]:
+    """The allow-list: PATH, locale and time zone, a HOME and TMPDIR of its own, the
+    judge's token (so that an orphan is attributed to it), and the author's `env`."""
+    environment = {name: os.environ[name] for name in _PASSED_ON if name in os.environ}
+    environment.setdefault("PATH", _DEFAULT_PATH)
+    environment.update(HOME=str(home), TMPDIR=str(home), **dict(extra))
+    if JUDGE_TOKEN_ENV in os.environ:
+        environment[JUDGE_TOKEN_ENV] = os.environ[JUDGE_TOKEN_ENV]
+    return environment
+
+
+class CaseCopyError(Exception):
+    """The case cannot be copied for the sandbox user: a fact about the case."""
+
+
+def _private_copy(case_dir: Path, target: Path, uid: int) -> Path:
+    """The case, copied for the sandbox user to read and write: directories, regular files
+    and symlinks (as links); FIFOs, sockets and devices are left out. Iterative, and
+    bounded in bytes, so that no case can exhaust the grader's disk or stack."""
+    copied = 0
+    stack = [(case_dir, target)]
+    while stack:
+        source, destination = stack.pop()
+        os.mkdir(destination, 0o755)
+        os.lchown(destination, uid, uid)
+        with os.scandir(source) as entries:
+            for entry in entries:
+                to = os.path.join(destination, entry.name)
+                if entry.is_symlink():
+                    os.symlink(os.readlink(entry.path), to)
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append((Path(entry.path), Path(to)))
+                    continue
+                elif entry.is_file(follow_symlinks=False):
+                    copied += entry.stat(follow_symlinks=False).st_size
+                    if copied > MAX_COPY_BYTES:
+                        raise CaseCopyError(f"the case is over {MAX_COPY_BYTES} bytes")
+                    shutil.copyfile(entry.path, to, follow_symlinks=False)
+                else:
+                    continue
+                os.lchown(to, uid, uid)
+    return target
+
+
+def _confine() -> None:
+    forbid_new_privileges()
+    die_with_parent()
+
+
+def _confine_as_root() -> None:
+    _confine()
+    resource.setrlimit(resource.RLIMIT_NPROC, (_SANDBOX_NPROC, _SANDBOX_NPROC))
+
+
+def _stream(process: subprocess.Popen[bytes], timeout: float) -> tuple[str, int, bool]:
+    """Read the command's output until it exits or its time is up, keeping the tail.
+
+    Reading stops when the command exits, not at the end of its output: what it left
+    in the background may hold the pipe open for ever.
+    """
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    tail = _Tail()
+    fd = process.stdout.fileno()
+    os.set_blocking(fd, False)
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while process.poll() is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return tail.text(), tail.cut, True
+            if selector.select(timeout=min(remaining, 0.1)):
+                tail.read(fd, limit=_DRAIN_BYTES)
+    tail.read(fd, limit=_DRAIN_BYTES)
+    return tail.text(), tail.cut, False
+
+
+class _Tail:
+    """The last TAIL_BYTES of a stream, and how much came before them."""
+
+    def __init__(self) -> None:
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.kept = 0
+        self.cut = 0
+
+    def read(self, fd: int, limit: int) -> None:
+        """Whatever fd has now, up to limit bytes (a flood must not stop the clock)."""
+        taken = 0
+        while taken < limit:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            taken += len(chunk)
+            self.chunks.append(chunk)
+            self.kept += len(chunk)
+            while self.kept - len(self.chunks[0]) >= TAIL_BYTES:
+                dropped = self.chunks.popleft()
+                self.kept -= len(dropped)
+                self.cut += len(dropped)
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+def _who(uid: int) -> str:
+    return "the grader's user" if uid == os.geteuid() else f"UID {uid}"
