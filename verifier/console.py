@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from verifier.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, VerifierError
+from verifier.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Terminated,
+    VerifierError,
+)
 
 TERMINATION_MESSAGE_BYTES = 4000
 
@@ -31,8 +38,11 @@ def guarded(command: Callable[[], int], *, debug: bool) -> int:
         print(f"verifier: error: {error.message}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
-        print("verifier: interrupted", file=sys.stderr)
+        print("verifier: interrupted (SIGINT); no reward written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        print("verifier: terminated (SIGTERM); no reward written", file=sys.stderr)
+        return EXIT_TERMINATED
     except Exception as error:
         if debug:
             raise
@@ -42,6 +52,29 @@ def guarded(command: Callable[[], int], *, debug: bool) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGTERM raises Terminated and SIGINT KeyboardInterrupt while the block runs, also
+    when this process is PID 1 in a container (where unhandled signals are ignored), so
+    that the code below stops, cleans up (its `finally` blocks) and exits 143 / 130."""
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {
+        signum: signal.signal(signum, handler)
+        for signum, handler in ((signal.SIGTERM, terminate), (signal.SIGINT, interrupt))
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def warn(message: str, stream: IO[str] | None = None) -> None:

@@ -88,6 +88,13 @@ class StaleRewardError(OutputError):
     exit_code = EXIT_STALE_REWARD
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (a Kubernetes deadline, `docker stop`): stop now, write no reward.
+
+    A BaseException, like KeyboardInterrupt for SIGINT, so that no `except Exception`
+    on the way up can swallow it."""
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """' (did you mean 'x'?)' for the closest candidate, or '' when none is close."""
     import difflib  # only on errors: it costs start-up time on the grading path

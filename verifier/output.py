@@ -156,11 +156,13 @@ def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> l
             renamed.append(final)
         if durable:
             _sync_directory(out_dir)
-    except OSError as error:
+    except BaseException as error:  # a signal mid-way too: all or nothing
         for temporary, _ in staged:
             temporary.unlink(missing_ok=True)
         for path in renamed:
             path.unlink(missing_ok=True)
+        if not isinstance(error, OSError):
+            raise
         problem = f"{out_dir}: the reward files cannot be written ({error.strerror})"
         remove_stale_rewards(out_dir, because=problem)
         raise OutputError(f"{problem}; none was left") from None

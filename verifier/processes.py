@@ -139,3 +139,71 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+# --- Landlock: what code from the case may write, and whom it may signal -----------------
+
+_LANDLOCK_CREATE_RULESET = 444  # the same number on x86_64 and aarch64
+_LANDLOCK_ADD_RULE = 445
+_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_WRITE_FILE = 1 << 1
+_MAKE_AND_REMOVE = sum(1 << bit for bit in (4, 5, 6, 7, 8, 9, 10, 11, 12))  # dirs, files, ...
+_REFER = 1 << 13  # ABI 2
+_TRUNCATE = 1 << 14  # ABI 3
+_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+_SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is unavailable (or filtered)."""
+    import ctypes
+
+    version = ctypes.CDLL(None, use_errno=True).syscall(
+        _LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION
+    )
+    return max(version, 0)
+
+
+def confine_with_landlock(abi: int, writable: Iterable[str], devices: str = "/dev") -> None:
+    """Restrict this process (and everything it starts) with Landlock: it may write only
+    beneath `writable` (and to files in `devices`, such as /dev/null); from ABI 6 on it
+    may not signal, nor reach the abstract sockets of, any process outside its domain.
+    Reading stays allowed. Call it after fork, before exec, with no_new_privs set."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    handled = _WRITE_FILE | _MAKE_AND_REMOVE
+    handled |= _REFER if abi >= 2 else 0
+    handled |= _TRUNCATE if abi >= 3 else 0
+    scoped = _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = (("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64))
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = (("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+    attr = RulesetAttr(handled, 0, scoped)
+    size = ctypes.sizeof(attr) if abi >= 6 else 16  # older kernels know fs and net only
+    ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        rules = [(path, handled) for path in writable]
+        rules.append((devices, _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)))
+        for path, allowed in rules:
+            descriptor = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = PathBeneath(allowed, descriptor)
+                if libc.syscall(_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
+                                ctypes.byref(rule), 0) != 0:  # fmt: skip
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+            finally:
+                os.close(descriptor)
+        if libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)

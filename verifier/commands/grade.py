@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from verifier.console import warn, warn_all, write_termination_message
+from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
-from verifier.errors import EXIT_OK, OutputError, VerifierError
+from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
 from verifier.grading import grade, load_eval
 from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
@@ -15,23 +15,27 @@ from verifier.results import Grading
 EXIT_CODES = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
 3 case dir missing, unreadable or not a directory; 4 output dir not writable;
 5 a judge errored under reward.on_error: fail; 6 no reward written and an earlier
-reward file cannot be removed; 1 internal error.
+reward file cannot be removed; 130 / 143 stopped by SIGINT / SIGTERM; 1 internal error.
 No reward file is written unless the exit code is 0."""
 
 
 def run(options: Options) -> int:
-    try:
-        loaded = load_eval(options.config)
-        warn_all(loaded.config.warnings)
-        prepare_out_dir(options.out)
-        grading = grade(loaded, options.case, Limits.from_options(options))
-    except OutputError:
-        raise
-    except VerifierError as error:
-        remove_stale_rewards(options.out, because=error.message)
-        raise
-    _report_warnings(grading)
-    written = write_outputs(options.out, grading)
+    with stopped_by_signals():
+        try:
+            loaded = load_eval(options.config)
+            warn_all(loaded.config.warnings)
+            prepare_out_dir(options.out)
+            grading = grade(loaded, options.case, Limits.from_options(options))
+            _report_warnings(grading)
+            written = write_outputs(options.out, grading)
+        except OutputError:
+            raise
+        except VerifierError as error:
+            remove_stale_rewards(options.out, because=error.message)
+            raise
+        except (Terminated, KeyboardInterrupt):
+            remove_stale_rewards(options.out, because="stopped by a signal")
+            raise
     summary = summary_line(grading)
     print(summary)
     write_termination_message(options.termination_log, summary)

@@ -15,10 +15,12 @@ kept, so a command that prints gigabytes costs nothing.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import resource
 import selectors
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -26,7 +28,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from verifier.processes import JUDGE_TOKEN_ENV, die_with_parent, forbid_new_privileges, kill_trees
+from verifier.processes import (
+    JUDGE_TOKEN_ENV,
+    confine_with_landlock,
+    die_with_parent,
+    forbid_new_privileges,
+    kill_trees,
+    landlock_abi,
+)
 
 SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"
 DEFAULT_SANDBOX_UID = 65534  # nobody
@@ -36,6 +45,7 @@ _DRAIN_BYTES = 1024 * 1024  # read after the command exits (its leftovers may wr
 _PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SANDBOX_NPROC = 4096  # processes the sandbox user may have, a fork bomb's ceiling
+_SWITCH_USER_CAPABILITIES = (0, 6, 7)  # CAP_CHOWN, CAP_SETGID, CAP_SETUID
 
 
 class CommandRun(NamedTuple):
@@ -46,7 +56,7 @@ class CommandRun(NamedTuple):
     timed_out: bool
     tail: str  # the end of its output (stdout and stderr together)
     cut_bytes: int  # output before the tail that was not kept
-    user: str  # who it ran as, for the rationale
+    confinement: str  # who it ran as, where, and what Landlock enforced
 
 
 def run_in_sandbox(
@@ -56,28 +66,30 @@ def run_in_sandbox(
     timeout: float,
     env: Mapping[str, str] | None = None,
 ) -> CommandRun:
-    """Run command in (a private copy of) the case dir and return how it ended."""
-    as_root = os.geteuid() == 0
+    """Run command in the case dir (or a private copy of it) and return how it ended."""
+    as_root = can_switch_user()
     uid = sandbox_uid() if as_root else os.geteuid()
+    abi = landlock_abi()
     with tempfile.TemporaryDirectory(prefix="verifier-sandbox-") as scratch:
         root = Path(scratch)
-        try:
-            workdir = _private_copy(case_dir, root / "case", uid) if as_root else case_dir
-        except (OSError, CaseCopyError) as error:
-            problem = f"the case cannot be copied for the sandbox user: {error}"
-            return CommandRun(None, None, False, problem, 0, _who(uid))
         home = root / "home"
         home.mkdir()
+        copied = as_root and not _writable_by(case_dir, uid)
+        try:
+            workdir = _private_copy(case_dir, root / "case", uid) if copied else case_dir
+        except (OSError, CaseCopyError) as error:
+            problem = f"the case cannot be copied for the sandbox user: {error}"
+            return CommandRun(None, None, False, problem, 0, _who(uid, copied, abi))
         if as_root:
             os.chown(root, uid, uid)
             os.chown(home, uid, uid)
-        environment = _environment(home, env or {})
+        confine = functools.partial(_confine, abi, (str(workdir), str(home)), as_root)
         try:
             process = subprocess.Popen(
                 command,
                 shell=isinstance(command, str),
                 cwd=workdir,
-                env=environment,
+                env=_environment(home, env or {}),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -86,10 +98,11 @@ def run_in_sandbox(
                 user=uid if as_root else None,
                 group=uid if as_root else None,
                 extra_groups=[] if as_root else None,
-                preexec_fn=_confine_as_root if as_root else _confine,
+                preexec_fn=confine,
             )
         except OSError as error:
-            return CommandRun(None, None, False, f"could not start: {error}", 0, _who(uid))
+            return CommandRun(None, None, False, f"could not start: {error}", 0,
+                              _who(uid, copied, abi))  # fmt: skip
         try:
             tail, cut, timed_out = _stream(process, timeout)
         finally:
@@ -103,8 +116,23 @@ def run_in_sandbox(
         timed_out=timed_out,
         tail=tail,
         cut_bytes=cut,
-        user=_who(uid),
+        confinement=_who(uid, copied, abi),
     )
+
+
+def can_switch_user() -> bool:
+    """Root with the capabilities to hand a copy of the case to another user and become it
+    (CAP_CHOWN, CAP_SETGID, CAP_SETUID). Root without them (`--cap-drop ALL`) is treated
+    like any other UID: the command runs as the grader's user."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            effective = next(line for line in handle if line.startswith("CapEff:"))
+    except (OSError, StopIteration):
+        return False
+    capabilities = int(effective.split()[1], 16)
+    return all(capabilities >> bit & 1 for bit in _SWITCH_USER_CAPABILITIES)
 
 
 def sandbox_uid() -> int:
@@ -161,14 +189,27 @@ def _private_copy(case_dir: Path, target: Path, uid: int) -> Path:
     return target
 
 
-def _confine() -> None:
+def _confine(abi: int, writable: tuple[str, ...], as_root: bool) -> None:
+    """In the command's process, before exec: no privileges to gain, death with its
+    judge, Landlock (writes beneath `writable` only; no signals out of its domain), and
+    as another user a ceiling on its processes."""
     forbid_new_privileges()
     die_with_parent()
+    if abi:
+        confine_with_landlock(abi, writable)
+    if as_root:
+        limits = resource.getrlimit(resource.RLIMIT_NPROC)
+        soft, hard = (
+            _SANDBOX_NPROC if limit == resource.RLIM_INFINITY else min(limit, _SANDBOX_NPROC)
+            for limit in limits
+        )
+        resource.setrlimit(resource.RLIMIT_NPROC, (min(soft, hard), hard))
 
 
-def _confine_as_root() -> None:
-    _confine()
-    resource.setrlimit(resource.RLIMIT_NPROC, (_SANDBOX_NPROC, _SANDBOX_NPROC))
+def _writable_by(directory: Path, uid: int) -> bool:
+    """Whether uid may write directory in place: it owns it or anyone may."""
+    info = os.stat(directory)
+    return info.st_uid == uid or bool(info.st_mode & stat.S_IWOTH)
 
 
 def _stream(process: subprocess.Popen[bytes], timeout: float) -> tuple[str, int, bool]:
@@ -224,5 +265,14 @@ class _Tail:
         return b"".join(self.chunks).decode("utf-8", errors="replace")
 
 
-def _who(uid: int) -> str:
-    return "the grader's user" if uid == os.geteuid() else f"UID {uid}"
+def _who(uid: int, copied: bool, abi: int) -> str:
+    """How the command was confined, for the judge's details."""
+    who = "the grader's UID" if uid == os.geteuid() else f"UID {uid}"
+    where = "a private copy of the case" if copied else "the case dir"
+    if abi >= 6:
+        landlock = f"Landlock ABI {abi}: writes to its dirs only, no signals out"
+    elif abi:
+        landlock = f"Landlock ABI {abi}: writes to its dirs only"
+    else:
+        landlock = "no Landlock in this kernel"
+    return f"{who}, in {where}, {landlock}"

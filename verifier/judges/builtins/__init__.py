@@ -22,6 +22,7 @@ from verifier.judges.builtins.registry import (
     BUILTINS,
     Builtin,
     BuiltinContext,
+    BuiltinReturn,
     ValueWithRationale,
     builtin,
 )
@@ -60,7 +61,7 @@ def bind_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], A
     arguments = found.bind(judge.arguments, config.locator(f"{judge.key}.arguments"))
     config_dir = config.base_dir
 
-    def run(record: Record) -> ValueWithRationale:
+    def run(record: Record) -> BuiltinReturn:
         context = BuiltinContext(Path(record["case_dir"]), config_dir, record)
         return found.run(context, **arguments)
 

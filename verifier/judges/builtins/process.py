@@ -6,8 +6,9 @@ import signal
 
 from verifier.config import Key
 from verifier.config.fields import Number
+from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.fields import CommandLine, Environment
-from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.judges.builtins.registry import BuiltinContext, builtin
 from verifier.judges.sandbox import CommandRun, run_in_sandbox
 
 _OUTPUT_TAIL_CHARS = 2000
@@ -23,11 +24,11 @@ def command_succeeds(
     command: str | list[str],
     timeout: float,
     env: dict[str, str] | None,
-) -> ValueWithRationale:
+) -> JudgeAnswer:
     """The command's exit code is the verdict (0: true), run in the sandbox
     (verifier.judges.sandbox) with the case dir as its working dir."""
     run = run_in_sandbox(command, context.case_dir, timeout=timeout, env=env)
-    return run.exit_code == 0, describe_run(run, timeout)
+    return JudgeAnswer(run.exit_code == 0, describe_run(run, timeout), {"sandbox": run.confinement})
 
 
 def describe_run(run: CommandRun, timeout: float) -> str:

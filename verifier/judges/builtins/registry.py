@@ -8,10 +8,12 @@ from typing import Any, NamedTuple
 
 from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
-from verifier.judges.base import Record
+from verifier.judges.base import JudgeAnswer, Record
 
-# What a builtin returns: its value and a rationale saying what it saw.
+# What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
+# which adds details for judges.json).
 ValueWithRationale = tuple[bool | float, str]
+BuiltinReturn = ValueWithRationale | JudgeAnswer
 
 
 class BuiltinContext(NamedTuple):
@@ -25,7 +27,7 @@ class BuiltinContext(NamedTuple):
 class Builtin(NamedTuple):
     name: str
     category: str
-    run: Callable[..., ValueWithRationale]
+    run: Callable[..., BuiltinReturn]
     arguments: tuple[Key, ...]
     runs_case_code: bool = False  # it executes something from the case (a command)
 
@@ -57,7 +59,7 @@ BUILTINS: dict[str, Builtin] = {}
 
 def builtin(
     category: str, *arguments: Key, runs_case_code: bool = False
-) -> Callable[[Callable[..., ValueWithRationale]], Callable[..., ValueWithRationale]]:
+) -> Callable[[Callable[..., BuiltinReturn]], Callable[..., BuiltinReturn]]:
     """Register the decorated function as the builtin `category/<function name>`.
 
     `runs_case_code`: it executes code from the case (through verifier.judges.sandbox);
@@ -65,7 +67,7 @@ def builtin(
     case's code, never as an error.
     """
 
-    def register(run: Callable[..., ValueWithRationale]) -> Callable[..., ValueWithRationale]:
+    def register(run: Callable[..., BuiltinReturn]) -> Callable[..., BuiltinReturn]:
         BUILTINS[run.__name__] = Builtin(
             run.__name__, category, run, tuple(arguments), runs_case_code
         )
