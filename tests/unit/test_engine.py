@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 import time
 from collections.abc import Callable
@@ -108,8 +109,70 @@ def test_memory_hog_becomes_an_error_record(write_config: WriteConfig, make_case
     hog = check_judge("hog", "blocks = bytearray(4 * 1024 ** 3)\nreturn True")
     grading = grade_with(write_config, make_case, GOOD + hog, limits=Limits(memory_mb=512))
     assert by_name(grading)["hog"].status is Status.ERROR
-    assert "MemoryError" in by_name(grading)["hog"].error
+    assert "exceeded the memory limit of 512 MiB" in by_name(grading)["hog"].error
     assert by_name(grading)["good"].value == 5.0
+
+
+def test_memory_in_use_over_the_limit_is_an_error_record(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    """Touched a little at a time, so that the backstop never refuses an allocation: the
+    memory actually in use is what is watched."""
+    body = """
+    import time
+    chunks = []
+    for _ in range(40):
+        chunks.append(bytearray(16 * 1024 * 1024))
+        time.sleep(0.02)
+    time.sleep(5)
+    return True
+    """
+    grading = grade_with(write_config, make_case, GOOD + check_judge("grower", body),
+                         limits=Limits(memory_mb=256))  # fmt: skip
+    grower = by_name(grading)["grower"]
+    assert (grower.status, grower.error) == (Status.ERROR, "exceeded the memory limit of 256 MiB")
+    assert grower.duration_s < 4
+
+
+def test_reserving_address_space_is_not_using_memory(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    """What RLIMIT_AS got wrong: the JVM, Go and V8 reserve gigabytes they never touch."""
+    body = """
+    import mmap
+    reserved = mmap.mmap(-1, 8 * 1024 ** 3, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)
+    return len(reserved) == 8 * 1024 ** 3
+    """
+    grading = grade_with(write_config, make_case, check_judge("reserver", body),
+                         limits=Limits(memory_mb=256))  # fmt: skip
+    assert (grading.results[0].status, grading.results[0].value) == (Status.OK, True)
+
+
+def test_a_command_over_the_memory_limit_is_an_error_not_a_failure(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    grower = (
+        "python3 -c 'import time\nx = []\nfor _ in range(40):\n"
+        "    x.append(bytearray(16 * 2**20)); time.sleep(0.02)\ntime.sleep(5)'"
+    )
+    judge = (
+        f"  - name: tests\n    builtin: command_succeeds\n    arguments: {{command: {grower!r}}}\n"
+    )
+    grading = grade_with(write_config, make_case, judge, limits=Limits(memory_mb=256))
+    assert (grading.results[0].status, grading.results[0].error) == (
+        Status.ERROR, "exceeded the memory limit of 256 MiB",
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="no JVM on this machine")
+def test_java_runs_under_the_default_memory_limit(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    judge = (
+        "  - name: jvm\n    builtin: command_succeeds\n    arguments: {command: java -version}\n"
+    )
+    grading = grade_with(write_config, make_case, judge)
+    assert (grading.results[0].status, grading.results[0].value) == (Status.OK, True)
 
 
 def test_judges_run_in_parallel(write_config: WriteConfig, make_case: MakeCase) -> None:

@@ -4,6 +4,7 @@ whichever command reads it, and help generated from the same declarations."""
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,13 @@ def test_grading_imports_neither_typer_nor_attrs(tmp_path: Path) -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
     assert "verifier.commands.grade" in imported
     assert not {"typer", "click", "attrs", "attr", "jinja2"} & imported
+
+
+def test_a_memory_limit_above_the_hard_data_limit_is_a_usage_error(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [VERIFIER, "grade", "--out", str(tmp_path / "o"), "--memory-mb", "2048"],
+        capture_output=True, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_DATA, (2**30, 2**30)),
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert "--memory-mb 2048: this process may use at most 1024 MiB" in completed.stderr

@@ -22,10 +22,11 @@ No reward file is written unless the exit code is 0."""
 def run(options: Options) -> int:
     with stopped_by_signals():
         try:
+            limits = Limits.from_options(options)
             loaded = load_eval(options.config)
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
-            grading = grade(loaded, options.case, Limits.from_options(options))
+            grading = grade(loaded, options.case, limits)
             _report_warnings(grading)
             written = write_outputs(options.out, grading)
         except OutputError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import secrets
 import selectors
 import signal
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from verifier.engine.child import FORKED, judge_main
+from verifier.errors import UsageError
 from verifier.judges.base import Pool, PreparedJudge, Record
 from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.processes import (
@@ -56,6 +58,14 @@ class Limits(NamedTuple):
 
     @classmethod
     def from_options(cls, options: Options, **overrides: object) -> Limits:
+        """The limits a command asked for; UsageError (exit 2) when this process may not
+        use the memory asked for (a hard `ulimit -d` below it)."""
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        if hard != resource.RLIM_INFINITY and hard < options.memory_mb * 1024 * 1024:
+            raise UsageError(
+                f"--memory-mb {options.memory_mb}: this process may use at most "
+                f"{hard // (1024 * 1024)} MiB (its hard data limit, ulimit -d); ask for less"
+            )
         limits = cls(
             llm_parallel=options.llm_parallel,
             memory_mb=options.memory_mb,
