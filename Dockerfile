@@ -65,13 +65,16 @@ COPY entrypoint.sh /usr/local/bin/entrypoint.sh
 COPY docker/test.sh /tests/test.sh
 
 # Any UID with GID 0 (OpenShift restricted-v2) can use the working dirs: they
-# are owned by 1001:0 and group-writable like their owner.
+# are owned by 1001:0 and group-writable like their owner. /tests is root's and
+# read-only to everyone else: bash reads test.sh as it runs it, so code from the
+# case running as the grader's UID must not be able to append to it.
 RUN set -eu; \
     for tool in bash sh mkdir rm chmod find tar gzip base64; do command -v "$tool" >/dev/null; done; \
     mkdir -p /tests /case /logs/verifier /home/verifier; \
-    chmod 0755 /usr/local/bin/entrypoint.sh /tests/test.sh; \
-    chown -R 1001:0 /tests /case /logs /home/verifier; \
-    chmod -R g=u /tests /case /logs /home/verifier; \
+    chmod 0755 /usr/local/bin/entrypoint.sh /tests /tests/test.sh; \
+    chown -R 0:0 /tests; \
+    chown -R 1001:0 /case /logs /home/verifier; \
+    chmod -R g=u /case /logs /home/verifier; \
     grep -q '^verifier:' /etc/passwd \
         || echo 'verifier:x:1001:0:harbor verifier:/home/verifier:/bin/bash' >> /etc/passwd; \
     verifier --help >/dev/null

@@ -277,9 +277,19 @@ def test_entrypoint_execs_other_commands(engine: Engine) -> None:
     assert len(result.stdout.split()) == len(tools.split())
 
 
+def test_tests_dir_is_read_only_to_the_grader_uids(engine: Engine) -> None:
+    """Code from the case may run as the grader's UID: it must not rewrite test.sh (which
+    bash reads while it runs it) nor the grading config."""
+    script = "touch /tests/probe; echo x >> /tests/test.sh; stat -c '%U %A' /tests /tests/test.sh"
+    for user in ("1001:0", RESTRICTED_USER):
+        result = engine.run(["sh", "-c", script], options=RunOptions(user=user))
+        assert "Permission denied" in result.stderr, str(result)
+        assert result.stdout.split() == ["root", "drwxr-xr-x", "root", "-rwxr-xr-x"], str(result)
+
+
 def test_working_dirs_writable_by_any_uid_in_group_0(engine: Engine) -> None:
     """OpenShift runs the image as an arbitrary UID with GID 0."""
-    dirs = "/tests /case /logs/verifier /home/verifier"
+    dirs = "/case /logs/verifier /home/verifier"
     script = f'stat -c "%n %g %A" {dirs} && for d in {dirs}; do touch "$d/probe" || exit 1; done'
     result = engine.run(["sh", "-c", script], options=RunOptions(user=RESTRICTED_USER))
     assert result.exit_code == 0, str(result)

@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import resource
-import secrets
 import selectors
 import signal
 import sys
@@ -207,7 +206,7 @@ class _Runner:
     def _spawn(self, judge: PreparedJudge, record: Record) -> None:
         result_read, result_write = os.pipe()
         output_read, output_write = os.pipe()
-        token = secrets.token_hex(8)
+        token = os.urandom(8).hex()
         pid = os.fork()
         if pid == 0:  # the judge's process: never returns
             os.close(result_read)
