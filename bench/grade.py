@@ -87,11 +87,45 @@ def main() -> None:
         for _ in range(options.runs):
             for name, (command, env) in commands.items():
                 samples[name].append(measure(command, env))
+        durable_ms, plain_ms = time_output_writes(python, root / "writes")
         ours = json.loads((root / "out" / "reward.json").read_text())
         theirs = (
             json.loads((root / "out-reference" / "reward.json").read_text()) if reference else None
         )
     report_figures(options.runs, samples, ours, theirs)
+    grade_ms = 1000 * statistics.median(wall for wall, _ in samples["verifier grade"])
+    print(
+        f"  durable outputs (fsync of the four files and the dir): {durable_ms:.2f} ms per "
+        f"grade against {plain_ms:.2f} ms without, {durable_ms - plain_ms:.2f} ms "
+        f"({(durable_ms - plain_ms) / grade_ms:.1%} of a grade) on this disk"
+    )
+
+
+WRITES = """
+import statistics, sys, time
+from pathlib import Path
+from verifier.output import write_outputs
+from verifier.results import Composition, Grading, JudgeResult, Status
+grading = Grading("bench", (JudgeResult("a", "check", Status.OK, value=True),),
+                  Composition(1.0, "default", True, (), {}))
+out = Path(sys.argv[1])
+for durable in (True, False):
+    times = []
+    for _ in range(50):
+        started = time.perf_counter()
+        write_outputs(out, grading, durable=durable)
+        times.append(time.perf_counter() - started)
+    print(1000 * statistics.median(times))
+"""
+
+
+def time_output_writes(python: str, out: Path) -> tuple[float, float]:
+    """Median ms of output.write_outputs with and without fsync, in one process."""
+    out.mkdir()
+    completed = subprocess.run([python, "-c", WRITES, str(out)], capture_output=True, text=True,
+                               check=True)  # fmt: skip
+    durable, plain = (float(line) for line in completed.stdout.split())
+    return durable, plain
 
 
 def report_figures(

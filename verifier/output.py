@@ -150,7 +150,9 @@ def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> l
     renamed: list[Path] = []
     try:
         for name, text in documents:
-            staged.append((_staged(out_dir / name, text, durable), out_dir / name))
+            staged.append((_staged(out_dir / name, text, durable=False), out_dir / name))
+        if durable:
+            _sync_files([temporary for temporary, _ in staged])
         for temporary, final in staged:
             os.replace(temporary, final)
             renamed.append(final)
@@ -200,6 +202,32 @@ def _staged(path: Path, text: str, durable: bool) -> Path:
         temporary.unlink(missing_ok=True)
         raise
     return temporary
+
+
+def _sync_files(paths: Sequence[Path]) -> None:
+    """fsync the files side by side: one journal commit instead of one per file."""
+    import threading  # only here: the grading path needs no thread before its outputs
+
+    descriptors = [os.open(path, os.O_RDONLY) for path in paths]
+    failures: list[OSError] = []
+
+    def flush(descriptor: int) -> None:
+        try:
+            os.fsync(descriptor)
+        except OSError as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=flush, args=(fd,)) for fd in descriptors]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
+    if failures:
+        raise failures[0]
 
 
 def _sync_directory(directory: Path) -> None:
