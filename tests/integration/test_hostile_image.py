@@ -9,30 +9,16 @@ still running (the container's PID namespace holds them all) and shows reward.js
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import Engine, Mount, RunOptions, shared_dir, shared_file
-from tests.unit.test_hostile import ATTACK, KEY, SHORT_TOKEN
+from tests.unit.test_hostile import ATTACK, KEY, SHORT_TOKEN, hostile_eval
 
 pytestmark = pytest.mark.integration
 
-EVAL = textwrap.dedent("""
-    judges:
-      - name: tests_pass
-        builtin: command_succeeds
-        arguments: {command: "sh attack.sh /logs/verifier", timeout: 20}
-      - name: leaky_author_judge
-        check: |
-          import os
-          print("author judge chatter:", os.environ.get("OPENAI_API_KEY"))
-          return True, "saw " + os.environ.get("HF_TOKEN", "")
-    reward:
-      formula: weighted
-      weights: {tests_pass: 1}
-""")
+EVAL = hostile_eval("/logs/verifier")
 
 # Grades, waits for a rewriter to strike, then reports what is left.
 AFTERWARDS = r"""

@@ -138,25 +138,26 @@ def test_harbor_exec_test_sh(engine: Engine, user: str, host_rewards) -> None:
 
 
 def test_harbor_test_sh_reports_a_failure(engine: Engine, tmp_path: Path) -> None:
-    """An empty case: test.sh says so, exits with the verifier's code 3, no reward."""
-    empty = shared_dir(tmp_path / "empty")
+    """No case where the task said it would be: test.sh says so, exits with the
+    verifier's code 3, and leaves no reward."""
     container = engine.start(
         ["sh", "-c", "sleep infinity"],
-        mounts=[
-            Mount(str(empty), "/case", read_only=True),
-            Mount(str(EXAMPLES / "eval.yaml"), "/tests/eval.yaml", read_only=True),
-        ],
+        mounts=[Mount(str(EXAMPLES / "eval.yaml"), "/tests/eval.yaml", read_only=True)],
     )
     try:
         run = engine.exec(
             container,
-            ["bash", "-c", "(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1"],
+            [
+                "bash",
+                "-c",
+                "export VERIFIER_CASE=/app; (/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1",
+            ],
             user="1001",
         )
         assert run.exit_code == 3, str(run)
         text = engine.exec(container, ["cat", "/logs/verifier/test-stdout.txt"]).stdout
-        assert "case:   /case  (0 files)" in text
-        assert "case directory is empty" in text
+        assert "case:   /app  (missing)" in text
+        assert "case directory not found" in text
         assert "verifier exit code: 3" in text
         listing = engine.exec(container, ["ls", "/logs/verifier"]).stdout.split()
         assert listing == ["test-stdout.txt"]
@@ -226,12 +227,13 @@ def test_eval_yaml_with_unknown_builtin(engine: Engine, out_dir: Path, tmp_path:
     assert_no_reward(out_dir)
 
 
-def test_empty_case(engine: Engine, out_dir: Path, tmp_path: Path) -> None:
+def test_an_empty_case_is_graded(engine: Engine, out_dir: Path, tmp_path: Path) -> None:
+    """An agent that left nothing gets the reward its judges give nothing: 0.0 here."""
     empty = shared_dir(tmp_path / "empty")
     result = engine.run(mounts=grade_mounts(empty, out_dir))
-    assert result.exit_code == 3, str(result)
-    assert "verifier: error: /case: case directory is empty" in result.stderr
-    assert_no_reward(out_dir)
+    assert result.exit_code == 0, str(result)
+    assert "warning: the case dir is empty: the agent left nothing" in result.stderr
+    assert read_reward(out_dir)["reward"] == 0.0
 
 
 def test_unwritable_out_dir(engine: Engine, out_dir: Path) -> None:

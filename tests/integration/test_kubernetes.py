@@ -350,6 +350,6 @@ def test_the_indexed_job_pod_grades_its_shard_on_podman(kube_play, tmp_path: Pat
     assert [row["case"] for row in summary["cases"]] == owned
     assert summary["shard"] == f"{index}/{count}"
     graded = sorted(path.parent.name for path in host["results"].glob("*/reward.json"))
-    assert graded == [name for name in owned if name != "case-empty"]
+    assert graded == owned  # an empty case dir is graded too
     message = host["termination-log"].read_text().strip()
     assert message.startswith(f"cases={len(owned)} ") and f"shard={index}/{count}" in message

@@ -59,8 +59,13 @@ def hostile(tmp_path: Path) -> dict[str, Path]:
     case.mkdir()
     (case / "attack.sh").write_text(ATTACK)
     (case / "attack.sh").chmod(0o755)
-    (tests / "eval.yaml").write_text(
-        textwrap.dedent(f"""
+    (tests / "eval.yaml").write_text(hostile_eval(out))
+    return {"config": tests / "eval.yaml", "case": case, "out": out}
+
+
+def hostile_eval(out: Path | str) -> str:
+    """The attack as the agent's tests, and an author's judge that leaks secrets."""
+    return textwrap.dedent(f"""
         judges:
           - name: tests_pass
             builtin: command_succeeds
@@ -73,9 +78,18 @@ def hostile(tmp_path: Path) -> dict[str, Path]:
         reward:
           formula: weighted
           weights: {{tests_pass: 1}}
-        """)
-    )
-    return {"config": tests / "eval.yaml", "case": case, "out": out}
+    """)
+
+
+def grade_dir(root: Path, config_text: str) -> subprocess.CompletedProcess[str]:
+    """`verifier grade` of an empty case under root with config_text, into root/out."""
+    config = root / "eval.yaml"
+    config.write_text(config_text)
+    (root / "case").mkdir()
+    return subprocess.run(
+        [VERIFIER, "grade", "--config", str(config), "--case", str(root / "case"),
+         "--out", str(root / "out")], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
 
 
 def grade(paths: dict[str, Path], *extra: str) -> subprocess.CompletedProcess[str]:
@@ -131,32 +145,22 @@ def test_a_command_cannot_kill_its_judge_and_a_judge_that_dies_errors(
 
 def test_an_author_judge_that_detaches_a_process_leaves_nothing(tmp_path: Path) -> None:
     marker = f"detached-{os.getpid()}-{time.monotonic_ns()}"
-    config = tmp_path / "eval.yaml"
-    config.write_text(
+    completed = grade_dir(
+        tmp_path,
         "judges:\n  - name: d\n    check: |\n      import subprocess\n"
         f"      subprocess.Popen(['sh', '-c', 'sleep 30; echo {marker}'], start_new_session=True)\n"
-        "      return True\n"
+        "      return True\n",
     )
-    (tmp_path / "case").mkdir()
-    completed = subprocess.run(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(tmp_path / "case"),
-         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert leftovers(marker) == []
 
 
 def test_a_judge_that_forks_and_returns_twice_is_an_error(tmp_path: Path) -> None:
-    config = tmp_path / "eval.yaml"
-    config.write_text(
+    completed = grade_dir(
+        tmp_path,
         "judges:\n  - name: twice\n    check: |\n      import os\n      os.fork()\n"
-        "      return True\n  - name: fine\n    check: 'return 3'\n    score_range: [1, 5]\n"
+        "      return True\n  - name: fine\n    check: 'return 3'\n    score_range: [1, 5]\n",
     )
-    (tmp_path / "case").mkdir()
-    completed = subprocess.run(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(tmp_path / "case"),
-         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     judges = json.loads((tmp_path / "out" / "judges.json").read_text())["per_judge"]
     assert judges["twice"]["status"] == "error"
