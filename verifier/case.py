@@ -19,12 +19,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from verifier.casefiles import kind_of, read_case_file, resolve_inside
 from verifier.config import TaskInput
 from verifier.errors import CaseError
+from verifier.trajectory import read_trajectory
 from verifier.yaml_io import YAMLError, parse_yaml
 
 _BINARY_SNIFF_BYTES = 8192
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class CaseLimits(NamedTuple):
@@ -55,17 +56,6 @@ class CaseReading(NamedTuple):
     task_input: TaskInput
 
 
-class CaseFile(NamedTuple):
-    """One file of the case: its bytes, or the fact that makes it unusable."""
-
-    data: bytes | None
-    problem: str | None  # e.g. "is a symlink loop"; None when data is there
-
-    def text(self) -> str | None:
-        """The file as text (undecodable bytes replaced), None when it could not be read."""
-        return None if self.data is None else self.data.decode("utf-8", errors="replace")
-
-
 def check_case_dir(case_dir: Path) -> Path:
     """The real path of the case dir, or CaseError (exit 3) when there is none to grade.
 
@@ -90,96 +80,6 @@ def check_case_dir(case_dir: Path) -> Path:
     except OSError as error:
         raise CaseError(f"{case_dir}: case directory cannot be read: {error.strerror}") from None
     return real
-
-
-def resolve_inside(case_dir: Path, relative: str) -> tuple[Path | None, str | None]:
-    """(real path, None) of case_dir/relative, or (None, the fact) when it leaves the case.
-
-    case_dir must be real (check_case_dir). Symlink loops do not raise here: they
-    resolve to a path that stat then reports as a loop.
-    """
-    if "\0" in relative:
-        return None, "is not a valid path"
-    real = os.path.realpath(os.path.join(case_dir, relative))
-    base = str(case_dir)
-    if real != base and not real.startswith(base.rstrip("/") + "/"):
-        return None, "leaves the case dir"
-    return Path(real), None
-
-
-def read_case_file(case_dir: Path, relative: str, max_bytes: int) -> CaseFile:
-    """A regular file of the case, at most max_bytes of it, or the fact that stops it."""
-    path, problem = resolve_inside(case_dir, relative)
-    if path is None:
-        return CaseFile(None, problem)
-    problem = _file_problem(case_dir, relative, path, max_bytes)
-    if problem is not None:
-        return CaseFile(None, problem)
-    try:
-        descriptor = os.open(path, _READ_FLAGS)
-    except OSError as error:
-        return CaseFile(None, _os_problem(error))
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # swapped since the stat
-            return CaseFile(None, "is not a regular file")
-        data = os.read(descriptor, max_bytes + 1)
-    except OSError as error:
-        return CaseFile(None, _os_problem(error))
-    finally:
-        os.close(descriptor)
-    if len(data) > max_bytes:
-        return CaseFile(None, f"is over the {max_bytes}-byte cap")
-    return CaseFile(data, None)
-
-
-def existence_problem(case_dir: Path, relative: str) -> str | None:
-    """None when case_dir/relative exists inside the case (file, dir or other), else the fact."""
-    path, problem = resolve_inside(case_dir, relative)
-    if path is None:
-        return problem
-    try:
-        os.stat(path)
-    except OSError as error:
-        if error.errno == errno.ENOENT and os.path.islink(os.path.join(case_dir, relative)):
-            return "is a dangling symlink"
-        return _os_problem(error)
-    return None
-
-
-def _file_problem(case_dir: Path, relative: str, path: Path, max_bytes: int) -> str | None:
-    try:
-        info = os.stat(path)
-    except OSError as error:
-        if error.errno == errno.ENOENT and os.path.islink(os.path.join(case_dir, relative)):
-            return "is a dangling symlink"
-        return _os_problem(error)
-    if stat.S_ISDIR(info.st_mode):
-        return "is a directory, not a file"
-    if not stat.S_ISREG(info.st_mode):
-        return f"is not a regular file ({_kind_of(info.st_mode)})"
-    if info.st_size > max_bytes:
-        return f"is {info.st_size} bytes, over the {max_bytes}-byte cap"
-    return None
-
-
-def _os_problem(error: OSError) -> str:
-    if error.errno in (errno.ENOENT, errno.ENOTDIR):
-        return "does not exist"
-    if error.errno == errno.ELOOP:
-        return "is a symlink loop"
-    return f"cannot be read ({error.strerror or error})"
-
-
-_SPECIAL_FILES = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def _kind_of(mode: int) -> str:
-    return next((name for test, name in _SPECIAL_FILES if test(mode)), "not a file")
 
 
 def read_case(
@@ -209,6 +109,9 @@ def read_case(
         task_input = TaskInput(found, CASE_INPUT_SOURCE if found is not None else None, False)
     if _is_empty(case_dir):
         reader.warnings.append("the case dir is empty: the agent left nothing")
+    trajectory, problem = read_trajectory(case_dir)
+    if problem:
+        reader.warnings.append(problem)
     record.update(
         files=reader.files,
         case_dir=str(case_dir),
@@ -216,6 +119,10 @@ def read_case(
         stdout=reader.read_text("stdout.log"),
         inputs=task_input.value,
         inputs_trusted=task_input.trusted,
+        trajectory=trajectory.to_json() if trajectory else None,
+        tool_calls=[call._asdict() for call in trajectory.tool_calls] if trajectory else [],
+        cost_usd=trajectory.cost_usd if trajectory else None,
+        num_turns=trajectory.num_turns if trajectory else None,
     )
     return CaseReading(record=record, warnings=tuple(reader.warnings), task_input=task_input)
 
@@ -282,7 +189,7 @@ class _Reader:
             yield _key(self.case_dir, root)
             return
         if not stat.S_ISDIR(mode):
-            self.warnings.append(f"{relative}: is not a regular file ({_kind_of(mode)}); left out")
+            self.warnings.append(f"{relative}: is not a regular file ({kind_of(mode)}); left out")
             return
         stack = [(root, 0)]
         while stack and not self.stopped:
@@ -336,7 +243,7 @@ class _Reader:
             if entry.is_file(follow_symlinks=False):
                 return "file"
             mode = entry.stat(follow_symlinks=False).st_mode
-            self.warnings.append(f"{key}: is not a regular file ({_kind_of(mode)}); left out")
+            self.warnings.append(f"{key}: is not a regular file ({kind_of(mode)}); left out")
         except OSError as error:
             self.warnings.append(f"{key}: cannot be read ({error.strerror}); left out")
         return ""

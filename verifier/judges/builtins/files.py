@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from verifier.case import existence_problem, read_case_file
+from verifier.casefiles import existence_problem, read_case_file
 from verifier.config import Key
 from verifier.config.fields import Flag, Text
 from verifier.judges.builtins.fields import CasePath, Pattern

@@ -1,0 +1,199 @@
+"""What the agent did, from the trail it left: Harbor's ATIF trajectory, or an event log.
+
+Harbor's agents write an ATIF trajectory (`trajectory.json`: steps from system,
+user and agent, each agent step with its text, tool calls and metrics, and
+`final_metrics` with the cost); agent-eval-harness cases hold `events.json` (its
+flat events) or `events.jsonl` (Claude Code's or Codex's stream). Both become one
+neutral Trajectory: the agent's text turns, its tool calls, its cost and tokens.
+
+It is the agent's own material (untrusted, like the whole case): it is read
+through verifier.case.read_case_file, and whatever is wrong with it (missing,
+malformed, huge) is a fact (None and a warning), never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from verifier.casefiles import read_case_file
+
+MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
+# Where a trajectory may be, relative to the case dir, in the order they are tried.
+CASE_TRAJECTORY_PATHS = (
+    "trajectory.json",
+    "agent/trajectory.json",
+    "logs/agent/trajectory.json",
+    "events.json",
+    "events.jsonl",
+)
+
+
+class ToolCall(NamedTuple):
+    name: str
+    arguments: Mapping[str, Any]
+    turn: int  # the agent turn (1-based) it was made in
+
+
+class Trajectory(NamedTuple):
+    source: str  # where it was read from
+    turns: tuple[str, ...]  # the agent's text, turn by turn (subagents left out)
+    tool_calls: tuple[ToolCall, ...]
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    def to_json(self) -> dict[str, Any]:
+        """As judges see it in the record (`outputs["trajectory"]`)."""
+        return {
+            "source": self.source,
+            "turns": list(self.turns),
+            "tool_calls": [call._asdict() for call in self.tool_calls],
+            "cost_usd": self.cost_usd,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "num_turns": self.num_turns,
+        }
+
+
+def read_trajectory(
+    case_dir: Path, paths: Iterable[str] = CASE_TRAJECTORY_PATHS
+) -> tuple[Trajectory | None, str | None]:
+    """(the first trajectory found under case_dir, None) or (None, a warning when one was
+    there but unusable); (None, None) when there is none."""
+    for relative in paths:
+        found = read_case_file(case_dir, relative, MAX_TRAJECTORY_BYTES)
+        if found.data is None:
+            if found.problem == "does not exist":
+                continue
+            return None, f"{relative}: {found.problem}; no trajectory read"
+        text = found.data.decode("utf-8", errors="replace")
+        try:
+            trajectory = parse_trajectory(text, relative)
+        except (ValueError, RecursionError) as error:
+            return None, f"{relative}: not a trajectory ({error}); no trajectory read"
+        return trajectory, None
+    return None, None
+
+
+def parse_trajectory(text: str, source: str) -> Trajectory:
+    """A trajectory from ATIF JSON, a JSON array of flat events, or JSON-lines events;
+    ValueError when the text is none of them."""
+    if source.endswith(".jsonl"):
+        return _from_events(_stream_events(text), source)
+    document = json.loads(text)
+    if isinstance(document, dict) and isinstance(document.get("steps"), list):
+        return _from_atif(document, source)
+    if isinstance(document, list):
+        return _from_events(document, source)
+    raise ValueError("neither an ATIF trajectory nor a list of events")
+
+
+def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
+    turns: list[str] = []
+    calls: list[ToolCall] = []
+    prompt_tokens = completion_tokens = 0
+    cost = 0.0
+    has_metrics = False
+    for step in document["steps"]:
+        if not isinstance(step, dict) or step.get("source") != "agent":
+            continue
+        turns.append(_text(step.get("message")))
+        for call in step.get("tool_calls") or ():
+            if isinstance(call, dict) and isinstance(call.get("function_name"), str):
+                arguments = call.get("arguments")
+                calls.append(ToolCall(call["function_name"],
+                                      arguments if isinstance(arguments, dict) else {},
+                                      len(turns)))  # fmt: skip
+        metrics = step.get("metrics")
+        if isinstance(metrics, dict):
+            has_metrics = True
+            prompt_tokens += int(_number(metrics.get("prompt_tokens")))
+            completion_tokens += int(_number(metrics.get("completion_tokens")))
+            cost += _number(metrics.get("cost_usd"))
+    final = document.get("final_metrics")
+    final = final if isinstance(final, dict) else {}
+    return Trajectory(
+        source=source,
+        turns=tuple(turns),
+        tool_calls=tuple(calls),
+        cost_usd=_first(final.get("total_cost_usd"), cost if has_metrics else None),
+        input_tokens=_first(final.get("total_prompt_tokens"), prompt_tokens or None),
+        output_tokens=_first(final.get("total_completion_tokens"), completion_tokens or None),
+    )
+
+
+def _from_events(events: Iterable[Any], source: str) -> Trajectory:
+    """agent-eval-harness's flat events: `assistant` (text, tools), `result` (cost)."""
+    turns: list[str] = []
+    calls: list[ToolCall] = []
+    cost = None
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") == "assistant" and not event.get("parent_tool_use_id"):
+            turns.append(_text(event.get("text")))
+            for tool in event.get("tools") or ():
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    arguments = tool.get("input")
+                    calls.append(ToolCall(tool["name"],
+                                          arguments if isinstance(arguments, dict) else {},
+                                          len(turns)))  # fmt: skip
+        elif event.get("type") == "result" and _is_number(event.get("cost_usd")):
+            cost = float(event["cost_usd"])
+    return Trajectory(source, tuple(turns), tuple(calls), cost, None, None)
+
+
+def _stream_events(text: str) -> Iterator[dict[str, Any]]:
+    """Claude Code's stream-json lines as flat events (assistant text and tool uses,
+    the result's cost); lines that are not JSON objects are skipped."""
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") == "assistant":
+            message = event.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            blocks = content if isinstance(content, list) else []
+            yield {
+                "type": "assistant",
+                "parent_tool_use_id": event.get("parent_tool_use_id"),
+                "text": "\n".join(b.get("text", "") for b in blocks
+                                  if isinstance(b, dict) and b.get("type") == "text"),
+                "tools": [{"name": b.get("name"), "input": b.get("input")} for b in blocks
+                          if isinstance(b, dict) and b.get("type") == "tool_use"],
+            }  # fmt: skip
+        elif event.get("type") == "result":
+            yield {"type": "result", "cost_usd": event.get("total_cost_usd")}
+
+
+def _text(message: Any) -> str:
+    if isinstance(message, str):
+        return message
+    if isinstance(message, list):  # content parts
+        return "\n".join(
+            part.get("text", "") for part in message
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )  # fmt: skip
+    return ""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> float:
+    return float(value) if _is_number(value) else 0.0
+
+
+def _first(*values: Any) -> Any:
+    return next((value for value in values if _is_number(value)), None)
