@@ -118,3 +118,65 @@ _SPECIAL_FILES = (
 def kind_of(mode: int) -> str:
     """What a non-regular, non-directory file is, in words."""
     return next((name for test, name in _SPECIAL_FILES if test(mode)), "not a file")
+
+
+class CaseEntry(NamedTuple):
+    path: str  # relative to the case dir, POSIX
+    kind: str  # "file", "dir", "symlink" or what kind_of says ("a FIFO", ...)
+
+
+class CaseListing(NamedTuple):
+    """Every entry under a directory of the case, or the fact that stopped the listing."""
+
+    entries: tuple[CaseEntry, ...]
+    problem: str | None  # None: the listing is complete
+
+    def files(self) -> dict[str, str]:
+        """Each entry that is not a directory, by path: what it is."""
+        return {entry.path: entry.kind for entry in self.entries if entry.kind != "dir"}
+
+
+def list_case(
+    case_dir: Path, start: str = "", max_entries: int = 200_000, max_depth: int = 64
+) -> CaseListing:
+    """Every entry under case_dir/start, sorted by path, symlinks listed and never
+    followed. A listing that hits a cap or cannot read a dir says so in `problem`: a
+    caller that must see everything (a guard) then fails rather than guess."""
+    root = os.path.normpath(os.path.join(case_dir, start))
+    if os.path.realpath(root) != root:  # a symlink on the way: nothing under it is listed
+        return CaseListing((), None)
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            return CaseListing((), None)
+    except OSError as error:
+        missing = error.errno in (errno.ENOENT, errno.ENOTDIR)
+        return CaseListing((), None if missing else f"{start}: {_os_problem(error)}")
+    entries: list[CaseEntry] = []
+    stack = [(root, start, 0)]
+    while stack:
+        directory, prefix, depth = stack.pop()
+        try:
+            with os.scandir(directory) as listing:
+                children = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            return CaseListing(tuple(entries), f"{prefix or '.'}: {_os_problem(error)}")
+        for child in children:
+            relative = f"{prefix}/{child.name}" if prefix else child.name
+            if len(entries) >= max_entries:
+                return CaseListing(tuple(entries), f"more than {max_entries} entries")
+            try:
+                mode = child.stat(follow_symlinks=False).st_mode
+            except OSError as error:
+                return CaseListing(tuple(entries), f"{relative}: {_os_problem(error)}")
+            if stat.S_ISDIR(mode):
+                if depth + 1 >= max_depth:
+                    return CaseListing(tuple(entries), f"{relative}: deeper than {max_depth}")
+                entries.append(CaseEntry(relative, "dir"))
+                stack.append((child.path, relative, depth + 1))
+            elif stat.S_ISLNK(mode):
+                entries.append(CaseEntry(relative, "symlink"))
+            elif stat.S_ISREG(mode):
+                entries.append(CaseEntry(relative, "file"))
+            else:
+                entries.append(CaseEntry(relative, kind_of(mode)))
+    return CaseListing(tuple(sorted(entries)), None)

@@ -1,7 +1,8 @@
 """What an eval.yaml depends on: the files beside it that grading reads.
 
 Judge `module:`s (and the local modules they import), `prompt_file:`s, `context:`
-files and a top-level `annotations:` path, relative to eval.yaml's directory.
+files, builtin arguments that name reference files, and a top-level `annotations:`
+path, relative to eval.yaml's directory.
 A Harbor task package copies them and a batch's resume key hashes them, so both
 agree on what "the config" is.
 """
@@ -9,7 +10,7 @@ agree on what "the config" is.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -20,13 +21,19 @@ SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 TASK_INPUT_FILE = "input.yaml"  # the trusted task input beside eval.yaml
 
 
-def referenced_files(config: Path) -> list[PurePosixPath]:
+# A builtin's name and its arguments -> the arguments that name files beside eval.yaml.
+BuiltinFiles = Callable[[str, Mapping[str, Any]], Iterable[str]]
+
+
+def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosixPath]:
     """The files and package dirs eval.yaml needs, relative to its directory, sorted.
 
     Judge `module:` (dotted `a.b` -> `a/b.py` or the package dir `a/b/`, with the
     parent packages' `__init__.py`, plus the local modules they import), `prompt_file:`,
-    `context:` files, top-level `annotations:` and `task_input:` when they are paths,
-    and the trusted task input `input.yaml` beside eval.yaml when there is one.
+    `context:` files, the reference files of `builtin:` judges (which arguments those
+    are, builtin_files says: the builtin registry knows), top-level `annotations:` and
+    `task_input:` when they are paths, and the trusted task input `input.yaml` beside
+    eval.yaml when there is one.
     """
     source = str(config)
     document = read_yaml(config)
@@ -58,6 +65,10 @@ def referenced_files(config: Path) -> list[PurePosixPath]:
         prompt_file = judge.get("prompt_file")
         if isinstance(prompt_file, str):
             found.add(_local_path(base, prompt_file, source, f"{key}.prompt_file"))
+        arguments = judge.get("arguments")
+        if isinstance(judge.get("builtin"), str) and isinstance(arguments, dict):
+            for path in builtin_files(judge["builtin"], arguments):
+                found.add(_local_path(base, path, source, f"{key}.arguments"))
         for ctx_index, ctx in enumerate(_as_list(judge.get("context"))):
             path = ctx.get("path") if isinstance(ctx, dict) else ctx
             if isinstance(path, str):

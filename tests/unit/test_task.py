@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from verifier.errors import ConfigError, UsageError
+from verifier.judges.builtins import builtin_reference_files
 from verifier.task import init_task, referenced_files, render, templates_dir
 
 EVAL = """\
@@ -260,7 +261,7 @@ def test_bad_image(tmp_path: Path, source: Path) -> None:
 
 
 def test_referenced_files_are_relative_and_sorted(source: Path) -> None:
-    files = [str(p) for p in referenced_files(source / "eval.yaml")]
+    files = [str(p) for p in referenced_files(source / "eval.yaml", builtin_reference_files)]
     assert files == sorted(files)
     assert "judges/pkg" in files and "judges/pkg/impl.py" not in files
     assert "judges/unused.py" not in files and "unrelated.txt" not in files

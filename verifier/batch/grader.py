@@ -24,6 +24,7 @@ from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.engine import Limits
 from verifier.errors import ConfigError, VerifierError
 from verifier.grading import LoadedEval, grade
+from verifier.judges.builtins import builtin_reference_files
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
 from verifier.references import referenced_files
 
@@ -111,7 +112,7 @@ def config_hash(config_path: Path, limits: Limits) -> str:
     digest.update(f"harbor-verifier {__version__}\0skip={skipped}\0".encode())
     base = config_path.resolve().parent
     try:
-        references = referenced_files(config_path)
+        references = referenced_files(config_path, builtin_reference_files)
     except ConfigError:  # only names a task package reserves; the config itself loaded
         references = []
     digest.update(config_path.read_bytes())

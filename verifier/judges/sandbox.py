@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
@@ -40,6 +40,7 @@ from verifier.processes import (
 SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"
 DEFAULT_SANDBOX_UID = 65534  # nobody
 TAIL_BYTES = 64 * 1024
+STDOUT_BYTES = 1024 * 1024  # of stdout kept for judges that compare it
 MAX_COPY_BYTES = 4 * 1024**3  # of a case copied for the sandbox user
 _DRAIN_BYTES = 1024 * 1024  # read after the command exits (its leftovers may write on)
 _PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -54,9 +55,21 @@ class CommandRun(NamedTuple):
     exit_code: int | None  # None: killed (by its timeout or a signal)
     signal: int | None
     timed_out: bool
-    tail: str  # the end of its output (stdout and stderr together)
+    tail: str  # the end of its output (stdout and stderr together, or stderr alone)
     cut_bytes: int  # output before the tail that was not kept
     confinement: str  # who it ran as, where, and what Landlock enforced
+    stdout: str | None = None  # with separate_stdout: the end of stdout (STDOUT_BYTES)
+    stdout_cut_bytes: int = 0
+    collected: Any = None  # what `after` returned
+
+
+class WorkdirProbe(Protocol):
+    """Looks at the dir the command ran in (the case, or the sandbox's private copy of it),
+    before it starts and after it and everything it started are gone."""
+
+    def before(self, workdir: Path) -> None: ...
+
+    def after(self, workdir: Path) -> Any: ...
 
 
 def run_in_sandbox(
@@ -65,8 +78,14 @@ def run_in_sandbox(
     *,
     timeout: float,
     env: Mapping[str, str] | None = None,
+    separate_stdout: bool = False,
+    probe: WorkdirProbe | None = None,
 ) -> CommandRun:
-    """Run command in the case dir (or a private copy of it) and return how it ended."""
+    """Run command in the case dir (or a private copy of it) and return how it ended.
+
+    `separate_stdout`: keep stdout apart (its last STDOUT_BYTES) for judges that compare
+    what a command prints; `probe` sees the working dir before and after the run (what
+    the command wrote there, e.g. a test report, exists only in the copy)."""
     as_root = can_switch_user()
     uid = sandbox_uid() if as_root else os.geteuid()
     abi = landlock_abi()
@@ -84,6 +103,8 @@ def run_in_sandbox(
             os.chown(root, uid, uid)
             os.chown(home, uid, uid)
         confine = functools.partial(_confine, abi, (str(workdir), str(home)), as_root)
+        if probe is not None:
+            probe.before(workdir)
         try:
             process = subprocess.Popen(
                 command,
@@ -92,7 +113,7 @@ def run_in_sandbox(
                 env=_environment(home, env or {}),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
+                stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
                 user=uid if as_root else None,
@@ -103,20 +124,29 @@ def run_in_sandbox(
         except OSError as error:
             return CommandRun(None, None, False, f"could not start: {error}", 0,
                               _who(uid, copied, abi))  # fmt: skip
+        output = _Tail(TAIL_BYTES)
+        stdout = _Tail(STDOUT_BYTES) if separate_stdout else output
+        tails = {process.stdout.fileno(): stdout}  # type: ignore[union-attr]
+        if process.stderr is not None:
+            tails[process.stderr.fileno()] = output
         try:
-            tail, cut, timed_out = _stream(process, timeout)
+            timed_out = _stream(process, tails, timeout)
         finally:
             kill_trees([process.pid])
             process.wait()
+        collected = probe.after(workdir) if probe is not None else None
     code = process.returncode
     signal_number = -code if code < 0 else None
     return CommandRun(
         exit_code=None if signal_number or timed_out else code,
         signal=signal_number,
         timed_out=timed_out,
-        tail=tail,
-        cut_bytes=cut,
+        tail=output.text(),
+        cut_bytes=output.cut,
         confinement=_who(uid, copied, abi),
+        stdout=stdout.text() if separate_stdout else None,
+        stdout_cut_bytes=stdout.cut if separate_stdout else 0,
+        collected=collected,
     )
 
 
@@ -212,33 +242,34 @@ def _writable_by(directory: Path, uid: int) -> bool:
     return info.st_uid == uid or bool(info.st_mode & stat.S_IWOTH)
 
 
-def _stream(process: subprocess.Popen[bytes], timeout: float) -> tuple[str, int, bool]:
-    """Read the command's output until it exits or its time is up, keeping the tail.
+def _stream(process: subprocess.Popen[bytes], tails: Mapping[int, _Tail], timeout: float) -> bool:
+    """Read the command's output pipes into their tails until it exits (False) or its
+    time is up (True).
 
     Reading stops when the command exits, not at the end of its output: what it left
     in the background may hold the pipe open for ever.
     """
-    assert process.stdout is not None
     deadline = time.monotonic() + timeout
-    tail = _Tail()
-    fd = process.stdout.fileno()
-    os.set_blocking(fd, False)
     with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
+        for fd in tails:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
         while process.poll() is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return tail.text(), tail.cut, True
-            if selector.select(timeout=min(remaining, 0.1)):
-                tail.read(fd, limit=_DRAIN_BYTES)
-    tail.read(fd, limit=_DRAIN_BYTES)
-    return tail.text(), tail.cut, False
+                return True
+            for key, _ in selector.select(timeout=min(remaining, 0.1)):
+                tails[key.fd].read(key.fd, limit=_DRAIN_BYTES)
+    for fd, tail in tails.items():
+        tail.read(fd, limit=_DRAIN_BYTES)
+    return False
 
 
 class _Tail:
-    """The last TAIL_BYTES of a stream, and how much came before them."""
+    """The last `size` bytes of a stream, and how much came before them."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size
         self.chunks: collections.deque[bytes] = collections.deque()
         self.kept = 0
         self.cut = 0
@@ -256,7 +287,7 @@ class _Tail:
             taken += len(chunk)
             self.chunks.append(chunk)
             self.kept += len(chunk)
-            while self.kept - len(self.chunks[0]) >= TAIL_BYTES:
+            while self.kept - len(self.chunks[0]) >= self.size:
                 dropped = self.chunks.popleft()
                 self.kept -= len(dropped)
                 self.cut += len(dropped)

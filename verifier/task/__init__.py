@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from verifier.errors import ConfigError, UsageError
+from verifier.judges.builtins import builtin_reference_files
 from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
 from verifier.references import TASK_INPUT_FILE, referenced_files, walk_files
 from verifier.yaml_io import read_yaml
@@ -186,7 +187,7 @@ def render(text: str, values: dict[str, str]) -> str:
 def _test_files(config: Path) -> list[PurePosixPath]:
     """What tests/ gets beside eval.yaml: the files it references, none of them a name
     that the package's tests/ dir reserves."""
-    files = referenced_files(config)
+    files = referenced_files(config, builtin_reference_files)
     for rel in files:
         if len(rel.parts) == 1 and rel.name in _RESERVED_TEST_FILES:
             raise ConfigError(

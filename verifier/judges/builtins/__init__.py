@@ -10,7 +10,7 @@ outside it. Adding a builtin is one decorated function in a category module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "all_builtins",
     "bind_builtin",
     "builtin",
+    "builtin_reference_files",
     "files",
     "find_builtin",
     "json_files",
@@ -66,6 +67,12 @@ def bind_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], A
         return found.run(context, **arguments)
 
     return run
+
+
+def builtin_reference_files(name: str, arguments: Mapping[str, Any]) -> list[str]:
+    """The arguments of builtin `name` that name files beside eval.yaml (references.py)."""
+    found = find_builtin(name)
+    return found.reference_paths(arguments) if found is not None else []
 
 
 def all_builtins() -> Sequence[Builtin]:

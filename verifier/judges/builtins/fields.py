@@ -1,11 +1,15 @@
-"""Argument types that only builtins take: case paths, regexes, commands, any JSON value."""
+"""Argument types that only builtins take: case paths, regexes, commands, any JSON value,
+reference files beside eval.yaml, globs."""
 
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Any, NamedTuple
 
 from verifier.config import Locator
+from verifier.config.fields import RelativePath
+from verifier.globs import Glob, GlobError, compile_glob
 
 
 class CasePath(NamedTuple):
@@ -93,3 +97,49 @@ class Environment(NamedTuple):
             "additionalProperties": {"type": ["string", "number"]},
             "description": self.description,
         }
+
+
+class ReferencePath(NamedTuple):
+    """A trusted file (or dir) the task author ships beside eval.yaml: checked at load
+    time, copied by `task init`, hashed into a batch's resume key."""
+
+    kind: str = "file"  # "file", "dir" or "file or dir"
+    description: str = "a file beside eval.yaml"
+
+    def parse(self, value: Any, at: Locator) -> PurePosixPath:
+        relative = RelativePath().parse(value, at)
+        path = at.base_dir / relative
+        if self.kind == "file" and not path.is_file():
+            raise at.error(f"{path} is not a file")
+        if self.kind == "dir" and not path.is_dir():
+            raise at.error(f"{path} is not a directory")
+        return relative
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "minLength": 1, "description": self.description}
+
+
+class Globs(NamedTuple):
+    """One glob or a list of them (verifier.globs: `tests/**`, `conftest.py`, `*.pth`)."""
+
+    description: str = "globs relative to the case dir, as in .gitignore"
+
+    def parse(self, value: Any, at: Locator) -> tuple[Glob, ...]:
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            raise at.error("must name at least one glob")
+        globs = []
+        for index, item in enumerate(items):
+            where = at.item(index) if isinstance(value, list) else at
+            if not isinstance(item, str):
+                raise where.error("must be a glob string such as tests/**")
+            try:
+                globs.append(compile_glob(item))
+            except GlobError as error:
+                raise where.error(str(error)) from None
+        return tuple(globs)
+
+    def schema(self) -> dict[str, Any]:
+        item = {"type": "string", "minLength": 1}
+        return {"anyOf": [item, {"type": "array", "items": item, "minItems": 1}],
+                "description": self.description}  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
 from verifier.judges.base import JudgeAnswer, Record
+from verifier.judges.builtins.fields import ReferencePath
 
 # What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
 # which adds details for judges.json).
@@ -30,6 +31,7 @@ class Builtin(NamedTuple):
     run: Callable[..., BuiltinReturn]
     arguments: tuple[Key, ...]
     runs_case_code: bool = False  # it executes something from the case (a command)
+    one_of: tuple[tuple[str, ...], ...] = ()  # groups of arguments: exactly one is given
 
     @property
     def qualified_name(self) -> str:
@@ -51,25 +53,46 @@ class Builtin(NamedTuple):
                 raise at.error(f"{self.name} needs argument {key.name!r}")
             else:
                 bound[key.name] = key.default
+        for group in self.one_of:
+            given_names = [name for name in group if name in given]
+            if len(given_names) != 1:
+                raise at.error(
+                    f"{self.name} needs exactly one of {', '.join(group)}"
+                    + (f" (got {', '.join(given_names)})" if given_names else "")
+                )
         return bound
+
+    def reference_paths(self, given: Mapping[str, Any]) -> list[str]:
+        """The arguments (as written) that name files beside eval.yaml."""
+        return [
+            given[key.name]
+            for key in self.arguments
+            if isinstance(key.field, ReferencePath) and isinstance(given.get(key.name), str)
+        ]
 
 
 BUILTINS: dict[str, Builtin] = {}
 
 
 def builtin(
-    category: str, *arguments: Key, runs_case_code: bool = False
+    category: str,
+    *arguments: Key,
+    runs_case_code: bool = False,
+    one_of: tuple[tuple[str, ...], ...] = (),
 ) -> Callable[[Callable[..., BuiltinReturn]], Callable[..., BuiltinReturn]]:
     """Register the decorated function as the builtin `category/<function name>`.
 
     `runs_case_code`: it executes code from the case (through verifier.judges.sandbox);
     the engine then counts an unexplained death of its process as a failure of the
-    case's code, never as an error.
+    case's code, never as an error. `one_of`: groups of optional arguments of which
+    exactly one must be given (rewardkit's name and ours, a case file or a reference).
     """
 
     def register(run: Callable[..., BuiltinReturn]) -> Callable[..., BuiltinReturn]:
+        if run.__name__ in BUILTINS:
+            raise ValueError(f"builtin {run.__name__!r} is registered twice")
         BUILTINS[run.__name__] = Builtin(
-            run.__name__, category, run, tuple(arguments), runs_case_code
+            run.__name__, category, run, tuple(arguments), runs_case_code, one_of
         )
         return run
 
