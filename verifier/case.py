@@ -23,7 +23,7 @@ from verifier.casefiles import kind_of, read_case_file, resolve_inside
 from verifier.config import TaskInput
 from verifier.errors import CaseError
 from verifier.trajectory import read_trajectory
-from verifier.yaml_io import YAMLError, parse_yaml
+from verifier.yaml_io import parse_untrusted_yaml
 
 _BINARY_SNIFF_BYTES = 8192
 
@@ -164,15 +164,9 @@ class _Reader:
             if found.problem != "does not exist":
                 self.warnings.append(f"{relative}: {found.problem}; inputs is null")
             return None
-        try:
-            document = parse_yaml(found.data.decode("utf-8", errors="replace"))
-        except (YAMLError, ValueError, RecursionError):
-            self.warnings.append(f"{relative}: not valid YAML; inputs is null")
-            return None
-        problem = _oversized(document, self.limits.max_yaml_expansion)
+        document, problem = parse_untrusted_yaml(found.data, self.limits.max_yaml_expansion)
         if problem is not None:
             self.warnings.append(f"{relative}: {problem}; inputs is null")
-            return None
         return document
 
     def _walk(self, relative: str) -> Iterator[str]:
@@ -290,49 +284,3 @@ def _decoded(data: bytes) -> str | None:
     if b"\0" in data[:_BINARY_SNIFF_BYTES]:
         return None
     return data.decode("utf-8", errors="replace")
-
-
-def _oversized(document: Any, limit: int) -> str | None:
-    """Why a parsed YAML document is refused, or None.
-
-    YAML aliases share one object between many places, so a small file can stand
-    for an enormous document (the "billion laughs"): anything that walks it (a
-    template, a JSON dump) would blow up. Measure it with aliases expanded (a value
-    counts 1, a string its length), each shared object's size computed once, and
-    refuse cycles.
-    """
-    sizes: dict[int, int] = {}
-    on_path: set[int] = set()
-
-    def size(value: Any) -> int:
-        if isinstance(value, str):
-            return max(1, len(value))
-        if not isinstance(value, dict | list):
-            return 1
-        marker = id(value)
-        if marker in sizes:
-            return sizes[marker]
-        if marker in on_path:
-            raise _Refused("it refers to itself (a recursive alias)")
-        on_path.add(marker)
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        total = 1
-        for _, item in items:
-            total += size(item)
-            if total > limit:
-                raise _Refused(f"with its aliases expanded it is larger than {limit} values")
-        on_path.discard(marker)
-        sizes[marker] = total
-        return total
-
-    try:
-        size(document)
-    except _Refused as refused:
-        return str(refused)
-    except RecursionError:
-        return "it is nested too deeply"
-    return None
-
-
-class _Refused(Exception):
-    pass

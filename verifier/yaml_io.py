@@ -71,3 +71,62 @@ def read_yaml(path: Path, *, missing: str = "file not found") -> Any:
         # e.g. a number of more digits than Python converts, or absurd nesting
         problem = str(error) if isinstance(error, ValueError) else "nested too deeply"
         raise ConfigError(source, "", f"invalid YAML: {problem}") from None
+
+
+def parse_untrusted_yaml(data: bytes, max_expansion: int) -> tuple[Any, str | None]:
+    """(document, None) or (None, why it is refused) for YAML from the case: never raises.
+
+    Not valid YAML, absurdly nested, or an alias bomb (see _oversized) are facts.
+    """
+    try:
+        document = parse_yaml(data.decode("utf-8", errors="replace"))
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None, "not valid YAML"
+    problem = _oversized(document, max_expansion)
+    return (None, problem) if problem is not None else (document, None)
+
+
+def _oversized(document: Any, limit: int) -> str | None:
+    """Why a parsed YAML document is refused, or None.
+
+    YAML aliases share one object between many places, so a small file can stand
+    for an enormous document (the "billion laughs"): anything that walks it (a
+    template, a JSON dump) would blow up. Measure it with aliases expanded (a value
+    counts 1, a string its length), each shared object's size computed once, and
+    refuse cycles.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(value: Any) -> int:
+        if isinstance(value, str):
+            return max(1, len(value))
+        if not isinstance(value, dict | list):
+            return 1
+        marker = id(value)
+        if marker in sizes:
+            return sizes[marker]
+        if marker in on_path:
+            raise _Refused("it refers to itself (a recursive alias)")
+        on_path.add(marker)
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        total = 1
+        for _, item in items:
+            total += size(item)
+            if total > limit:
+                raise _Refused(f"with its aliases expanded it is larger than {limit} values")
+        on_path.discard(marker)
+        sizes[marker] = total
+        return total
+
+    try:
+        size(document)
+    except _Refused as refused:
+        return str(refused)
+    except RecursionError:
+        return "it is nested too deeply"
+    return None
+
+
+class _Refused(Exception):
+    pass

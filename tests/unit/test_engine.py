@@ -148,9 +148,11 @@ def test_reserving_address_space_is_not_using_memory(
     assert (grading.results[0].status, grading.results[0].value) == (Status.OK, True)
 
 
-def test_a_command_over_the_memory_limit_is_an_error_not_a_failure(
+def test_a_command_over_the_memory_limit_fails_its_builtin_rather_than_erroring(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
+    """A memory bomb in the case is a fact about the case: an error would be dropped from
+    the reward (on_error: drop) and could raise it."""
     grower = (
         "python3 -c 'import time\nx = []\nfor _ in range(40):\n"
         "    x.append(bytearray(16 * 2**20)); time.sleep(0.02)\ntime.sleep(5)'"
@@ -159,8 +161,10 @@ def test_a_command_over_the_memory_limit_is_an_error_not_a_failure(
         f"  - name: tests\n    builtin: command_succeeds\n    arguments: {{command: {grower!r}}}\n"
     )
     grading = grade_with(write_config, make_case, judge, limits=Limits(memory_mb=256))
-    assert (grading.results[0].status, grading.results[0].error) == (
-        Status.ERROR, "exceeded the memory limit of 256 MiB",
+    result = grading.results[0]
+    assert (result.status, result.value, result.rationale) == (
+        Status.OK, False, "the judge gave no answer on this case (exceeded the memory limit "
+        "of 256 MiB): counted as a failure",
     )  # fmt: skip
 
 

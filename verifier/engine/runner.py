@@ -266,25 +266,24 @@ class _Runner:
         if run.output or run.output_cut:
             self._pass_on_output(run)
         if run.memory_exceeded:
-            limit = self.limits.memory_mb
-            return self._result(run, Status.ERROR, duration,
-                                error=f"exceeded the memory limit of {limit} MiB")  # fmt: skip
+            return self._unanswered(
+                run,
+                Status.ERROR,
+                duration,
+                f"exceeded the memory limit of {self.limits.memory_mb} MiB",
+            )
         if timed_out:
             timeout = run.judge.config.timeout_s
-            return self._result(run, Status.TIMEOUT, timeout,
-                                error=f"timed out after {timeout:g}s (judge timeout)")  # fmt: skip
+            return self._unanswered(
+                run, Status.TIMEOUT, timeout, f"timed out after {timeout:g}s (judge timeout)"
+            )
         lines = [line for line in bytes(run.result).splitlines() if line.strip()]
         payloads = [_payload(line) for line in lines]
         if any(payload.get("status") == FORKED for payload in payloads) or len(payloads) > 1:
             return self._result(run, Status.ERROR, duration, error="the judge forked: it "
                                 "returned in more than one process")  # fmt: skip
-        if not payloads and run.judge.runs_case_code:
-            return self._result(run, Status.OK, duration, value=False, rationale=(
-                f"the judge's process, running code from the case, ended without a result "
-                f"({_exit_reason(status)}): counted as a failure of the case's code"
-            ))  # fmt: skip
         if not payloads:
-            return self._result(run, Status.ERROR, duration, error=_exit_reason(status))
+            return self._unanswered(run, Status.ERROR, duration, _exit_reason(status))
         payload = payloads[0]
         return self._result(
             run,
@@ -295,6 +294,17 @@ class _Runner:
             error=payload.get("error"),
             details=payload.get("details") or {},
         )
+
+    def _unanswered(
+        self, run: _Running, status: Status, duration: float, reason: str
+    ) -> JudgeResult:
+        """A judge that gave no answer: its failure when only the case can have caused it
+        (a case-bound judge: a builtin), else an error (or timeout) saying why."""
+        if run.judge.case_bound:
+            return self._result(run, Status.OK, duration, value=False, rationale=(
+                f"the judge gave no answer on this case ({reason}): counted as a failure"
+            ))  # fmt: skip
+        return self._result(run, status, duration, error=reason)
 
     def _close(self, run: _Running) -> int:
         """Kill the judge's tree (and orphans carrying its token), reap it, take what is

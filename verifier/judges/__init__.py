@@ -42,5 +42,5 @@ def _prepare(judge: JudgeConfig, config: EvalConfig) -> PreparedJudge:
         call=kind.prepare(judge, config),
         condition=condition,
         pool=kind.pool,
-        runs_case_code=kind.runs_case_code(judge),
+        case_bound=kind.case_bound,
     )

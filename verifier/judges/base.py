@@ -56,7 +56,7 @@ class PreparedJudge(NamedTuple):
     call: Callable[[Record], Any]
     condition: CodeType | None = None
     pool: Pool = Pool.CPU
-    runs_case_code: bool = False  # executes code from the case (see verifier.judges.sandbox)
+    case_bound: bool = False  # its timeouts, memory overruns and deaths are the case's doing
 
     def should_run(self, record: Record) -> bool:
         """The judge's `if:` condition for this case (True when there is none)."""

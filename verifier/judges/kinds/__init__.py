@@ -21,13 +21,12 @@ from verifier.judges.kinds.module import MODULE
 
 class RunnableKind(JudgeKind, Protocol):
     pool: Pool
+    # Whether only the case can make the judge time out, exceed the memory limit or die
+    # without answering; the engine then counts those as the judge's failure, not errors.
+    case_bound: bool
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         """The per-case callable; load-time checks (compile, import, files) raise ConfigError."""
-        ...
-
-    def runs_case_code(self, judge: JudgeConfig) -> bool:
-        """Whether the judge executes something from the case (through the sandbox)."""
         ...
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:

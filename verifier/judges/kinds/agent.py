@@ -13,6 +13,7 @@ from verifier.judges.base import Pool, Record
 class AgentKind:
     name = "agent"
     pool = Pool.CPU
+    case_bound = False
     keys = (Key("agent", Arguments(description="not supported by this image")),)
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
@@ -26,9 +27,6 @@ class AgentKind:
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         raise AssertionError("an agent judge never loads")
-
-    def runs_case_code(self, judge: JudgeConfig) -> bool:
-        return False
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return "agent"

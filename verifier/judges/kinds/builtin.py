@@ -22,6 +22,9 @@ class BuiltinSpec(NamedTuple):
 class BuiltinKind:
     name = "builtin"
     pool = Pool.CPU
+    # A builtin is the verifier's own code: only the case can make it run out of time or
+    # memory, or die (a command from the case, a crafted file), so those are its failures.
+    case_bound = True
     keys = (Key("builtin", Text(non_empty=True, description="name or category/name")),)
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
@@ -36,12 +39,6 @@ class BuiltinKind:
         from verifier.judges.builtins import bind_builtin
 
         return bind_builtin(judge, config)
-
-    def runs_case_code(self, judge: JudgeConfig) -> bool:
-        from verifier.judges.builtins import find_builtin
-
-        found = find_builtin(judge.spec.name)
-        return found is not None and found.runs_case_code
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"builtin {judge.spec.name}"

@@ -24,6 +24,7 @@ class CheckSpec(NamedTuple):
 class CheckKind:
     name = "check"
     pool = Pool.CPU
+    case_bound = False
     keys = (Key("check", Text(description="a Python function body; receives outputs, "
                               "arguments; must return")),)  # fmt: skip
 
@@ -55,9 +56,6 @@ class CheckKind:
         check = namespace["check"]
         arguments = dict(judge.arguments)
         return lambda record: check(record, arguments)
-
-    def runs_case_code(self, judge: JudgeConfig) -> bool:
-        return False
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return "check"

@@ -40,6 +40,7 @@ class ProviderName(NamedTuple):
 class LLMKind:
     name = "llm"
     pool = Pool.LLM
+    case_bound = False
     keys = (
         Key("llm_rubric", Text(non_empty=True, description="the rubric; the case's material "
                                                             "is appended")),
@@ -87,9 +88,6 @@ class LLMKind:
         from verifier.judges.llm.load import build_judge
 
         return build_judge(judge, config, os.environ)
-
-    def runs_case_code(self, judge: JudgeConfig) -> bool:
-        return False
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"llm {judge.spec.model or config.default_model or '$EVAL_JUDGE_MODEL'}"

@@ -25,6 +25,7 @@ class ModuleSpec(NamedTuple):
 class ModuleKind:
     name = "module"
     pool = Pool.CPU
+    case_bound = False
     keys = (
         Key("module", Text(non_empty=True, description="a dotted module beside eval.yaml")),
         Key("function", Text(non_empty=True, description="called as fn(outputs=record, "
@@ -66,9 +67,6 @@ class ModuleKind:
             )
         arguments = dict(judge.arguments)
         return lambda record: function(outputs=record, **arguments)
-
-    def runs_case_code(self, judge: JudgeConfig) -> bool:
-        return False
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"module {judge.spec.module}.{judge.spec.function}"
