@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from verifier.casefiles import kind_of, read_case_file, resolve_inside
 from verifier.config import TaskInput
 from verifier.errors import CaseError
-from verifier.trajectory import read_trajectory
+from verifier.trajectory import agent_tool_calls, read_trajectory
 from verifier.yaml_io import parse_untrusted_yaml
 
 _BINARY_SNIFF_BYTES = 8192
@@ -88,6 +88,7 @@ def read_case(
     annotations: Mapping[str, Any],
     task_input: TaskInput | None = None,
     limits: CaseLimits = DEFAULT_LIMITS,
+    tool_outputs: Sequence[str] = (),
 ) -> CaseReading:
     """Build the record for a checked, real case dir (see check_case_dir).
 
@@ -120,7 +121,7 @@ def read_case(
         inputs=task_input.value,
         inputs_trusted=task_input.trusted,
         trajectory=trajectory.to_json() if trajectory else None,
-        tool_calls=[call._asdict() for call in trajectory.tool_calls] if trajectory else [],
+        tool_calls=agent_tool_calls(trajectory, tool_outputs),
         cost_usd=trajectory.cost_usd if trajectory else None,
         num_turns=trajectory.num_turns if trajectory else None,
     )

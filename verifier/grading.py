@@ -37,7 +37,10 @@ def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> G
     config = loaded.config
     refuse_config_inside_case(config.path, case_dir)
     resolved = check_case_dir(case_dir)
-    case = read_case(resolved, config.outputs, config.annotations, config.task_input)
+    case = read_case(
+        resolved, config.outputs, config.annotations, config.task_input,
+        tool_outputs=config.tool_outputs,
+    )  # fmt: skip
     results = run_judges(loaded.judges, case.record, limits)
     composition = compose(config.reward, results, config.scales())
     if config.reward.on_error == "fail" and composition.errored:

@@ -14,7 +14,7 @@ malformed, huge) is a fact (None and a warning), never an error.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,7 +34,13 @@ CASE_TRAJECTORY_PATHS = (
 class ToolCall(NamedTuple):
     name: str
     arguments: Mapping[str, Any]
-    turn: int  # the agent turn (1-based) it was made in
+    turn: int  # the agent turn (1-based) it was made in (the last one, for a subagent's)
+    result: Any = None  # what came back: text, {"error": text} when marked an error, or None
+    subagent: bool = False  # made by a subagent the agent started, not the agent itself
+
+    def to_json(self) -> dict[str, Any]:
+        """As judges see it; `input` repeats `arguments` under agent-eval-harness's name."""
+        return {**self._asdict(), "input": self.arguments}
 
 
 class Trajectory(NamedTuple):
@@ -54,12 +60,27 @@ class Trajectory(NamedTuple):
         return {
             "source": self.source,
             "turns": list(self.turns),
-            "tool_calls": [call._asdict() for call in self.tool_calls],
+            "tool_calls": [call.to_json() for call in self.tool_calls],
             "cost_usd": self.cost_usd,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "num_turns": self.num_turns,
         }
+
+
+def agent_tool_calls(
+    trajectory: Trajectory | None, patterns: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The record's `tool_calls`: the agent's own calls (not its subagents'), only those
+    whose tool name contains one of patterns when there are any (eval.yaml's
+    `outputs: [{tool: NAME}]`, as agent-eval-harness selects them)."""
+    if trajectory is None:
+        return []
+    return [
+        call.to_json()
+        for call in trajectory.tool_calls
+        if not call.subagent and (not patterns or any(p in call.name for p in patterns))
+    ]
 
 
 def read_trajectory(
@@ -105,12 +126,12 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
         if not isinstance(step, dict) or step.get("source") != "agent":
             continue
         turns.append(_text(step.get("message")))
+        results = _observations(step.get("observation"))
         for call in step.get("tool_calls") or ():
             if isinstance(call, dict) and isinstance(call.get("function_name"), str):
-                arguments = call.get("arguments")
-                calls.append(ToolCall(call["function_name"],
-                                      arguments if isinstance(arguments, dict) else {},
-                                      len(turns)))  # fmt: skip
+                result = results.get(call.get("tool_call_id"))
+                calls.append(_tool_call(call["function_name"], call.get("arguments"),
+                                        len(turns), result))  # fmt: skip
         metrics = step.get("metrics")
         if isinstance(metrics, dict):
             has_metrics = True
@@ -130,24 +151,51 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
 
 
 def _from_events(events: Iterable[Any], source: str) -> Trajectory:
-    """agent-eval-harness's flat events: `assistant` (text, tools), `result` (cost)."""
+    """agent-eval-harness's flat events: `assistant` (text, tools; a subagent's carry
+    `parent_tool_use_id`), `tool_result` (content, is_error), `result` (cost)."""
+    events = [event for event in events if isinstance(event, dict)]
+    results = {
+        event.get("tool_use_id"): _result(event.get("content"), event.get("is_error") is True)
+        for event in events
+        if event.get("type") == "tool_result"
+    }
     turns: list[str] = []
     calls: list[ToolCall] = []
     cost = None
     for event in events:
-        if not isinstance(event, dict):
-            continue
-        if event.get("type") == "assistant" and not event.get("parent_tool_use_id"):
-            turns.append(_text(event.get("text")))
+        if event.get("type") == "assistant":
+            subagent = bool(event.get("parent_tool_use_id"))
+            if not subagent:
+                turns.append(_text(event.get("text")))
             for tool in event.get("tools") or ():
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                    arguments = tool.get("input")
-                    calls.append(ToolCall(tool["name"],
-                                          arguments if isinstance(arguments, dict) else {},
-                                          len(turns)))  # fmt: skip
+                    result = results.get(tool.get("id"))
+                    calls.append(_tool_call(tool["name"], tool.get("input"), len(turns),
+                                            result, subagent))  # fmt: skip
         elif event.get("type") == "result" and _is_number(event.get("cost_usd")):
             cost = float(event["cost_usd"])
     return Trajectory(source, tuple(turns), tuple(calls), cost, None, None)
+
+
+def _tool_call(
+    name: str, arguments: Any, turn: int, result: Any, subagent: bool = False
+) -> ToolCall:
+    return ToolCall(name, arguments if isinstance(arguments, dict) else {}, turn, result, subagent)
+
+
+def _observations(observation: Any) -> dict[Any, Any]:
+    """An ATIF step's tool results by the id of the call they answer."""
+    results = observation.get("results") if isinstance(observation, dict) else None
+    return {
+        result.get("source_call_id"): _result(result.get("content"), False)
+        for result in results or ()
+        if isinstance(result, dict) and result.get("source_call_id") is not None
+    }
+
+
+def _result(content: Any, is_error: bool) -> Any:
+    text = _text(content) if isinstance(content, list) else content
+    return {"error": text} if is_error else text
 
 
 def _stream_events(text: str) -> Iterator[dict[str, Any]]:
@@ -160,18 +208,26 @@ def _stream_events(text: str) -> Iterator[dict[str, Any]]:
             continue
         if not isinstance(event, dict):
             continue
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks = (
+            [block for block in content if isinstance(block, dict)]
+            if isinstance(content, list)
+            else []
+        )
         if event.get("type") == "assistant":
-            message = event.get("message")
-            content = message.get("content") if isinstance(message, dict) else None
-            blocks = content if isinstance(content, list) else []
             yield {
                 "type": "assistant",
                 "parent_tool_use_id": event.get("parent_tool_use_id"),
-                "text": "\n".join(b.get("text", "") for b in blocks
-                                  if isinstance(b, dict) and b.get("type") == "text"),
-                "tools": [{"name": b.get("name"), "input": b.get("input")} for b in blocks
-                          if isinstance(b, dict) and b.get("type") == "tool_use"],
+                "text": "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text"),
+                "tools": [{"name": b.get("name"), "id": b.get("id"), "input": b.get("input")}
+                          for b in blocks if b.get("type") == "tool_use"],
             }  # fmt: skip
+        elif event.get("type") == "user":
+            for block in blocks:
+                if block.get("type") == "tool_result":
+                    yield {"type": "tool_result", **{key: block.get(key) for key in
+                           ("tool_use_id", "content", "is_error")}}  # fmt: skip
         elif event.get("type") == "result":
             yield {"type": "result", "cost_usd": event.get("total_cost_usd")}
 

@@ -36,8 +36,11 @@ def test_an_atif_trajectory_gives_turns_tool_calls_and_cost(
     record, warnings = record_of(case)
     assert warnings == ()
     assert [call["name"] for call in record["tool_calls"]] == ["Read", "Edit", "Bash"]
-    assert record["tool_calls"][2] == {"name": "Bash", "arguments": {"command": "pytest -q"},
-                                       "turn": 2}  # fmt: skip
+    assert record["tool_calls"][2] == {
+        "name": "Bash", "arguments": {"command": "pytest -q"}, "input": {"command": "pytest -q"},
+        "turn": 2, "result": None, "subagent": False,
+    }  # fmt: skip
+    assert record["tool_calls"][0]["result"] == "def parse(s): ..."  # the step's observation
     assert record["cost_usd"] == 0.035 and record["num_turns"] == 3
     trajectory = record["trajectory"]
     assert trajectory["turns"][-1] == "Fixed: empty input now returns an empty AST."
@@ -59,11 +62,18 @@ def test_agent_eval_harness_events_json(make_case: MakeCase) -> None:
                                                             "input": {"pattern": "x"}}]},
         {"type": "assistant", "text": "sub", "parent_tool_use_id": "t1",
          "tools": [{"name": "Read", "id": "t2", "input": {}}]},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "no match", "is_error": True},
         {"type": "result", "cost_usd": 0.42, "num_turns": 2},
     ]  # fmt: skip
     record, _ = record_of(make_case({"events.json": json.dumps(events)}))
-    assert record["tool_calls"] == [{"name": "Grep", "arguments": {"pattern": "x"}, "turn": 1}]
+    assert record["tool_calls"] == [{"name": "Grep", "arguments": {"pattern": "x"},
+                                     "input": {"pattern": "x"}, "turn": 1,
+                                     "result": {"error": "no match"}, "subagent": False}]  # fmt: skip
     assert (record["cost_usd"], record["num_turns"]) == (0.42, 1)
+    everything = record["trajectory"]["tool_calls"]  # the subagent's calls too, marked
+    assert [(call["name"], call["subagent"]) for call in everything] == [
+        ("Grep", False), ("Read", True),
+    ]  # fmt: skip
 
 
 def test_a_claude_code_stream_in_events_jsonl(make_case: MakeCase) -> None:
@@ -72,11 +82,15 @@ def test_a_claude_code_stream_in_events_jsonl(make_case: MakeCase) -> None:
             {"type": "text", "text": "Reading docs."},
             {"type": "tool_use", "id": "t1", "name": "WebFetch", "input": {"url": "u"}}]}},
         "not json at all",
+        {"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "<html>"}]}},
         {"type": "result", "total_cost_usd": 1.5, "num_turns": 1},
     ]  # fmt: skip
     text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
     record, _ = record_of(make_case({"events.jsonl": text}))
-    assert record["tool_calls"] == [{"name": "WebFetch", "arguments": {"url": "u"}, "turn": 1}]
+    assert record["tool_calls"] == [{"name": "WebFetch", "arguments": {"url": "u"},
+                                     "input": {"url": "u"}, "turn": 1, "result": "<html>",
+                                     "subagent": False}]  # fmt: skip
     assert record["cost_usd"] == 1.5
 
 

@@ -75,7 +75,10 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     reward = problems.attempt(
         parse_reward, document.get("reward"), judges, failed_names, at.child("reward"), warnings
     )
-    outputs = problems.attempt(_outputs, document.get("outputs"), at.child("outputs"))
+    outputs, tools = problems.attempt(_outputs, document.get("outputs"), at.child("outputs")) or (
+        (),
+        (),
+    )
     annotations = problems.attempt(_annotations, document.get("annotations"), at)
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
     problems.raise_if_any()
@@ -85,6 +88,7 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
         path=path.resolve(),
         name=name,
         outputs=outputs,
+        tool_outputs=tools,
         judges=judges,
         reward=reward,
         annotations=annotations,
@@ -94,13 +98,22 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     )
 
 
-def _outputs(value: Any, at: Locator) -> tuple[str, ...]:
+def _outputs(value: Any, at: Locator) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(paths, tool name patterns): `{path: ...}` (or a plain string) entries limit the
+    files judges see; `{tool: NAME}` entries choose the agent's tool calls judges see
+    (a call matches when NAME is part of its tool's name)."""
     if value is None:
-        return ()
+        return (), ()
     if not isinstance(value, list):
-        raise at.error("must be a list of {path: ...} entries")
-    paths = []
+        raise at.error("must be a list of {path: ...} or {tool: ...} entries")
+    paths, tools = [], []
     for index, entry in enumerate(value):
+        if isinstance(entry, dict) and "tool" in entry and "path" not in entry:
+            tool = entry["tool"]
+            if not isinstance(tool, str) or not tool.strip():
+                raise at.item(index).child("tool").error("must be a non-empty tool name")
+            tools.append(tool)
+            continue
         entry_at = at.item(index).child("path")
         raw = entry.get("path") if isinstance(entry, dict) else entry
         if not isinstance(raw, str) or not raw.strip():
@@ -109,7 +122,7 @@ def _outputs(value: Any, at: Locator) -> tuple[str, ...]:
         if pure.is_absolute() or ".." in pure.parts or str(pure) == "." or "\0" in raw:
             raise entry_at.error(f"{raw!r} must be relative to the case dir, without '..', not '.'")
         paths.append(str(pure))
-    return tuple(paths)
+    return tuple(paths), tuple(tools)
 
 
 def _annotations(value: Any, at: Locator) -> Mapping[str, Any]:

@@ -74,6 +74,7 @@ class EvalConfig(NamedTuple):
     default_model: str | None
     warnings: tuple[str, ...]
     task_input: TaskInput = NO_TASK_INPUT
+    tool_outputs: tuple[str, ...] = ()  # `{tool: NAME}` entries of outputs
 
     @property
     def base_dir(self) -> Path:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from verifier.casefiles import resolve_inside
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
     confine_with_landlock,
@@ -80,12 +81,14 @@ def run_in_sandbox(
     env: Mapping[str, str] | None = None,
     separate_stdout: bool = False,
     probe: WorkdirProbe | None = None,
+    cwd: str = "",
 ) -> CommandRun:
     """Run command in the case dir (or a private copy of it) and return how it ended.
 
     `separate_stdout`: keep stdout apart (its last STDOUT_BYTES) for judges that compare
     what a command prints; `probe` sees the working dir before and after the run (what
-    the command wrote there, e.g. a test report, exists only in the copy)."""
+    the command wrote there, e.g. a test report, exists only in the copy); `cwd`: a dir
+    inside the case to start in (one that leads out of the case is refused)."""
     as_root = can_switch_user()
     uid = sandbox_uid() if as_root else os.geteuid()
     abi = landlock_abi()
@@ -99,6 +102,10 @@ def run_in_sandbox(
         except (OSError, CaseCopyError) as error:
             problem = f"the case cannot be copied for the sandbox user: {error}"
             return CommandRun(None, None, False, problem, 0, _who(uid, copied, abi))
+        start, problem = resolve_inside(workdir, cwd) if cwd else (workdir, None)
+        if start is None or not start.is_dir():
+            problem = f"its working dir {cwd} {problem or 'is not a directory in the case'}"
+            return CommandRun(None, None, False, problem, 0, _who(uid, copied, abi))
         if as_root:
             os.chown(root, uid, uid)
             os.chown(home, uid, uid)
@@ -109,7 +116,7 @@ def run_in_sandbox(
             process = subprocess.Popen(
                 command,
                 shell=isinstance(command, str),
-                cwd=workdir,
+                cwd=start,
                 env=_environment(home, env or {}),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -17,7 +17,15 @@ from typing import Any
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.errors import did_you_mean
 from verifier.judges.base import Record
-from verifier.judges.builtins import files, json_files, process
+from verifier.judges.builtins import (
+    agent_trail,
+    data_files,
+    files,
+    guards,
+    model_graded,
+    process,
+    xlsx,
+)
 from verifier.judges.builtins.registry import (
     BUILTINS,
     Builtin,
@@ -32,14 +40,18 @@ __all__ = [
     "Builtin",
     "BuiltinContext",
     "ValueWithRationale",
+    "agent_trail",
     "all_builtins",
     "bind_builtin",
     "builtin",
     "builtin_reference_files",
+    "data_files",
     "files",
     "find_builtin",
-    "json_files",
+    "guards",
+    "model_graded",
     "process",
+    "xlsx",
 ]
 
 

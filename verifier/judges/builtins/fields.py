@@ -4,7 +4,8 @@ reference files beside eval.yaml, globs."""
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 from verifier.config import Locator
@@ -105,6 +106,7 @@ class ReferencePath(NamedTuple):
 
     kind: str = "file"  # "file", "dir" or "file or dir"
     description: str = "a file beside eval.yaml"
+    check: Callable[[Path], str | None] | None = None  # what is wrong with its contents
 
     def parse(self, value: Any, at: Locator) -> PurePosixPath:
         relative = RelativePath().parse(value, at)
@@ -113,6 +115,9 @@ class ReferencePath(NamedTuple):
             raise at.error(f"{path} is not a file")
         if self.kind == "dir" and not path.is_dir():
             raise at.error(f"{path} is not a directory")
+        problem = self.check(path) if self.check is not None else None
+        if problem is not None:
+            raise at.error(f"{path}: {problem}")
         return relative
 
     def schema(self) -> dict[str, Any]:
@@ -142,4 +147,19 @@ class Globs(NamedTuple):
     def schema(self) -> dict[str, Any]:
         item = {"type": "string", "minLength": 1}
         return {"anyOf": [item, {"type": "array", "items": item, "minItems": 1}],
+                "description": self.description}  # fmt: skip
+
+
+class ColumnRef(NamedTuple):
+    description: str = "a column number from 0, or a header name"
+
+    def parse(self, value: Any, at: Locator) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and value:
+            return value
+        raise at.error(f"{value!r} must be a column number from 0 or a header name")
+
+    def schema(self) -> dict[str, Any]:
+        return {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}],
                 "description": self.description}  # fmt: skip

@@ -1,22 +1,31 @@
-"""Builtins over the case's files: existence, contents, regex matches.
+"""Builtins over the case's files: existence, contents, regexes, equality, similarity.
 
-Every read goes through verifier.case.read_case_file, so whatever the agent left
-at a path (nothing, a loop, a FIFO, a directory, a huge file) makes the builtin
-fail with that fact as its rationale, never error.
+Names and arguments follow Harbor's rewardkit where it has the criterion, so a
+criterion moves across unchanged. Every read goes through
+verifier.casefiles.read_case_file, so whatever the agent left at a path (nothing,
+a loop, a FIFO, a directory, a huge file) makes the builtin fail with that fact as
+its rationale, never error. Reference files (`reference:`) are the task author's,
+beside eval.yaml, checked at load.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+from pathlib import PurePosixPath
 
 from verifier.casefiles import existence_problem, read_case_file
 from verifier.config import Key
 from verifier.config.fields import Flag, Text
-from verifier.judges.builtins.fields import CasePath, Pattern
+from verifier.judges.builtins.fields import CasePath, Pattern, ReferencePath
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
 
 PATH = Key("path", CasePath(), required=True)
+REFERENCE = Key("reference", ReferencePath(description="a file beside eval.yaml to compare with"))
 MAX_FILE_BYTES = 16 * 1024 * 1024  # what a builtin reads of one file
+# Character-level similarity is quadratic: texts longer than this are compared line by line.
+CHARACTER_DIFF_LIMIT = 20_000
+_SHOWN_CHARS = 200
 
 
 def case_text(context: BuiltinContext, path: str) -> tuple[str | None, str]:
@@ -26,10 +35,25 @@ def case_text(context: BuiltinContext, path: str) -> tuple[str | None, str]:
     return (text, "") if text is not None else (None, f"{path} {found.problem}")
 
 
+def reference_text(context: BuiltinContext, reference: PurePosixPath) -> str:
+    """A reference file's text (the task author's: checked at load, read as it is)."""
+    return (context.config_dir / reference).read_text(encoding="utf-8", errors="replace")
+
+
 @builtin("files", PATH)
 def file_exists(context: BuiltinContext, path: str) -> ValueWithRationale:
     problem = existence_problem(context.case_dir, path)
     return problem is None, f"{path} {problem or 'exists'}"
+
+
+@builtin("files", PATH)
+def file_not_exists(context: BuiltinContext, path: str) -> ValueWithRationale:
+    """True only when nothing is there: a dangling link, a link out of the case or an
+    unreadable dir is something (or cannot be told apart from it), so false."""
+    problem = existence_problem(context.case_dir, path)
+    if problem == "does not exist":
+        return True, f"{path} does not exist"
+    return False, f"{path} {problem or 'exists'}"
 
 
 @builtin(
@@ -49,11 +73,120 @@ def file_contains(
 
 
 @builtin("files", PATH, Key("pattern", Pattern(), required=True))
-def file_matches(context: BuiltinContext, path: str, pattern: str) -> ValueWithRationale:
+def file_contains_regex(context: BuiltinContext, path: str, pattern: str) -> ValueWithRationale:
+    """`re.search(pattern, text, re.MULTILINE)` (rewardkit's name for our file_matches)."""
     content, problem = case_text(context, path)
     if content is None:
         return False, problem
     match = re.search(pattern, content, re.MULTILINE)
     if match is None:
         return False, f"{path} has no match for /{pattern}/"
-    return True, f"{path} matches /{pattern}/ at {match.group(0)[:200]!r}"
+    return True, f"{path} matches /{pattern}/ at {match.group(0)[:_SHOWN_CHARS]!r}"
+
+
+@builtin(
+    "files",
+    PATH,
+    Key("pattern", Pattern(description="a regex searched for (this verifier's meaning)")),
+    Key("expected", Text(description="the whole text, whitespace-stripped (rewardkit's)")),
+    one_of=(("pattern", "expected"),),
+)
+def file_matches(
+    context: BuiltinContext, path: str, pattern: str | None, expected: str | None
+) -> ValueWithRationale:
+    """`pattern`: a regex search, as this verifier always had it; `expected`: rewardkit's
+    meaning, the stripped content equals the stripped text."""
+    if pattern is not None:
+        return file_contains_regex(context, path, pattern)
+    content, problem = case_text(context, path)
+    if content is None:
+        return False, problem
+    equal = content.strip() == (expected or "").strip()
+    if equal:
+        return True, f"{path} is the expected text"
+    return False, f"{path} differs from the expected text: {_first_difference(content, expected)}"
+
+
+@builtin(
+    "files",
+    Key("path1", CasePath(), required=True),
+    Key("path2", CasePath(description="a second file in the case")),
+    REFERENCE,
+    Key("ignore_line_endings", Flag(description="CRLF and CR count as LF"), default=False),
+    Key("ignore_whitespace", Flag(description="runs of whitespace count as one space; "
+                                              "leading and trailing ignored"), default=False),
+    one_of=(("path2", "reference"),),
+)  # fmt: skip
+def files_equal(
+    context: BuiltinContext,
+    path1: str,
+    path2: str | None,
+    reference: PurePosixPath | None,
+    ignore_line_endings: bool,
+    ignore_whitespace: bool,
+) -> ValueWithRationale:
+    first, problem = case_text(context, path1)
+    if first is None:
+        return False, problem
+    if reference is not None:
+        second, other = reference_text(context, reference), f"the reference {reference}"
+    else:
+        second, problem = case_text(context, path2 or "")
+        if second is None:
+            return False, problem
+        other = str(path2)
+    a, b = (_normalized(text, ignore_line_endings, ignore_whitespace) for text in (first, second))
+    if a == b:
+        return True, f"{path1} equals {other}"
+    return False, f"{path1} differs from {other}: {_first_difference(a, b)}"
+
+
+@builtin(
+    "files",
+    PATH,
+    Key("expected", Text(description="the text to compare with")),
+    REFERENCE,
+    one_of=(("expected", "reference"),),
+)
+def diff_ratio(
+    context: BuiltinContext, path: str, expected: str | None, reference: PurePosixPath | None
+) -> ValueWithRationale:
+    """Partial credit: difflib's similarity ratio in [0, 1] between the file and the text.
+
+    Character by character while both are short; line by line beyond
+    CHARACTER_DIFF_LIMIT characters, because the character ratio is quadratic and a
+    case must not be able to make grading slow.
+    """
+    content, problem = case_text(context, path)
+    if content is None:
+        return 0.0, problem
+    target = reference_text(context, reference) if reference is not None else expected or ""
+    if max(len(content), len(target)) <= CHARACTER_DIFF_LIMIT:
+        ratio, unit = difflib.SequenceMatcher(None, content, target).ratio(), "characters"
+    else:
+        lines = (content.splitlines(), target.splitlines())
+        ratio, unit = difflib.SequenceMatcher(None, *lines).ratio(), "lines"
+    return ratio, f"{path} is {ratio:.3f} similar to the expected text (by {unit})"
+
+
+def _normalized(text: str, ignore_line_endings: bool, ignore_whitespace: bool) -> str:
+    if ignore_whitespace:
+        return " ".join(text.split())
+    if ignore_line_endings:
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _first_difference(actual: str, expected: str | None) -> str:
+    """Where two texts first differ, as line and column with a little of each side."""
+    expected = expected or ""
+    index = next(
+        (i for i, (a, b) in enumerate(zip(actual, expected, strict=False)) if a != b),
+        min(len(actual), len(expected)),
+    )
+    line = actual.count("\n", 0, index) + 1
+    column = index - (actual.rfind("\n", 0, index) + 1) + 1
+    return (
+        f"first at line {line}, column {column}: {actual[index : index + 40]!r} "
+        f"instead of {expected[index : index + 40]!r}"
+    )

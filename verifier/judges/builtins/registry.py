@@ -32,6 +32,7 @@ class Builtin(NamedTuple):
     arguments: tuple[Key, ...]
     runs_case_code: bool = False  # it executes something from the case (a command)
     one_of: tuple[tuple[str, ...], ...] = ()  # groups of arguments: exactly one is given
+    prompt: str | None = None  # an LLM builtin's prompt template (then `run` is unused)
 
     @property
     def qualified_name(self) -> str:
@@ -97,3 +98,15 @@ def builtin(
         return run
 
     return register
+
+
+def prompt_builtin(category: str, name: str, prompt: str, *arguments: Key) -> None:
+    """Register an LLM builtin: a shipped prompt template, graded pass/fail by a model
+    (verifier.judges.kinds.llm runs it like a `prompt:` judge)."""
+    if name in BUILTINS:
+        raise ValueError(f"builtin {name!r} is registered twice")
+    BUILTINS[name] = Builtin(name, category, _no_run, tuple(arguments), prompt=prompt)
+
+
+def _no_run(context: BuiltinContext, **arguments: Any) -> BuiltinReturn:
+    raise TypeError("an LLM builtin is run by the llm judge kind")

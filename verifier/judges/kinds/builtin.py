@@ -28,7 +28,7 @@ class BuiltinKind:
     keys = (Key("builtin", Text(non_empty=True, description="name or category/name")),)
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
-        return "builtin" in entry
+        return "builtin" in entry and not is_prompt_builtin(entry["builtin"])
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> BuiltinSpec:
         if "builtin" not in values:
@@ -45,3 +45,13 @@ class BuiltinKind:
 
 
 BUILTIN = BuiltinKind()
+
+
+def is_prompt_builtin(name: Any) -> bool:
+    """Whether `builtin: name` is an LLM builtin (a shipped prompt: the llm kind runs it)."""
+    if not isinstance(name, str):
+        return False
+    from verifier.judges.builtins import find_builtin
+
+    found = find_builtin(name)
+    return found is not None and found.prompt is not None

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from verifier.config import EvalConfig, JudgeConfig, Key, Locator
 from verifier.config.fields import Number, OneOrMany, RelativePath, Text
 from verifier.judges.base import Pool, Record
+from verifier.judges.kinds.builtin import is_prompt_builtin
 from verifier.judges.llm.spec import LLMSpec
 
 PROMPT_KEYS = ("llm_rubric", "prompt", "prompt_file")
@@ -54,12 +55,18 @@ class LLMKind:
         Key("context", OneOrMany(RelativePath(), description="reference files beside "
                                                              "eval.yaml")),
         Key("provider", ProviderName()),
+        Key("builtin", Text(non_empty=True, description="an LLM builtin, e.g. "
+                                                         "quality/output_completeness")),
     )  # fmt: skip
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
-        return any(key in entry for key in PROMPT_KEYS)
+        return any(key in entry for key in PROMPT_KEYS) or (
+            "builtin" in entry and is_prompt_builtin(entry["builtin"])
+        )
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
+        if "builtin" in values:
+            return self._builtin_spec(values, at)
         present = [key for key in PROMPT_KEYS if key in values]
         if not present:
             raise at.child("llm_rubric").error("must be a non-empty string")
@@ -80,6 +87,25 @@ class LLMKind:
             samples=values.get("samples", 1),
             context=values.get("context", ()),
             provider=values.get("provider"),
+        )
+
+    def _builtin_spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
+        """An LLM builtin (quality/output_completeness, ...): its shipped prompt."""
+        from verifier.judges.builtins import find_builtin
+
+        present = [key for key in PROMPT_KEYS if key in values]
+        if present:
+            raise at.child(present[0]).error(f"builtin {values['builtin']} brings its own prompt")
+        found = find_builtin(values["builtin"])
+        assert found is not None and found.prompt is not None  # claims() checked it
+        return LLMSpec(
+            prompt_key="builtin",
+            prompt=found.prompt,
+            model=values.get("model"),
+            samples=values.get("samples", 1),
+            context=values.get("context", ()),
+            provider=values.get("provider"),
+            builtin=found.name,
         )
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import NamedTuple, get_args
+from typing import Any, NamedTuple, get_args
 from urllib.parse import urlsplit
 
 from verifier.config import EvalConfig, JudgeConfig, Locator
@@ -50,11 +50,14 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
     provider, model = resolve_model(spec, config, environ, at)
     base_url = _base_url(provider, environ, at)
     tuning = read_tuning(environ, spec.samples)
+    arguments, scale = dict(judge.arguments), AnswerScale.of(judge, config)
+    if spec.builtin is not None:
+        arguments, scale = _builtin_arguments(judge, spec.builtin, at), AnswerScale("pass_fail")
     plan = PromptPlan(
         template=template,
         append_material=not template.places_case,
         references=_references(spec.context, config, at.child("context")),
-        scale=AnswerScale.of(judge, config),
+        scale=scale,
         output_mode=tuning.output_mode,
         max_case_chars=tuning.max_case_chars,
     )
@@ -69,8 +72,21 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
         policy=tuning.policy,
         samples=spec.samples,
         timeout_s=judge.timeout_s,
-        arguments=dict(judge.arguments),
+        arguments=arguments,
     )
+
+
+def _builtin_arguments(judge: JudgeConfig, name: str, at: Locator) -> dict[str, Any]:
+    """An LLM builtin's arguments, checked and defaulted; like the reference, it is graded
+    pass/fail, so a feedback_type or score_range would be silently ignored: refused."""
+    from verifier.judges.builtins import find_builtin
+
+    if judge.feedback_type not in (None, "bool") or judge.score_range is not None:
+        key = "score_range" if judge.score_range is not None else "feedback_type"
+        raise at.child(key).error(f"builtin {name} is graded pass/fail; remove {key}")
+    found = find_builtin(name)
+    assert found is not None
+    return found.bind(judge.arguments, at.child("arguments"))
 
 
 def resolve_model(

@@ -13,3 +13,6 @@ class LLMSpec(NamedTuple):
     samples: int = 1
     context: tuple[PurePosixPath, ...] = ()
     provider: str | None = None
+    builtin: str | None = (
+        None  # an LLM builtin's name: its arguments are declared, its scale pass/fail
+    )

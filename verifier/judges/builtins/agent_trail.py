@@ -1,0 +1,199 @@
+"""Builtins over what the agent did: its tool calls, turns and cost.
+
+rewardkit's trajectory criteria (over Harbor's ATIF trajectory) and
+agent-eval-harness's process and efficiency builtins, with their names, arguments,
+defaults and verdicts. They read the trajectory the case reader found
+(verifier.trajectory: ATIF `trajectory.json`, or `events.json`/`events.jsonl`), or
+the one at `path`. With none, a check that needs it fails: an agent must not pass
+"did not use tool X" by leaving no trail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from verifier.config import Key
+from verifier.config.fields import Choice, Flag, Number, Text
+from verifier.judges.builtins.fields import AnyValue, CasePath
+from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.trajectory import CASE_TRAJECTORY_PATHS, read_trajectory
+
+TRAJECTORY_PATH = Key("path", CasePath(description="the trajectory file in the case (default: "
+                                                   "the one the case reader found)"))  # fmt: skip
+TOOL_NAME = Key("tool_name", Text(non_empty=True), required=True)
+_NO_TRAJECTORY = f"no trajectory in the case (looked for {', '.join(CASE_TRAJECTORY_PATHS)})"
+
+
+def trajectory_of(
+    context: BuiltinContext, path: str | None
+) -> tuple[Mapping[str, Any] | None, str]:
+    """(the trajectory as the record holds it, "") or (None, why there is none)."""
+    if path is None:
+        found = context.record.get("trajectory")
+        return (found, "") if isinstance(found, Mapping) else (None, _NO_TRAJECTORY)
+    trajectory, problem = read_trajectory(context.case_dir, (path,))
+    if trajectory is None:
+        return None, problem or f"{path} does not exist"
+    return trajectory.to_json(), ""
+
+
+def _agent_calls(trajectory: Mapping[str, Any], tool_name: str) -> int:
+    return sum(
+        1
+        for call in trajectory.get("tool_calls") or ()
+        if call.get("name") == tool_name and not call.get("subagent")
+    )
+
+
+@builtin("trajectory", TOOL_NAME,
+         Key("min_count", Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
+             default=1),
+         TRAJECTORY_PATH)  # fmt: skip
+def trajectory_tool_used(
+    context: BuiltinContext, tool_name: str, min_count: int, path: str | None
+) -> ValueWithRationale:
+    trajectory, problem = trajectory_of(context, path)
+    if trajectory is None:
+        return False, problem
+    count = _agent_calls(trajectory, tool_name)
+    return count >= min_count, f"{tool_name} was called {count} times (at least {min_count} wanted)"
+
+
+@builtin("trajectory", TOOL_NAME, TRAJECTORY_PATH)
+def trajectory_tool_not_used(
+    context: BuiltinContext, tool_name: str, path: str | None
+) -> ValueWithRationale:
+    trajectory, problem = trajectory_of(context, path)
+    if trajectory is None:
+        return False, problem
+    count = _agent_calls(trajectory, tool_name)
+    return count == 0, f"{tool_name} was called {count} times"
+
+
+@builtin("trajectory",
+         Key("max_turns", Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
+             required=True),
+         TRAJECTORY_PATH)  # fmt: skip
+def trajectory_turn_count(
+    context: BuiltinContext, max_turns: int, path: str | None
+) -> ValueWithRationale:
+    """1.0 within max_turns, falling linearly to 0.0 at twice as many (rewardkit's)."""
+    trajectory, problem = trajectory_of(context, path)
+    if trajectory is None:
+        return 0.0, problem
+    turns = int(trajectory.get("num_turns") or 0)
+    value = max(0.0, min(1.0, 2.0 - turns / max_turns))
+    return value, f"{turns} agent turns (budget {max_turns}, none left at {2 * max_turns})"
+
+
+@builtin("efficiency", Key("max_cost_usd", Number(minimum=0, problem="must be a number >= 0"),
+                           default=1.0))  # fmt: skip
+def cost_budget(context: BuiltinContext, max_cost_usd: float) -> ValueWithRationale:
+    """agent-eval-harness's efficiency/cost_budget, verdicts word for word."""
+    cost = context.record.get("cost_usd")
+    if cost is None:
+        return False, "No cost data available"
+    if cost <= max_cost_usd:
+        return True, f"Cost ${cost:.2f} within budget ${max_cost_usd:.2f}"
+    return False, f"Cost ${cost:.2f} exceeds budget ${max_cost_usd:.2f}"
+
+
+@builtin(
+    "process",
+    Key("min_coverage", Number(minimum=0, maximum=1, problem="must be a fraction from 0 to 1"),
+        default=0.8),
+    Key("match", Choice(("suffix", "exact", "basename")), default="suffix"),
+    Key("include_subagents", Flag(), default=True),
+    Key("include_grep", Flag(), default=True),
+    Key("preloaded_files", AnyValue("paths counted as read (e.g. an auto-loaded CLAUDE.md)"),
+        default=()),
+)  # fmt: skip
+def consulted_docs(
+    context: BuiltinContext,
+    min_coverage: float,
+    match: str,
+    include_subagents: bool,
+    include_grep: bool,
+    preloaded_files: Sequence[str],
+) -> ValueWithRationale:
+    """agent-eval-harness's process/consulted_docs: the agent read enough of the task's
+    `annotations.expected_files` (Read calls, Grep calls, and shell reads an agent's
+    events mark as `read_paths`)."""
+    annotations = context.record.get("annotations") or {}
+    expected = [e for e in (_normalize(p, match) for p in annotations.get("expected_files") or ())
+                if e]  # fmt: skip
+    if not expected:
+        return True, "No expected_files specified — nothing to verify"
+    preloaded = [_normalize(p, match) for p in preloaded_files or () if p]
+    trajectory = context.record.get("trajectory") or {}
+    calls = [call for call in trajectory.get("tool_calls") or ()
+             if include_subagents or not call.get("subagent")]  # fmt: skip
+    read = [r for r in (_normalize(p, match) for p in _read_paths(calls, include_grep)) if r]
+
+    def seen(path: str, among: Sequence[str]) -> bool:
+        if match == "suffix":
+            return any(_suffix_match(other, path) for other in among)
+        return path in among
+
+    hits = [path for path in expected if seen(path, read) or seen(path, preloaded)]
+    via_preload = [path for path in hits if not seen(path, read)] if preloaded else []
+    coverage = len(hits) / len(expected)
+    detail = (
+        f"Read {len(hits)}/{len(expected)} expected docs "
+        f"(coverage {coverage:.0%}, threshold {min_coverage:.0%})"
+    )
+    if via_preload:
+        detail += f" [{len(via_preload)} via auto-load]"
+    return coverage >= min_coverage, detail
+
+
+@builtin("process")
+def tool_call_validation(context: BuiltinContext) -> ValueWithRationale:
+    """agent-eval-harness's process/tool_call_validation over the record's `tool_calls`
+    (here with each call's result, from the trajectory's observations or tool_result
+    events: an error result, or one whose text starts with an error, fails)."""
+    tool_calls = context.record.get("tool_calls") or []
+    if not tool_calls:
+        return True, "No tool calls to validate"
+    errors = []
+    for index, call in enumerate(tool_calls):
+        if not isinstance(call, dict):
+            continue
+        result = call.get("result", call.get("output", "")) or ""
+        name = call.get("name", f"#{index}")
+        if isinstance(result, dict) and result.get("error"):
+            errors.append(f"Tool '{name}': {str(result['error'])[:100]}")
+        elif isinstance(result, str) and "error" in result.lower()[:50]:
+            errors.append(f"Tool '{name}': {result[:100]}")
+    if errors:
+        return False, f"Tool call errors: {'; '.join(errors)}"
+    return True, f"All {len(tool_calls)} tool calls completed successfully"
+
+
+def _read_paths(calls: Sequence[Mapping[str, Any]], include_grep: bool) -> list[Any]:
+    """The files the calls read, as agent-eval-harness's extract_read_calls finds them."""
+    paths: list[Any] = []
+    for call in calls:
+        arguments = call.get("arguments") or {}
+        name = call.get("name")
+        if name == "Read":
+            paths.append(arguments.get("file_path"))
+        elif name == "Grep" and include_grep and arguments.get("path") not in (None, "", "."):
+            paths.append(arguments.get("path"))
+        elif name == "Bash" and isinstance(arguments.get("read_paths"), list):
+            paths.extend(arguments["read_paths"])
+    return paths
+
+
+def _normalize(path: Any, match: str) -> str:
+    path = (path if isinstance(path, str) else "").replace("\\", "/").strip()
+    return path.rsplit("/", 1)[-1] if match == "basename" else path
+
+
+def _suffix_match(read: str, expected: str) -> bool:
+    """One path ends the other at a component boundary (`docs/a.md` ~ `/repo/docs/a.md`,
+    but not `report.md` ~ `final-report.md`)."""
+    return bool(read and expected) and (
+        read == expected or read.endswith("/" + expected) or expected.endswith("/" + read)
+    )

@@ -1,0 +1,246 @@
+"""Builtins over data files in the case: JSON, YAML, CSV and SQLite values.
+
+The case's files are untrusted: a file that is not valid JSON/YAML/CSV/SQLite, is
+nested too deeply, is an alias bomb, or makes a query run too long, makes the
+builtin fail with that fact, never error. Names and arguments follow rewardkit's.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+import time
+from typing import Any
+
+from verifier.casefiles import read_case_file
+from verifier.config import Key
+from verifier.config.fields import Number, Text
+from verifier.judges.builtins.fields import AnyValue, CasePath, ColumnRef
+from verifier.judges.builtins.files import PATH, case_text
+from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.yaml_io import parse_untrusted_yaml
+
+EXPECTED = Key("expected", AnyValue(), required=True)
+DOTTED = "dotted; list indices as numbers: items.0.id"
+MAX_YAML_BYTES = 16 * 1024 * 1024
+MAX_YAML_VALUES = 4 * 1024 * 1024  # once aliases are expanded (yaml_io._oversized)
+MAX_DATABASE_BYTES = 256 * 1024 * 1024
+_SHOWN_CHARS = 200
+
+
+@builtin("json", PATH, Key("key", Text(non_empty=True), required=True), EXPECTED)
+def json_key_equals(
+    context: BuiltinContext, path: str, key: str, expected: Any
+) -> ValueWithRationale:
+    """A top-level key of a JSON object (the key is taken whole: dots are not paths)."""
+    document, problem = _json_document(context, path)
+    if problem:
+        return False, problem
+    if not isinstance(document, dict) or key not in document:
+        return False, f"{path}: no top-level key {key!r}"
+    return _compare(path, key, document[key], expected)
+
+
+@builtin(
+    "json",
+    PATH,
+    Key("json_path", Text(non_empty=True, description=DOTTED)),
+    Key("key", Text(non_empty=True, description=f"the same as json_path ({DOTTED})")),
+    EXPECTED,
+    one_of=(("json_path", "key"),),
+)
+def json_path_equals(
+    context: BuiltinContext, path: str, json_path: str | None, key: str | None, expected: Any
+) -> ValueWithRationale:
+    document, problem = _json_document(context, path)
+    if problem:
+        return False, problem
+    return _at_path(path, document, json_path or key or "", expected)
+
+
+@builtin(
+    "yaml",
+    PATH,
+    Key("yaml_path", Text(non_empty=True, description=DOTTED), required=True),
+    EXPECTED,
+)
+def yaml_path_equals(
+    context: BuiltinContext, path: str, yaml_path: str, expected: Any
+) -> ValueWithRationale:
+    found = read_case_file(context.case_dir, path, MAX_YAML_BYTES)
+    if found.data is None:
+        return False, f"{path} {found.problem}"
+    document, problem = parse_untrusted_yaml(found.data, MAX_YAML_VALUES)
+    if problem is not None:
+        return False, f"{path} is refused: {problem}"
+    return _at_path(path, document, yaml_path, expected)
+
+
+@builtin(
+    "csv",
+    PATH,
+    Key("row", Number(integer=True, minimum=0, problem="must be a row number from 0"),
+        required=True),
+    Key("col", ColumnRef(), required=True),
+    EXPECTED,
+)  # fmt: skip
+def csv_cell_equals(
+    context: BuiltinContext, path: str, row: int, col: int | str, expected: Any
+) -> ValueWithRationale:
+    """rewardkit's numbering: with a column number, rows are the raw lines (row 0 is the
+    header); with a header name, row 0 is the first data row."""
+    content, problem = case_text(context, path)
+    if content is None:
+        return False, problem
+    try:
+        rows = list(csv.reader(content.splitlines()))
+    except csv.Error as error:
+        return False, f"{path} is not valid CSV: {error}"
+    if isinstance(col, str):
+        if not rows or col not in rows[0]:
+            return False, f"{path}: no column {col!r} in the header"
+        column, rows = rows[0].index(col), rows[1:]
+    else:
+        column = col
+    if row >= len(rows) or column >= len(rows[row]):
+        return False, f"{path}: no cell at row {row}, column {col!r} ({len(rows)} rows)"
+    cell = rows[row][column]
+    equal = _cell_equal(cell, expected)
+    return (
+        equal,
+        f"{path}: row {row}, column {col!r} is {cell[:_SHOWN_CHARS]!r}, expected {expected!r}",
+    )
+
+
+@builtin(
+    "sqlite",
+    Key("db_path", CasePath(), required=True),
+    Key("query", Text(non_empty=True, description="SQL, run read-only"), required=True),
+    EXPECTED,
+    Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
+        default=10),
+)  # fmt: skip
+def sqlite_query_equals(
+    context: BuiltinContext, db_path: str, query: str, expected: Any, timeout: float
+) -> ValueWithRationale:
+    """The query's first value equals `expected` (a list: all rows, each a value or a
+    list of column values).
+
+    The database is the agent's file: it is read into memory (never opened where it
+    lies, so no journal, WAL or symlink is followed) and queried read-only with its
+    schema untrusted, under a time limit.
+    """
+    found = read_case_file(context.case_dir, db_path, MAX_DATABASE_BYTES)
+    if found.data is None:
+        return False, f"{db_path} {found.problem}"
+    try:
+        rows = _query(found.data, query, timeout)
+    except _QueryTooSlow:
+        return False, f"{db_path}: the query ran over {timeout:g}s"
+    except (sqlite3.Error, OverflowError) as error:
+        return False, f"{db_path}: the query failed: {error}"
+    if isinstance(expected, list):
+        equal = len(rows) == len(expected) and all(map(_row_equal, rows, expected))
+        shown = json.dumps([list(row) for row in rows[:20]], default=repr)[:_SHOWN_CHARS]
+        return (
+            equal,
+            f"{db_path}: the query returned {len(rows)} rows {shown}, expected {expected!r}",
+        )
+    if not rows or not rows[0]:
+        return False, f"{db_path}: the query returned no rows"
+    value = rows[0][0]
+    return _sql_equal(
+        value, expected
+    ), f"{db_path}: the query returned {value!r}, expected {expected!r}"
+
+
+class _QueryTooSlow(Exception):
+    pass
+
+
+def _query(data: bytes, query: str, timeout: float) -> list[tuple[Any, ...]]:
+    if data[18:20] == b"\x02\x02":  # WAL mode: read the main file as a rollback database
+        data = data[:18] + b"\x01\x01" + data[20:]
+    connection = sqlite3.connect(":memory:")
+    deadline = time.monotonic() + timeout
+    try:
+        connection.deserialize(data)
+        connection.execute("PRAGMA trusted_schema = OFF")
+        connection.execute("PRAGMA cell_size_check = ON")
+        connection.execute("PRAGMA query_only = ON")
+        connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            return connection.execute(query).fetchmany(10_000)
+        except sqlite3.OperationalError as error:
+            if time.monotonic() > deadline and "interrupted" in str(error):
+                raise _QueryTooSlow from None
+            raise
+    finally:
+        connection.close()
+
+
+def _json_document(context: BuiltinContext, path: str) -> tuple[Any, str]:
+    content, problem = case_text(context, path)
+    if content is None:
+        return None, problem
+    try:
+        return json.loads(content), ""
+    except ValueError as error:
+        return None, f"{path} is not valid JSON: {error}"
+    except RecursionError:
+        return None, f"{path} is JSON nested too deeply to read"
+
+
+def _at_path(path: str, document: Any, dotted: str, expected: Any) -> ValueWithRationale:
+    current = document
+    for part in dotted.split("."):
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and _is_index(part, len(current)):
+            current = current[int(part)]
+        else:
+            return False, f"{path}: {dotted} not found (stopped at {part!r})"
+    return _compare(path, dotted, current, expected)
+
+
+def _compare(path: str, where: str, actual: Any, expected: Any) -> ValueWithRationale:
+    shown = json.dumps(actual, default=str)[:_SHOWN_CHARS]
+    return json_equal(
+        actual, expected
+    ), f"{path}: {where} is {shown}, expected {json.dumps(expected, default=str)}"
+
+
+def _is_index(part: str, length: int) -> bool:
+    return part.lstrip("-").isdigit() and -length <= int(part) < length
+
+
+def json_equal(actual: Any, expected: Any) -> bool:
+    """JSON equality where true is not 1 but 1 is 1.0."""
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        return type(actual) is type(expected) and actual == expected
+    return bool(actual == expected)
+
+
+def _cell_equal(cell: str, expected: Any) -> bool:
+    """A CSV cell is text: equal to a string as it is, to a number by its value."""
+    if isinstance(expected, int | float) and not isinstance(expected, bool):
+        try:
+            return float(cell) == expected
+        except ValueError:
+            return False
+    return cell == str(expected)
+
+
+def _row_equal(row: tuple[Any, ...], expected: Any) -> bool:
+    """A row against a list of column values, or a one-column row against a value."""
+    if isinstance(expected, list):
+        return len(row) == len(expected) and all(map(_sql_equal, row, expected))
+    return len(row) == 1 and _sql_equal(row[0], expected)
+
+
+def _sql_equal(actual: Any, expected: Any) -> bool:
+    """SQLite has no booleans (true is stored as 1): compare accordingly."""
+    if isinstance(expected, bool):
+        expected = int(expected)
+    return not isinstance(actual, bytes) and json_equal(actual, expected)

@@ -1,0 +1,180 @@
+"""Tamper guards: the commonest hack on a coding task is to edit or delete the tests.
+
+`files_unchanged` holds the case's protected files (globs such as `tests/**`,
+`conftest.py`, `pytest.ini`) to the task author's trusted copies, shipped beside
+eval.yaml as a directory or as a sha256sum manifest; `no_new_files_matching` refuses
+files that change how tests run without touching them (`conftest.py`, `*.pth`,
+`sitecustomize.py`). Both must see the whole of what they guard: a case listing
+that hits a cap or an unreadable dir is a failure ("cannot be verified"), and a
+symlink where a protected file should be is a change.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import NamedTuple
+
+from verifier.casefiles import CaseListing, list_case, read_case_file
+from verifier.config import Key
+from verifier.globs import Glob
+from verifier.judges.base import JudgeAnswer
+from verifier.judges.builtins.fields import Globs, ReferencePath
+from verifier.judges.builtins.registry import BuiltinContext, builtin
+from verifier.references import SKIPPED_NAMES
+
+MAX_PROTECTED_BYTES = 64 * 1024 * 1024  # one protected file
+_SHOWN_PATHS = 10
+_MANIFEST_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *](.+)")
+
+
+def manifest_problem(path: Path) -> str | None:
+    """What is wrong with a reference given as a file: it must be a sha256sum manifest."""
+    if path.is_dir():
+        return None
+    try:
+        _read_manifest(path)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+TRUSTED = Key(
+    "reference",
+    ReferencePath(
+        kind="file or dir",
+        description="beside eval.yaml: a dir of the trusted copies (laid out as in the case), "
+        "or a sha256sum manifest (`sha256sum FILES > protected.sha256`)",
+        check=manifest_problem,
+    ),
+)
+PATHS = Key("paths", Globs(description="what is protected: globs relative to the case dir"),
+            required=True)  # fmt: skip
+
+
+class Tampering(NamedTuple):
+    changed: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.changed or self.deleted or self.added)
+
+    def describe(self) -> str:
+        parts = [
+            f"{what}: {_listed(paths)}"
+            for what, paths in (("changed", self.changed), ("deleted", self.deleted),
+                                ("added", self.added))
+            if paths
+        ]  # fmt: skip
+        return "; ".join(parts)
+
+
+@builtin("guard", PATHS, TRUSTED._replace(required=True))
+def files_unchanged(
+    context: BuiltinContext, paths: tuple[Glob, ...], reference: PurePosixPath
+) -> JudgeAnswer:
+    """True only if every protected file of the reference is in the case with exactly its
+    contents and the case has no protected file the reference lacks."""
+    trusted = _protected(trusted_digests(context.config_dir / reference), paths)
+    listing = _case_listing(context.case_dir, paths)
+    if listing.problem is not None:
+        return JudgeAnswer(False, f"the protected files cannot be verified: {listing.problem}")
+    present = _protected(listing.files(), paths)
+    changed = tuple(path for path in sorted(trusted.keys() & present.keys())
+                    if not _same(context.case_dir, path, present[path], trusted[path]))  # fmt: skip
+    tampering = Tampering(
+        changed, tuple(sorted(trusted.keys() - present.keys())),
+        tuple(sorted(present.keys() - trusted.keys())),
+    )  # fmt: skip
+    if tampering:
+        return JudgeAnswer(False, f"protected files were tampered with: {tampering.describe()}",
+                           {"tampering": tampering._asdict()})  # fmt: skip
+    return JudgeAnswer(True, f"{len(trusted)} protected files unchanged, none added")
+
+
+@builtin("guard", PATHS, TRUSTED)
+def no_new_files_matching(
+    context: BuiltinContext, paths: tuple[Glob, ...], reference: PurePosixPath | None
+) -> JudgeAnswer:
+    """True when the case has no file matching the globs, apart from those the reference
+    holds with the same contents."""
+    trusted = (
+        _protected(trusted_digests(context.config_dir / reference), paths) if reference else {}
+    )
+    listing = _case_listing(context.case_dir, paths)
+    if listing.problem is not None:
+        return JudgeAnswer(False, f"the case cannot be checked: {listing.problem}")
+    present = _protected(listing.files(), paths)
+    new = tuple(path for path in sorted(present)
+                if path not in trusted
+                or not _same(context.case_dir, path, present[path], trusted[path]))  # fmt: skip
+    if new:
+        return JudgeAnswer(False, f"files that must not be there: {_listed(new)}",
+                           {"tampering": Tampering(added=new)._asdict()})  # fmt: skip
+    return JudgeAnswer(True, f"no file matches {', '.join(glob.pattern for glob in paths)}")
+
+
+@functools.lru_cache(maxsize=16)
+def trusted_digests(reference: Path) -> Mapping[str, str]:
+    """Relative path -> sha256 of every trusted file (a dir's files, or a manifest's lines).
+
+    The task author's files: read once per process (a batch grades many cases)."""
+    if reference.is_file():
+        return _read_manifest(reference)
+    digests = {}
+    for directory, dirnames, filenames in os.walk(reference):
+        dirnames[:] = [name for name in dirnames if name not in SKIPPED_NAMES]
+        for name in filenames:
+            path = Path(directory, name)
+            if name not in SKIPPED_NAMES and path.is_file():
+                relative = path.relative_to(reference).as_posix()
+                digests[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def _read_manifest(path: Path) -> dict[str, str]:
+    digests = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _MANIFEST_LINE.fullmatch(line.strip())
+        if match is None:
+            raise ValueError(f"line {number} is not `<sha256>  <path>` (sha256sum's format)")
+        relative = PurePosixPath(match.group(2).removeprefix("./"))
+        if relative.is_absolute() or ".." in relative.parts:
+            raise ValueError(f"line {number}: {relative} must be relative to the case dir")
+        digests[relative.as_posix()] = match.group(1).lower()
+    return digests
+
+
+def _protected(entries: Mapping[str, str], globs: Sequence[Glob]) -> dict[str, str]:
+    return {path: value for path, value in entries.items()
+            if any(glob.matches(path) for glob in globs)}  # fmt: skip
+
+
+def _case_listing(case_dir: Path, globs: Sequence[Glob]) -> CaseListing:
+    """Everything under the globs' base dirs (the whole case when one can match anywhere)."""
+    bases = sorted({glob.base for glob in globs})
+    if "" in bases:
+        bases = [""]
+    listings = [list_case(case_dir, base) for base in bases]
+    problem = next((listing.problem for listing in listings if listing.problem), None)
+    return CaseListing(tuple(e for listing in listings for e in listing.entries), problem)
+
+
+def _same(case_dir: Path, path: str, kind: str, digest: str) -> bool:
+    """The case's entry at path is a regular file with the trusted digest."""
+    if kind != "file":
+        return False
+    found = read_case_file(case_dir, path, MAX_PROTECTED_BYTES)
+    return found.data is not None and hashlib.sha256(found.data).hexdigest() == digest
+
+
+def _listed(paths: Sequence[str]) -> str:
+    shown = ", ".join(paths[:_SHOWN_PATHS])
+    return shown + (f" and {len(paths) - _SHOWN_PATHS} more" if len(paths) > _SHOWN_PATHS else "")

@@ -1,0 +1,169 @@
+"""`xlsx_cell_equals`: one cell of an Excel workbook, read with the standard library.
+
+An .xlsx file is a zip of XML parts (ECMA-376): the workbook names its sheets and
+relates each to a worksheet part; a cell holds a number, a boolean, an inline or
+formula string, or an index into the shared strings. rewardkit needs openpyxl for
+this; the image has no room for it, and the few parts involved are simple.
+
+The workbook is the agent's file: its size, each part's size once inflated (a zip
+bomb), and XML that declares a DTD or entities are refused as facts.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import xml.etree.ElementTree as ElementTree
+import zipfile
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from verifier.casefiles import read_case_file
+from verifier.config import Key, Locator
+from verifier.config.fields import Text
+from verifier.judges.builtins.data_files import EXPECTED, json_equal
+from verifier.judges.builtins.files import PATH
+from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+
+MAX_WORKBOOK_BYTES = 64 * 1024 * 1024
+MAX_PART_BYTES = 128 * 1024 * 1024  # one XML part, inflated
+_MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_RELATIONSHIP = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_CELL_REFERENCE = re.compile(r"\$?([A-Z]{1,3})\$?([1-9][0-9]{0,6})\Z")
+
+
+class WorkbookProblem(Exception):
+    """What makes the workbook unreadable, in words (a fact about the case)."""
+
+
+class CellReference(NamedTuple):
+    description: str = "A1-style, e.g. B2"
+
+    def parse(self, value: Any, at: Locator) -> str:
+        if not isinstance(value, str) or not _CELL_REFERENCE.match(value.upper()):
+            raise at.error(f"{value!r} must be a cell reference such as B2")
+        return value.upper().replace("$", "")
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "string",
+            "pattern": _CELL_REFERENCE.pattern,
+            "description": self.description,
+        }
+
+
+@builtin(
+    "xlsx",
+    PATH,
+    Key("cell", CellReference(), required=True),
+    EXPECTED,
+    Key("sheet", Text(non_empty=True, description="the sheet's name; default: the first")),
+)
+def xlsx_cell_equals(
+    context: BuiltinContext, path: str, cell: str, expected: Any, sheet: str | None
+) -> ValueWithRationale:
+    """The cell's value (a formula's cached result) equals `expected`: numbers by value,
+    text as it is, booleans as booleans."""
+    found = read_case_file(context.case_dir, path, MAX_WORKBOOK_BYTES)
+    if found.data is None:
+        return False, f"{path} {found.problem}"
+    try:
+        with zipfile.ZipFile(io.BytesIO(found.data)) as workbook:
+            name, part = _sheet_part(workbook, sheet)
+            value = _cell_value(workbook, part, cell)
+    except WorkbookProblem as problem:
+        return False, f"{path} {problem}"
+    except (zipfile.BadZipFile, KeyError, EOFError, ValueError, NotImplementedError) as error:
+        return False, f"{path} is not a readable .xlsx workbook: {error}"
+    where = f"{path}: {name}!{cell}"
+    if value is None:
+        return False, f"{where} is empty, expected {expected!r}"
+    equal = json_equal(value, expected)
+    return equal, f"{where} is {value!r}, expected {expected!r}"
+
+
+def _sheet_part(workbook: zipfile.ZipFile, wanted: str | None) -> tuple[str, str]:
+    """(the sheet's name, its worksheet part's name in the zip)."""
+    sheets = [
+        (element.get("name", ""), element.get(_RELATIONSHIP, ""))
+        for element in _elements(workbook, "xl/workbook.xml", f"{_MAIN}sheet")
+    ]
+    if not sheets:
+        raise WorkbookProblem("has no sheets")
+    chosen = next((s for s in sheets if s[0] == wanted), None) if wanted else sheets[0]
+    if chosen is None:
+        names = ", ".join(repr(name) for name, _ in sheets)
+        raise WorkbookProblem(f"has no sheet {wanted!r} (it has {names})")
+    targets = {
+        element.get("Id"): element.get("Target", "")
+        for element in _elements(workbook, "xl/_rels/workbook.xml.rels", None)
+        if element.tag.endswith("Relationship")
+    }
+    target = targets.get(chosen[1])
+    if not target:
+        raise WorkbookProblem(f"relates sheet {chosen[0]!r} to no worksheet")
+    part = target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+    return chosen[0], part
+
+
+def _cell_value(workbook: zipfile.ZipFile, part: str, reference: str) -> Any:
+    for element in _elements(workbook, part, f"{_MAIN}c"):
+        if element.get("r") == reference:
+            return _typed(workbook, element)
+    return None
+
+
+def _typed(workbook: zipfile.ZipFile, cell: ElementTree.Element) -> Any:
+    kind = cell.get("t", "n")
+    if kind == "inlineStr":
+        return "".join(t.text or "" for t in cell.iter(f"{_MAIN}t"))
+    raw = cell.findtext(f"{_MAIN}v")
+    if raw is None:
+        return None
+    if kind == "s":
+        strings = _shared_strings(workbook)
+        index = int(raw)
+        if not 0 <= index < len(strings):
+            raise WorkbookProblem(f"refers to shared string {index}, which does not exist")
+        return strings[index]
+    if kind == "b":
+        return raw.strip() == "1"
+    if kind in ("str", "e"):
+        return raw
+    number = float(raw)
+    return int(number) if number.is_integer() and abs(number) < 2**53 else number
+
+
+def _shared_strings(workbook: zipfile.ZipFile) -> list[str]:
+    if "xl/sharedStrings.xml" not in workbook.namelist():
+        return []
+    return [
+        "".join(t.text or "" for t in item.iter(f"{_MAIN}t"))
+        for item in _elements(workbook, "xl/sharedStrings.xml", f"{_MAIN}si")
+    ]
+
+
+def _elements(
+    workbook: zipfile.ZipFile, part: str, tag: str | None
+) -> Iterator[ElementTree.Element]:
+    """The part's elements with this tag (every element when None), as each one ends;
+    the part's inflated size is checked first and DTDs are refused."""
+    try:
+        info = workbook.getinfo(part)
+    except KeyError:
+        raise WorkbookProblem(f"has no part {part}") from None
+    if info.file_size > MAX_PART_BYTES:
+        raise WorkbookProblem(f"has a part {part} of {info.file_size} bytes inflated, over the cap")
+    with workbook.open(info) as stream:
+        data = stream.read(MAX_PART_BYTES + 1)
+    if len(data) > MAX_PART_BYTES:
+        raise WorkbookProblem(f"has a part {part} over {MAX_PART_BYTES} bytes inflated")
+    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        raise WorkbookProblem(f"has a part {part} that declares a DTD (refused)")
+    try:
+        for _, element in ElementTree.iterparse(io.BytesIO(data), events=("end",)):
+            if tag is None or element.tag == tag:
+                yield element
+                element.clear()  # a big sheet is walked, not kept
+    except ElementTree.ParseError as error:
+        raise WorkbookProblem(f"has a part {part} that is not valid XML: {error}") from None
