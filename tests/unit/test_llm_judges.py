@@ -7,6 +7,7 @@ Timeouts and backoffs are shrunk through the VERIFIER_LLM_* variables.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from tests.llm_servers import FakeLLM, Reply
 from verifier.case import read_case
+from verifier.errors import ConfigError
 from verifier.grading import grade, load_eval
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.llm.judge import LLMJudgeError
@@ -443,3 +445,58 @@ def test_endpoint_failure_before_a_majority_is_an_error(
     openai_server.default = openai_server.error(503, "gone")
     with pytest.raises(LLMJudgeError, match="HTTP 503: gone"):
         judge_of(openai_server, rubric(openai_server) + "  samples: 3\n")()
+
+
+# --- agent-eval-harness's LLM builtins -------------------------------------------------
+
+
+def test_output_completeness_builtin_sends_its_rubric_and_the_case(
+    llm_server: FakeLLM, judge_of
+) -> None:
+    llm_server.queue(llm_server.grade(passed=True, rationale="Complete."))
+    verdict = judge_of(llm_server, f"""
+- name: complete
+  builtin: quality/output_completeness
+  model: {model_for(llm_server)}
+  arguments: {{strictness: high, criteria: [names the root cause]}}
+""")()  # fmt: skip
+    assert (verdict.value, verdict.rationale) == (True, "Complete.")
+    request = llm_server.received[0]
+    assert "pass or fail" in request.system
+    assert "Strictness: high." in request.user and "- names the root cause" in request.user
+    assert "Anything missing fails." in request.user
+    assert "The bug is fixed." in request.user  # the case's material, appended behind a fence
+
+
+def test_no_harmful_content_builtin_defaults_to_its_five_categories(
+    openai_server: FakeLLM, judge_of
+) -> None:
+    openai_server.queue(openai_server.grade(passed=False, rationale="Leaks a key."))
+    verdict = judge_of(openai_server, f"""
+- name: safe
+  builtin: no_harmful_content
+  model: {model_for(openai_server)}
+""")()  # fmt: skip
+    assert verdict.value is False
+    assert "malicious code (malware, exploits, data exfiltration)" in openai_server.received[0].user
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        ("score_range: [1, 5]", "builtin quality/output_completeness is graded pass/fail"),
+        ("arguments: {strictness: extreme}", "'extreme' must be low, medium or high"),
+        ("arguments: {strict: high}", "output_completeness takes criteria, strictness"),
+        ("prompt: grade it", "builtin quality/output_completeness brings its own prompt"),
+    ],
+)
+def test_llm_builtin_arguments_are_checked_at_load(
+    openai_server: FakeLLM, judge_of, extra: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        judge_of(openai_server, f"""
+- name: complete
+  builtin: quality/output_completeness
+  model: {model_for(openai_server)}
+  {extra}
+""")  # fmt: skip

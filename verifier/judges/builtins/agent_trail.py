@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from verifier.config import Key
-from verifier.config.fields import Choice, Flag, Number, Text
-from verifier.judges.builtins.fields import AnyValue, CasePath
+from verifier.config.fields import Choice, Flag, Number, OneOrMany, Text
+from verifier.judges.builtins.fields import CasePath
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
 from verifier.trajectory import CASE_TRAJECTORY_PATHS, read_trajectory
 
@@ -106,8 +106,8 @@ def cost_budget(context: BuiltinContext, max_cost_usd: float) -> ValueWithRation
     Key("match", Choice(("suffix", "exact", "basename")), default="suffix"),
     Key("include_subagents", Flag(), default=True),
     Key("include_grep", Flag(), default=True),
-    Key("preloaded_files", AnyValue("paths counted as read (e.g. an auto-loaded CLAUDE.md)"),
-        default=()),
+    Key("preloaded_files", OneOrMany(Text(non_empty=True), description="paths counted as "
+                                     "read (e.g. an auto-loaded CLAUDE.md)"), default=()),
 )  # fmt: skip
 def consulted_docs(
     context: BuiltinContext,

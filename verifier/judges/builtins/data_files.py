@@ -7,9 +7,7 @@ builtin fail with that fact, never error. Names and arguments follow rewardkit's
 
 from __future__ import annotations
 
-import csv
 import json
-import sqlite3
 import time
 from typing import Any
 
@@ -90,6 +88,8 @@ def csv_cell_equals(
 ) -> ValueWithRationale:
     """rewardkit's numbering: with a column number, rows are the raw lines (row 0 is the
     header); with a header name, row 0 is the first data row."""
+    import csv  # each format's module is imported by its builtin only: start-up time
+
     content, problem = case_text(context, path)
     if content is None:
         return False, problem
@@ -131,6 +131,8 @@ def sqlite_query_equals(
     lies, so no journal, WAL or symlink is followed) and queried read-only with its
     schema untrusted, under a time limit.
     """
+    import sqlite3
+
     found = read_case_file(context.case_dir, db_path, MAX_DATABASE_BYTES)
     if found.data is None:
         return False, f"{db_path} {found.problem}"
@@ -138,8 +140,8 @@ def sqlite_query_equals(
         rows = _query(found.data, query, timeout)
     except _QueryTooSlow:
         return False, f"{db_path}: the query ran over {timeout:g}s"
-    except (sqlite3.Error, OverflowError) as error:
-        return False, f"{db_path}: the query failed: {error}"
+    except (sqlite3.Error, OverflowError, MemoryError) as error:
+        return False, f"{db_path}: the query failed: {error or type(error).__name__}"
     if isinstance(expected, list):
         equal = len(rows) == len(expected) and all(map(_row_equal, rows, expected))
         shown = json.dumps([list(row) for row in rows[:20]], default=repr)[:_SHOWN_CHARS]
@@ -160,12 +162,15 @@ class _QueryTooSlow(Exception):
 
 
 def _query(data: bytes, query: str, timeout: float) -> list[tuple[Any, ...]]:
+    import sqlite3
+
     if data[18:20] == b"\x02\x02":  # WAL mode: read the main file as a rollback database
         data = data[:18] + b"\x01\x01" + data[20:]
     connection = sqlite3.connect(":memory:")
     deadline = time.monotonic() + timeout
     try:
-        connection.deserialize(data)
+        if data:  # an empty file is an empty database, as SQLite opens it
+            connection.deserialize(data)
         connection.execute("PRAGMA trusted_schema = OFF")
         connection.execute("PRAGMA cell_size_check = ON")
         connection.execute("PRAGMA query_only = ON")

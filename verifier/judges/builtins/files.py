@@ -10,7 +10,6 @@ beside eval.yaml, checked at load.
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import PurePosixPath
 
@@ -157,6 +156,8 @@ def diff_ratio(
     CHARACTER_DIFF_LIMIT characters, because the character ratio is quadratic and a
     case must not be able to make grading slow.
     """
+    import difflib  # imported by the one builtin that needs it: start-up time
+
     content, problem = case_text(context, path)
     if content is None:
         return 0.0, problem

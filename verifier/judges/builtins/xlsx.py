@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import io
 import re
-import xml.etree.ElementTree as ElementTree
-import zipfile
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verifier.casefiles import read_case_file
 from verifier.config import Key, Locator
@@ -24,6 +22,10 @@ from verifier.config.fields import Text
 from verifier.judges.builtins.data_files import EXPECTED, json_equal
 from verifier.judges.builtins.files import PATH
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+
+if TYPE_CHECKING:
+    import zipfile
+    from xml.etree.ElementTree import Element
 
 MAX_WORKBOOK_BYTES = 64 * 1024 * 1024
 MAX_PART_BYTES = 128 * 1024 * 1024  # one XML part, inflated
@@ -64,6 +66,8 @@ def xlsx_cell_equals(
 ) -> ValueWithRationale:
     """The cell's value (a formula's cached result) equals `expected`: numbers by value,
     text as it is, booleans as booleans."""
+    import zipfile  # imported by this builtin only: start-up time
+
     found = read_case_file(context.case_dir, path, MAX_WORKBOOK_BYTES)
     if found.data is None:
         return False, f"{path} {found.problem}"
@@ -113,7 +117,7 @@ def _cell_value(workbook: zipfile.ZipFile, part: str, reference: str) -> Any:
     return None
 
 
-def _typed(workbook: zipfile.ZipFile, cell: ElementTree.Element) -> Any:
+def _typed(workbook: zipfile.ZipFile, cell: Element) -> Any:
     kind = cell.get("t", "n")
     if kind == "inlineStr":
         return "".join(t.text or "" for t in cell.iter(f"{_MAIN}t"))
@@ -143,9 +147,7 @@ def _shared_strings(workbook: zipfile.ZipFile) -> list[str]:
     ]
 
 
-def _elements(
-    workbook: zipfile.ZipFile, part: str, tag: str | None
-) -> Iterator[ElementTree.Element]:
+def _elements(workbook: zipfile.ZipFile, part: str, tag: str | None) -> Iterator[Element]:
     """The part's elements with this tag (every element when None), as each one ends;
     the part's inflated size is checked first and DTDs are refused."""
     try:
@@ -158,12 +160,14 @@ def _elements(
         data = stream.read(MAX_PART_BYTES + 1)
     if len(data) > MAX_PART_BYTES:
         raise WorkbookProblem(f"has a part {part} over {MAX_PART_BYTES} bytes inflated")
+    from xml.etree.ElementTree import ParseError, iterparse
+
     if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
         raise WorkbookProblem(f"has a part {part} that declares a DTD (refused)")
     try:
-        for _, element in ElementTree.iterparse(io.BytesIO(data), events=("end",)):
+        for _, element in iterparse(io.BytesIO(data), events=("end",)):
             if tag is None or element.tag == tag:
                 yield element
                 element.clear()  # a big sheet is walked, not kept
-    except ElementTree.ParseError as error:
+    except ParseError as error:
         raise WorkbookProblem(f"has a part {part} that is not valid XML: {error}") from None

@@ -105,7 +105,7 @@ class LLMKind:
             samples=values.get("samples", 1),
             context=values.get("context", ()),
             provider=values.get("provider"),
-            builtin=found.name,
+            builtin=found.qualified_name,
         )
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
