@@ -182,8 +182,12 @@ def test_unwritable_out_dir_exits_4(layout: dict[str, Path]) -> None:
     args[-1] = str(blocker / "out")
     completed = run(*args)
     assert completed.returncode == 4
-    assert "output directory is not writable" in completed.stderr
-    assert "Traceback" not in completed.stderr
+    assert completed.stderr == (
+        f"verifier: error: {blocker / 'out'}: output directory is not writable by UID "
+        f"{os.getuid()} (Not a directory); mount it read-write and writable by UID "
+        f'{os.getuid()} (podman: -v DIR:{blocker / "out"}:U; docker: --user "$(id -u):0"; '
+        "or chown/chmod DIR) or pass --out\n"
+    )
 
 
 def test_config_inside_the_case_dir_is_refused(layout: dict[str, Path]) -> None:
