@@ -187,6 +187,11 @@ COMMANDS: dict[str, Command] = {
             required=("config",),
         ),
         Command(
+            "schema",
+            "Print the JSON Schema of eval.yaml, for editors (yaml-language-server) and CI.",
+            ("debug",),
+        ),
+        Command(
             "batch",
             "Grade every case under --cases in parallel workers; resumable, shardable.",
             ("cases", "out", "config", "jobs", "shard", "force", "memory_mb", "llm_parallel",

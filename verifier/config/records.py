@@ -26,13 +26,15 @@ class JudgeKind(Protocol):
 
     name: str
     keys: Sequence[Key]
-
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        """Whether entry is of this kind (kinds are asked in registry order)."""
-        ...
+    claim_keys: tuple[str, ...]  # an entry with any of these keys set is of this kind
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
         """The kind's record from its parsed keys; at.error(...) for what is missing."""
+        ...
+
+    def entry_schema(self) -> dict[str, Any]:
+        """What spec() and prepare() demand of an entry beyond its keys' types, as JSON
+        Schema (for `verifier schema`); {} when nothing."""
         ...
 
 

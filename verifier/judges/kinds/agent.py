@@ -14,15 +14,16 @@ class AgentKind:
     name = "agent"
     pool = Pool.CPU
     keys = (Key("agent", Arguments(description="not supported by this image")),)
-
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        return "agent" in entry
+    claim_keys = ("agent",)
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
         raise at.child("agent").error(
             "agent judges are not supported by this image; "
             "use check, module, builtin or an LLM judge"
         )
+
+    def entry_schema(self) -> dict[str, Any]:
+        return {"not": {}, "description": "agent judges are not supported by this image"}
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         raise AssertionError("an agent judge never loads")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from verifier.config import EvalConfig, JudgeConfig, Key, Locator
-from verifier.config.fields import Text
+from verifier.config.fields import Text, object_schema
 from verifier.judges.base import Pool, Record
 
 
@@ -23,14 +23,37 @@ class BuiltinKind:
     name = "builtin"
     pool = Pool.CPU
     keys = (Key("builtin", Text(non_empty=True, description="name or category/name")),)
-
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        return "builtin" in entry
+    claim_keys = ("builtin",)
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> BuiltinSpec:
         if "builtin" not in values:
             raise at.child("builtin").error("must be a non-empty string")
         return BuiltinSpec(values["builtin"])
+
+    def entry_schema(self) -> dict[str, Any]:
+        """A known builtin, with the arguments it declares (bind_builtin's checks)."""
+        from verifier.judges.builtins import all_builtins
+
+        found = all_builtins()
+        names = sorted(name for b in found for name in (b.name, b.qualified_name))
+        return {
+            "required": ["builtin"],
+            "properties": {"builtin": {"enum": names}},
+            "allOf": [
+                {
+                    "if": {"properties": {"builtin": {"enum": [b.name, b.qualified_name]}}},
+                    "then": {
+                        "properties": {"arguments": object_schema(b.arguments)},
+                        **(
+                            {"required": ["arguments"]}
+                            if any(k.required for k in b.arguments)
+                            else {}
+                        ),
+                    },
+                }
+                for b in found
+            ],
+        }
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         from verifier.judges.builtins import bind_builtin

@@ -26,14 +26,16 @@ class CheckKind:
     pool = Pool.CPU
     keys = (Key("check", Text(description="a Python function body; receives outputs, "
                               "arguments; must return")),)  # fmt: skip
-
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        return "check" in entry
+    claim_keys = ("check",)
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> CheckSpec:
         if "check" not in values:
             raise at.child("check").error("must be a string")
         return CheckSpec(values["check"])
+
+    def entry_schema(self) -> dict[str, Any]:
+        """A body, and one that can return (prepare() also compiles it)."""
+        return {"properties": {"check": {"type": "string", "pattern": r"\breturn\b"}}}
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         """Compile the body into `fn(outputs, arguments)`."""

@@ -48,15 +48,15 @@ class LLMKind:
         Key("model", Text(non_empty=True, description="provider/model; else models.judge, "
                                                        "else $EVAL_JUDGE_MODEL")),
         Key("samples", Number(integer=True, minimum=1, maximum=MAX_SAMPLES,
-                              problem=f"must be a whole number from 1 to {MAX_SAMPLES}"),
+                              problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
+                              description="answers to ask for; the value is their median"),
             default=1),
         Key("context", OneOrMany(RelativePath(), description="reference files beside "
                                                              "eval.yaml")),
         Key("provider", ProviderName()),
     )  # fmt: skip
 
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        return any(key in entry for key in PROMPT_KEYS)
+    claim_keys = PROMPT_KEYS
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
         present = [key for key in PROMPT_KEYS if key in values]
@@ -80,6 +80,15 @@ class LLMKind:
             context=values.get("context", ()),
             provider=values.get("provider"),
         )
+
+    def entry_schema(self) -> dict[str, Any]:
+        """Exactly one of the prompt keys set (not null)."""
+        return {
+            "oneOf": [
+                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
+                for key in PROMPT_KEYS
+            ]
+        }
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         import os

@@ -30,15 +30,20 @@ class ModuleKind:
         Key("function", Text(non_empty=True, description="called as fn(outputs=record, "
                                                           "**arguments)")),
     )  # fmt: skip
-
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        return "module" in entry or "function" in entry
+    claim_keys = ("module", "function")
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> ModuleSpec:
         for key in ("module", "function"):
             if key not in values:
                 raise at.child(key).error("module judges need both module and function")
         return ModuleSpec(values["module"], values["function"])
+
+    def entry_schema(self) -> dict[str, Any]:
+        """Both keys set (not null)."""
+        return {
+            "required": list(self.claim_keys),
+            "properties": {key: {"type": "string"} for key in self.claim_keys},
+        }
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         """Import the module from eval.yaml's dir; `fn(outputs=record, **arguments)`."""
