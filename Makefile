@@ -31,6 +31,10 @@ HOST_CA ?= /etc/ssl/certs/ca-certificates.crt
 # Copy the image to the other engine's storage when it is installed and running
 # (the integration tests use both); TRANSFER=0 turns that off.
 TRANSFER ?= 1
+# The public source of the image, for its org.opencontainers.image.source label: the
+# git remote `origin` (as an https URL) unless given.
+SOURCE_URL ?= $(shell git remote get-url origin 2>/dev/null \
+    | sed -e 's#^git@\([^:]*\):#https://\1/#' -e 's#\.git$$##')
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -108,12 +112,16 @@ base-image:
 # cache ignores new build-arg values in LABEL and would keep stale ones.
 # The public BASE_IMAGE when present or pullable, else the local bases. The image and
 # its bases are then copied to the other engine (podman save | docker load) unless it
-# already holds the same image ids.
+# already holds the same image ids. org.opencontainers.image.base.digest is the public
+# base's registry digest; a local base has none (it was never pushed).
 image:
-	@if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
+	@base_digest=""; \
+	if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
 	    || $(ENGINE) pull $(BASE_REF) >/dev/null 2>&1; then \
 	    echo "image: base $(BASE_REF)"; \
 	    bases="$(BASE_REF)"; base_name="$(BASE_REF)"; \
+	    base_digest=$$($(ENGINE) image inspect --format '{{range .RepoDigests}}{{.}} {{end}}' $(BASE_REF)); \
+	    base_digest=$$(printf '%s\n' $$base_digest | sed -n 's/^[^@]*@//p' | head -n 1); \
 	    base_args="--build-arg BASE_IMAGE=$(BASE_REF) --build-arg BUILD_IMAGE=$(BASE_REF)"; \
 	else \
 	    echo "image: $(BASE_REF) cannot be pulled: using the local Debian base"; \
@@ -129,6 +137,8 @@ image:
 	    --build-arg "VERSION=$(VERSION)" --build-arg "REVISION=$(REVISION)" --build-arg "CREATED=$(CREATED)" \
 	    $(foreach l,version=$(VERSION) revision=$(REVISION) created=$(CREATED),--label "org.opencontainers.image.$(l)") \
 	    --label "org.opencontainers.image.base.name=$${base_name}" \
+	    $${base_digest:+--label "org.opencontainers.image.base.digest=$$base_digest"} \
+	    $(if $(SOURCE_URL),--label "org.opencontainers.image.source=$(SOURCE_URL)") \
 	    -t $(IMAGE) -f Dockerfile . >.cache/image-build.log 2>&1 \
 	    || { cat .cache/image-build.log >&2; echo "image: $(ENGINE) build failed" >&2; exit 1; }; \
 	id=$$($(ENGINE) image inspect --format '{{.Id}}' $(IMAGE)); id=$${id#sha256:}; \
@@ -167,7 +177,7 @@ demo: image
 # --- tests, benchmarks, lint ---------------------------------------------------
 # The image is built first (the Harbor trial tests use it as it is; the integration
 # tests' own `make image` is then a no-op).
-TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE)
+TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE) SOURCE_URL=$(SOURCE_URL)
 
 test: lint venv image
 	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(PYTEST_ARGS)

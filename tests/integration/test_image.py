@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -312,3 +314,23 @@ def test_image_metadata(engine: Engine) -> None:
     assert labels["org.opencontainers.image.version"] == version
     for key in ("revision", "created", "base.name", "licenses", "description"):
         assert labels.get(f"org.opencontainers.image.{key}"), key
+    assert labels["io.k8s.display-name"] == "harbor-verifier"
+    assert labels["io.k8s.description"] == labels["org.opencontainers.image.description"]
+    assert "harbor" in labels["io.openshift.tags"].split(",")
+    assert labels.get("org.opencontainers.image.source") == (source_url() or None)
+    # The digest a public base was pulled by; a local base was never in a registry.
+    digest = labels.get("org.opencontainers.image.base.digest")
+    if labels["org.opencontainers.image.base.name"].startswith("localhost/"):
+        assert digest is None
+    else:
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest or ""), digest
+
+
+def source_url() -> str:
+    """What the Makefile labels as the source: $SOURCE_URL, else the git remote `origin`
+    as an https URL."""
+    if os.environ.get("SOURCE_URL"):
+        return os.environ["SOURCE_URL"]
+    remote = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"],
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return re.sub(r"\.git$", "", re.sub(r"^git@([^:]*):", r"https://\1/", remote))
