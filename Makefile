@@ -161,15 +161,23 @@ image:
 # --- demo ---------------------------------------------------------------------
 DEMO_OUT := .cache/demo
 
+# The README's commands: podman mounts the out dir with :U (it becomes the container
+# user's), docker runs the verifier as the caller's UID in group 0. An out dir that :U
+# gave to a rootless podman's mapped UID is removed inside its user namespace.
 demo: image
 	@for case in case-pass case-fail; do \
-	    out="$(DEMO_OUT)/$$case"; rm -rf "$$out"; mkdir -p "$$out"; chmod 0777 "$$out"; \
-	    echo "== $$case: $(ENGINE) run $(IMAGE) (grading examples/$$case)"; \
-	    $(ENGINE) run --rm --network none \
-	        -v "$(CURDIR)/examples/$$case:/case:ro" \
-	        -v "$(CURDIR)/examples/eval.yaml:/tests/eval.yaml:ro" \
-	        -v "$(CURDIR)/$$out:/logs/verifier" \
-	        $(IMAGE); \
+	    out="$(DEMO_OUT)/$$case"; \
+	    rm -rf "$$out" 2>/dev/null || podman unshare rm -rf "$$out"; mkdir -p "$$out"; \
+	    mounts=(-v "$(CURDIR)/examples/$$case:/case:ro" \
+	            -v "$(CURDIR)/examples/eval.yaml:/tests/eval.yaml:ro"); \
+	    if [ "$(ENGINE)" = podman ]; then \
+	        command=(podman run --rm --network none "$${mounts[@]}" -v "$(CURDIR)/$$out:/logs/verifier:U"); \
+	    else \
+	        command=($(ENGINE) run --rm --network none --user "$$(id -u):0" "$${mounts[@]}" \
+	                 -v "$(CURDIR)/$$out:/logs/verifier"); \
+	    fi; \
+	    echo "== $$case: $${command[*]} $(IMAGE)"; \
+	    "$${command[@]}" $(IMAGE); \
 	    echo "$$out/reward.json: $$(cat "$$out/reward.json")"; \
 	    echo; \
 	done
