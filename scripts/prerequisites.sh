@@ -193,11 +193,13 @@ done
     if [[ " ${needed[*]} " == *" docker "* ]] && ((!docker_denied)); then
         echo "  nohup ${DOCKERD[*]} >>$DOCKERD_LOG 2>&1 &"
     fi
-    if [[ "$(id -u)" != 0 ]]; then
-        echo "As $(id -un 2>/dev/null || id -u), without root: docker needs your user in the docker group" \
-            "(as root: usermod -aG docker $(id -un 2>/dev/null || echo USER); then log in again);" \
-            "rootless podman needs /etc/subuid and /etc/subgid entries for you and, here, the" \
-            "settings above in ~/.config/containers/containers.conf."
+    user=$(id -un 2>/dev/null || echo USER)
+    if [[ "$(id -u)" != 0 && " ${needed[*]} " == *" docker "* ]]; then
+        echo "Then, for docker as $user: as root, usermod -aG docker $user (and log in again)."
+    fi
+    if [[ "$(id -u)" != 0 && " ${needed[*]} " == *" podman "* ]]; then
+        echo "Or rootless podman as $user: /etc/subuid and /etc/subgid entries for $user, and" \
+            "the settings above in ~/.config/containers/containers.conf."
     fi
 } >&2
 exit 1
