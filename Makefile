@@ -45,9 +45,10 @@ TEST_ENGINES ?= podman docker
 HARBOR_VENV ?= /opt/harbor-venv
 HARBOR_TRIALS ?= 1
 # The public source of the image, for its org.opencontainers.image.source label: the
-# git remote `origin` (as an https URL) unless given.
+# git remote `origin` as an https URL (git@host:path becomes https://host/path; a
+# local path is no source) unless given.
 SOURCE_URL ?= $(shell git remote get-url origin 2>/dev/null \
-    | sed -e 's#^git@\([^:]*\):#https://\1/#' -e 's#\.git$$##')
+    | sed -n -e 's#^git@\([^:]*\):#https://\1/#' -e 's#\.git$$##' -e '\#^https://#p')
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -376,9 +376,10 @@ def test_image_metadata(engine: Engine) -> None:
 
 def source_url() -> str:
     """What the Makefile labels as the source: $SOURCE_URL, else the git remote `origin`
-    as an https URL."""
+    as an https URL (none for a local path)."""
     if os.environ.get("SOURCE_URL"):
         return os.environ["SOURCE_URL"]
     remote = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
-    return re.sub(r"\.git$", "", re.sub(r"^git@([^:]*):", r"https://\1/", remote))
+    url = re.sub(r"\.git$", "", re.sub(r"^git@([^:]*):", r"https://\1/", remote))
+    return url if url.startswith("https://") else ""
