@@ -159,7 +159,7 @@ if can_install; then
             python-venv) apt_install python3-venv ;;
         esac
     done
-    say "ready: $*"
+    say "set up: ${needed[*]}"
     exit 0
 fi
 

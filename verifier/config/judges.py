@@ -186,12 +186,7 @@ def judges_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
     of other kinds are allowed (and ignored, with a warning), so only the claiming
     kind's keys are typed. A `pairwise` entry is skipped whatever it holds.
     """
-    untyped = {
-        key.name: {"description": ": ".join(filter(None, (f"{kind.name} judges", described)))}
-        for kind in kinds
-        for key in kind.keys
-        for described in [key.field.schema().get("description")]
-    }
+    untyped = {key.name: _kind_key_description(kind, key) for kind in kinds for key in kind.keys}
     entry = object_schema(COMMON_KEYS, null_is_absent=True)
     entry["properties"] = {**untyped, **entry["properties"]}
     entry["allOf"] = [*_scale_rules(), _kind_rules(kinds)]
@@ -207,6 +202,13 @@ def judges_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
         "contains": {"not": pairwise},
         "description": "the judges; `pairwise` (suite-level) entries are skipped",
     }
+
+
+def _kind_key_description(kind: JudgeKind, key: Key) -> dict[str, str]:
+    """A kind's key, described but not typed: an entry of another kind may carry it."""
+    described = key.field.schema().get("description")
+    owner = f"{kind.name} judges"
+    return {"description": f"{owner}: {described}" if described else owner}
 
 
 def _kind_rules(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
