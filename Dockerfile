@@ -80,12 +80,19 @@ RUN set -eu; \
     verifier --help >/dev/null
 
 # Metadata last: a new revision changes only the image config, not the layers.
+# The OCI labels, plus those OpenShift's console shows (io.k8s.*, io.openshift.tags).
+# `make image` adds org.opencontainers.image.source (the git remote, or SOURCE_URL) and
+# org.opencontainers.image.base.digest (a base pulled from a registry).
 ARG BASE_IMAGE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=unknown
+ARG DESCRIPTION="Grades an agent's case directory against eval.yaml and writes a Harbor reward to /logs/verifier"
 LABEL org.opencontainers.image.title="harbor-verifier" \
-      org.opencontainers.image.description="Grades an agent's case directory against eval.yaml and writes a Harbor reward to /logs/verifier" \
+      org.opencontainers.image.description="${DESCRIPTION}" \
+      io.k8s.display-name="harbor-verifier" \
+      io.k8s.description="${DESCRIPTION}" \
+      io.openshift.tags="harbor,verifier,evaluation,reward,grading" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}" \

@@ -2,21 +2,27 @@
 #
 #   make image       build $(IMAGE) with $(ENGINE) (and copy it to the other engine)
 #   make demo        build the image and grade examples/case-pass and examples/case-fail
-#   make test        lint, then unit + integration tests (all of tests/)
+#   make test        lint, then unit + integration tests (all of tests/) on podman and docker,
+#                    and real Harbor trials
 #   make test-fast   tests without the integration and harbor markers
 #   make bench       figures: grading time and memory, batch throughput, image size and time
 #   make lint        ruff check + ruff format --check + import-linter (the layers)
 #
-# ENGINE defaults to podman when installed, else docker. Where BASE_IMAGE cannot be
-# pulled (no registry), `make base-image` bootstraps a base from Debian packages with
-# mmdebstrap and the image is built on it.
+# ENGINE defaults to podman when installed, else docker when installed, else podman.
+# What a target needs on the machine (the engine, both engines for `make test`,
+# python3-venv) is checked first by scripts/prerequisites.sh: as root with apt-get it
+# sets up what is missing, otherwise it stops at once with the commands to run.
+# Where BASE_IMAGE cannot be pulled (no registry), `make base-image` bootstraps a base
+# from Debian packages with mmdebstrap and the image is built on it.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
+# Expanded where it is used (not once): an engine installed by `make test` itself counts.
 ifeq ($(origin ENGINE),undefined)
-ENGINE := $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+ENGINE = $(shell if command -v podman >/dev/null 2>&1; then echo podman; \
+    elif command -v docker >/dev/null 2>&1; then echo docker; else echo podman; fi)
 endif
 IMAGE ?= localhost/harbor-verifier:latest
 BASE_IMAGE ?= python:3.12-slim
@@ -31,13 +37,25 @@ HOST_CA ?= /etc/ssl/certs/ca-certificates.crt
 # Copy the image to the other engine's storage when it is installed and running
 # (the integration tests use both); TRANSFER=0 turns that off.
 TRANSFER ?= 1
+# The engines `make test` sets up and requires (a test skipped for want of one of them
+# fails); TEST_ENGINES=podman tests podman only.
+TEST_ENGINES ?= podman docker
+# Harbor's own venv for the Harbor trial tests (.ci/harbor-venv.sh: Python >= 3.12);
+# HARBOR_TRIALS=0 leaves them out.
+HARBOR_VENV ?= /opt/harbor-venv
+HARBOR_TRIALS ?= 1
+# The public source of the image, for its org.opencontainers.image.source label: the
+# git remote `origin` as an https URL (git@host:path becomes https://host/path; a
+# local path is no source) unless given.
+SOURCE_URL ?= $(shell git remote get-url origin 2>/dev/null \
+    | sed -n -e 's#^git@\([^:]*\):#https://\1/#' -e 's#\.git$$##' -e '\#^https://#p')
 
 PYTHON ?= python3
 VENV ?= .venv
 TESTS ?= tests
 PYTEST_ARGS ?=
 
-OTHER_ENGINE := $(if $(filter podman,$(ENGINE)),docker,podman)
+OTHER_ENGINE = $(if $(filter podman,$(ENGINE)),docker,podman)
 # Docker Hub short names: podman needs them fully qualified to pull.
 BASE_REF := $(if $(findstring /,$(BASE_IMAGE)),$(BASE_IMAGE),docker.io/library/$(BASE_IMAGE))
 VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml | head -n 1)
@@ -45,19 +63,31 @@ REVISION := $(or $(shell git rev-parse --verify -q HEAD 2>/dev/null),unknown)
 CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
 PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
 
-.PHONY: help venv base-image image demo test test-fast bench bench-grade bench-batch bench-image lint clean
+.PHONY: help venv prerequisites harbor-venv base-image image demo test test-fast bench \
+	bench-grade bench-batch bench-image lint clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
 
 # --- Python environment -------------------------------------------------------
 $(VENV)/.installed: pyproject.toml
+	@bash scripts/prerequisites.sh python-venv
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter
 	touch $@
 
 venv: $(VENV)/.installed
+
+# --- the machine --------------------------------------------------------------------
+# The engine this make command uses, unless a target says otherwise (make test: both).
+NEEDED = $(ENGINE)
+
+prerequisites:
+	@bash scripts/prerequisites.sh $(NEEDED)
+
+harbor-venv:
+	@HARBOR_VENV=$(HARBOR_VENV) bash .ci/harbor-venv.sh
 
 # --- images -------------------------------------------------------------------
 # Minimal Debian rootfs (variant essential: bash, coreutils, findutils, tar, gzip, ...)
@@ -108,12 +138,16 @@ base-image:
 # cache ignores new build-arg values in LABEL and would keep stale ones.
 # The public BASE_IMAGE when present or pullable, else the local bases. The image and
 # its bases are then copied to the other engine (podman save | docker load) unless it
-# already holds the same image ids.
-image:
-	@if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
+# already holds the same image ids. org.opencontainers.image.base.digest is the public
+# base's registry digest; a local base has none (it was never pushed).
+image: | prerequisites
+	@base_digest=""; \
+	if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
 	    || $(ENGINE) pull $(BASE_REF) >/dev/null 2>&1; then \
 	    echo "image: base $(BASE_REF)"; \
 	    bases="$(BASE_REF)"; base_name="$(BASE_REF)"; \
+	    base_digest=$$($(ENGINE) image inspect --format '{{range .RepoDigests}}{{.}} {{end}}' $(BASE_REF)); \
+	    base_digest=$$(printf '%s\n' $$base_digest | sed -n 's/^[^@]*@//p' | head -n 1); \
 	    base_args="--build-arg BASE_IMAGE=$(BASE_REF) --build-arg BUILD_IMAGE=$(BASE_REF)"; \
 	else \
 	    echo "image: $(BASE_REF) cannot be pulled: using the local Debian base"; \
@@ -129,6 +163,8 @@ image:
 	    --build-arg "VERSION=$(VERSION)" --build-arg "REVISION=$(REVISION)" --build-arg "CREATED=$(CREATED)" \
 	    $(foreach l,version=$(VERSION) revision=$(REVISION) created=$(CREATED),--label "org.opencontainers.image.$(l)") \
 	    --label "org.opencontainers.image.base.name=$${base_name}" \
+	    $${base_digest:+--label "org.opencontainers.image.base.digest=$$base_digest"} \
+	    $(if $(SOURCE_URL),--label "org.opencontainers.image.source=$(SOURCE_URL)") \
 	    -t $(IMAGE) -f Dockerfile . >.cache/image-build.log 2>&1 \
 	    || { cat .cache/image-build.log >&2; echo "image: $(ENGINE) build failed" >&2; exit 1; }; \
 	id=$$($(ENGINE) image inspect --format '{{.Id}}' $(IMAGE)); id=$${id#sha256:}; \
@@ -151,15 +187,23 @@ image:
 # --- demo ---------------------------------------------------------------------
 DEMO_OUT := .cache/demo
 
+# The README's commands: podman mounts the out dir with :U (it becomes the container
+# user's), docker runs the verifier as the caller's UID in group 0. An out dir that :U
+# gave to a rootless podman's mapped UID is removed inside its user namespace.
 demo: image
 	@for case in case-pass case-fail; do \
-	    out="$(DEMO_OUT)/$$case"; rm -rf "$$out"; mkdir -p "$$out"; chmod 0777 "$$out"; \
-	    echo "== $$case: $(ENGINE) run $(IMAGE) (grading examples/$$case)"; \
-	    $(ENGINE) run --rm --network none \
-	        -v "$(CURDIR)/examples/$$case:/case:ro" \
-	        -v "$(CURDIR)/examples/eval.yaml:/tests/eval.yaml:ro" \
-	        -v "$(CURDIR)/$$out:/logs/verifier" \
-	        $(IMAGE); \
+	    out="$(DEMO_OUT)/$$case"; \
+	    rm -rf "$$out" 2>/dev/null || podman unshare rm -rf "$$out"; mkdir -p "$$out"; \
+	    mounts=(-v "$(CURDIR)/examples/$$case:/case:ro" \
+	            -v "$(CURDIR)/examples/eval.yaml:/tests/eval.yaml:ro"); \
+	    if [ "$(ENGINE)" = podman ]; then \
+	        command=(podman run --rm --network none "$${mounts[@]}" -v "$(CURDIR)/$$out:/logs/verifier:U"); \
+	    else \
+	        command=($(ENGINE) run --rm --network none --user "$$(id -u):0" "$${mounts[@]}" \
+	                 -v "$(CURDIR)/$$out:/logs/verifier"); \
+	    fi; \
+	    echo "== $$case: $${command[*]} $(IMAGE)"; \
+	    "$${command[@]}" $(IMAGE); \
 	    echo "$$out/reward.json: $$(cat "$$out/reward.json")"; \
 	    echo; \
 	done
@@ -167,10 +211,18 @@ demo: image
 # --- tests, benchmarks, lint ---------------------------------------------------
 # The image is built first (the Harbor trial tests use it as it is; the integration
 # tests' own `make image` is then a no-op).
-TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE)
+# Both engines, required: a test skipped for want of one of them fails
+# (VERIFIER_REQUIRE_ENGINES, unless given).
+comma := ,
+space := $(subst ,, )
+VERIFIER_REQUIRE_ENGINES ?= $(subst $(space),$(comma),$(strip $(TEST_ENGINES)))
+TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE) HARBOR_VENV=$(HARBOR_VENV) \
+	VERIFIER_REQUIRE_ENGINES=$(VERIFIER_REQUIRE_ENGINES) SOURCE_URL=$(SOURCE_URL)
 
-test: lint venv image
-	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(PYTEST_ARGS)
+test: NEEDED = $(TEST_ENGINES) python-venv kubectl
+test: prerequisites lint venv $(if $(filter 0,$(HARBOR_TRIALS)),,harbor-venv) image
+	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(if $(filter 0,$(HARBOR_TRIALS)),-m "not harbor") \
+	    $(PYTEST_ARGS)
 
 test-fast: venv
 	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor" $(PYTEST_ARGS)

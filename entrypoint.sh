@@ -10,7 +10,7 @@ if [ "$#" -eq 0 ]; then
     set -- verifier grade
 else
     case "$1" in
-        -*|grade|check|batch|task|version)
+        -*|grade|check|schema|batch|task|version)
             set -- verifier "$@"
             ;;
     esac

@@ -17,6 +17,13 @@ if [ -x "$venv/bin/harbor" ] && [ -x "$venv/bin/podman-compose" ] \
     exit 0
 fi
 
+parent=$(dirname "$venv")
+if ! mkdir -p "$parent" 2>/dev/null || [ ! -w "$parent" ]; then
+    echo "harbor-venv: $parent is not writable here: as root, run \`bash $0\`," \
+        "or use a venv of your own: make test HARBOR_VENV=\$HOME/.cache/harbor-venv" >&2
+    exit 1
+fi
+
 python=""
 pyenv_versions="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions"
 # Python 3.12 first (what Harbor is checked with here), then newer ones.
@@ -30,7 +37,8 @@ for candidate in "${HARBOR_PYTHON:-}" python3.12 "$pyenv_versions"/3.12.*/bin/py
     fi
 done
 if [ -z "$python" ]; then
-    echo "harbor-venv: no Python >= 3.12 found (set HARBOR_PYTHON)" >&2
+    echo "harbor-venv: no Python >= 3.12 found (set HARBOR_PYTHON); without Harbor:" \
+        "make test HARBOR_TRIALS=0" >&2
     exit 1
 fi
 

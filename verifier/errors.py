@@ -64,6 +64,30 @@ class JudgesErrored(VerifierError):
     exit_code = EXIT_JUDGE_ERROR
 
 
+class MissingModelError(ConfigError):
+    """An LLM judge has no model: none on the judge, no models.judge, no $variable.
+
+    Grading cannot go on without one (exit 2). A linter, though, does not run where
+    grading runs, and the grading environment may well set the variable, so `verifier
+    check` reports this one problem as a warning (`warning()`); --strict makes it an error.
+    """
+
+    def __init__(self, source: str, key: str, variable: str) -> None:
+        super().__init__(
+            source,
+            key,
+            f"no model for this LLM judge: set model on the judge, models.judge in eval.yaml, "
+            f"or ${variable}",
+        )
+        self.variable = variable
+
+    def warning(self) -> str:
+        return (
+            f"{self.source}: {self.key}: no model here: set ${self.variable} when grading "
+            "(or model on the judge, or models.judge in eval.yaml)"
+        )
+
+
 class UsageError(VerifierError):
     """The command line (or a VERIFIER_* variable standing in for a flag) is wrong."""
 

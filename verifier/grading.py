@@ -12,7 +12,7 @@ from typing import NamedTuple
 from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, load_config
 from verifier.engine import Limits, run_judges
-from verifier.errors import ConfigError, JudgesErrored
+from verifier.errors import ConfigError, JudgesErrored, MissingModelError
 from verifier.judges import KINDS, PreparedJudge, prepare_judges
 from verifier.results import Grading
 from verifier.reward import compose
@@ -29,6 +29,42 @@ def load_eval(config_path: Path) -> LoadedEval:
     """eval.yaml loaded and its judges prepared; ConfigErrors (exit 2) listing every problem."""
     config = load_config(config_path, KINDS)
     return LoadedEval(config=config, judges=prepare_judges(config))
+
+
+class EvalCheck(NamedTuple):
+    """eval.yaml as `verifier check` sees it: every problem, and every warning."""
+
+    config: EvalConfig | None  # None when the file itself does not load
+    problems: tuple[ConfigError, ...]
+    warnings: tuple[str, ...]
+
+
+def check_eval(config_path: Path) -> EvalCheck:
+    """load_eval away from the grading environment, collecting instead of raising.
+
+    A model that only the grading environment supplies ($EVAL_JUDGE_MODEL) is a
+    warning here: a linter in CI or a task author's machine is not where grading runs.
+    Every other problem, of every judge, is still reported.
+    """
+    try:
+        config = load_config(config_path, KINDS)
+    except ConfigError as error:
+        return EvalCheck(None, _listed(error), ())
+    try:
+        prepare_judges(config)
+        problems: tuple[ConfigError, ...] = ()
+    except ConfigError as error:
+        problems = _listed(error)
+    missing = tuple(problem for problem in problems if isinstance(problem, MissingModelError))
+    return EvalCheck(
+        config=config,
+        problems=tuple(problem for problem in problems if problem not in missing),
+        warnings=(*config.warnings, *(problem.warning() for problem in missing)),
+    )
+
+
+def _listed(error: ConfigError) -> tuple[ConfigError, ...]:
+    return tuple(getattr(error, "problems", (error,)))
 
 
 def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> Grading:

@@ -131,6 +131,8 @@ OPTIONS: dict[str, Option] = {
                "also write the summary line here (/dev/termination-log in Kubernetes)",
                parse_path, "VERIFIER_TERMINATION_LOG", metavar="FILE"),
         Option("debug", ("--debug",), "show tracebacks", is_flag=True, default=False),
+        Option("strict", ("--strict",), "treat warnings as errors (exit 2)", is_flag=True,
+               default=False),
         Option("dest", (), "the task package dir to create", parse_path, metavar="DEST"),
         Option("image", ("--image",), "the verifier image tests/Dockerfile builds FROM",
                default=DEFAULT_IMAGE, metavar="IMAGE"),
@@ -183,9 +185,14 @@ COMMANDS: dict[str, Command] = {
         Command(
             "check",
             "Validate eval.yaml without grading: judges, reward mode, warnings, every problem.",
-            ("config", "debug"),
+            ("config", "strict", "debug"),
             positional=("config",),
             required=("config",),
+        ),
+        Command(
+            "schema",
+            "Print the JSON Schema of eval.yaml, for editors (yaml-language-server) and CI.",
+            ("debug",),
         ),
         Command(
             "batch",
@@ -227,6 +234,7 @@ class Options(NamedTuple):
     no_llm: bool = False
     termination_log: Path | None = None
     debug: bool = False
+    strict: bool = False
     dest: Path | None = None
     image: str = DEFAULT_IMAGE
     agent_image: str | None = None

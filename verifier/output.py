@@ -45,8 +45,10 @@ def prepare_out_dir(
             test_file.unlink()
     except OSError as error:
         raise OutputError(
-            f"{out_dir}: output directory is not writable ({error.strerror}); "
-            "mount it read-write or pass --out"
+            f"{out_dir}: output directory is not writable by UID {os.getuid()} "
+            f"({error.strerror}); mount it read-write and writable by UID {os.getuid()} "
+            f'(podman: -v DIR:{out_dir}:U; docker: --user "$(id -u):0"; or chown/chmod DIR) '
+            "or pass --out"
         ) from None
     for name in remove:
         try:

@@ -159,7 +159,7 @@ class DefaultReward(NamedTuple):
 
     @classmethod
     def claims(cls, block: Mapping[str, Any]) -> bool:
-        return set(block) <= {"on_error"}
+        return bool(block) and set(block) <= {"on_error"}  # `{}` is weighted, without weights
 
     @classmethod
     def from_block(cls, block: Mapping[str, Any], context: BlockContext) -> DefaultReward:

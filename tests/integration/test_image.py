@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 
 from .conftest import (
     EXAMPLES,
+    IMAGE,
     REPO,
     RESTRICTED_USER,
     Engine,
@@ -25,6 +29,7 @@ from .conftest import (
     read_reward,
     shared_dir,
     shared_file,
+    unavailable,
 )
 
 pytestmark = pytest.mark.integration
@@ -244,9 +249,50 @@ def test_unwritable_out_dir(engine: Engine, out_dir: Path) -> None:
     ]
     result = engine.run(mounts=mounts)
     assert result.exit_code == 4, str(result)
-    assert "verifier: error: /logs/verifier:" in result.stderr
-    assert "not writable" in result.stderr
+    assert "verifier: error: /logs/verifier: output directory is not writable by UID 1001" in (
+        result.stderr
+    )
     assert_no_reward(out_dir)
+
+
+def readme_command(cli: str, case: Path, out: Path, *, fixed: bool) -> list[str]:
+    """The README's `podman run` (out dir mounted with :U) or `docker run` (--user
+    "$(id -u):0"); without the fix when `fixed` is false."""
+    mounts = ["-v", f"{case}:/case:ro", "-v", f"{EXAMPLES / 'eval.yaml'}:/tests/eval.yaml:ro"]
+    if cli == "podman":
+        out_mount = f"{out}:/logs/verifier" + (":U" if fixed else "")
+        return ["podman", "run", "--rm", "--network", "none", *mounts, "-v", out_mount, IMAGE]
+    user = ["--user", f"{os.getuid()}:0"] if fixed else []
+    return ["docker", "run", "--rm", "--network", "none", *user, *mounts,
+            "-v", f"{out}:/logs/verifier", IMAGE]  # fmt: skip
+
+
+@pytest.mark.parametrize("cli", ["podman", "docker"])
+def test_the_readme_commands_grade_into_a_dir_made_by_mkdir(
+    cli: str, built_image: str, tmp_path: Path, host_rewards
+) -> None:
+    """`mkdir out` leaves a dir the image's UID 1001 cannot write: without the README's
+    fix grading says which UID needs access and how; with it, grading works."""
+    if shutil.which(cli) is None:
+        unavailable("podman-cli" if cli == "podman" else cli, f"{cli} is not installed")
+    case = shared_dir(tmp_path / "case")
+    shared_file(case / "report.md", (EXAMPLES / "case-pass" / "report.md").read_text())
+    out = tmp_path / "out"
+    out.mkdir(mode=0o755)
+    if os.getuid() != 1001:
+        refused = subprocess.run(readme_command(cli, case, out, fixed=False),
+                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert refused.returncode == 4, refused.stderr
+        assert (
+            "verifier: error: /logs/verifier: output directory is not writable by UID 1001 "
+            "(Permission denied); mount it read-write and writable by UID 1001 (podman: "
+            '-v DIR:/logs/verifier:U; docker: --user "$(id -u):0"; or chown/chmod DIR) '
+            "or pass --out"
+        ) in refused.stderr
+    graded = subprocess.run(readme_command(cli, case, out, fixed=True),
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert graded.returncode == 0, graded.stderr
+    assert read_reward(out) == host_rewards["case-pass"]
 
 
 # --- the entrypoint and the image -------------------------------------------------
@@ -254,8 +300,12 @@ def test_unwritable_out_dir(engine: Engine, out_dir: Path) -> None:
 
 def test_entrypoint_runs_verifier_commands(engine: Engine) -> None:
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    result = engine.run(["version"])
-    assert (result.exit_code, result.stdout.strip()) == (0, version), str(result)
+    for command in (["version"], ["--version"], ["-V"]):
+        result = engine.run(command)
+        assert (result.exit_code, result.stdout.strip()) == (0, version), str(result)
+    result = engine.run(["schema"])
+    assert result.exit_code == 0, str(result)
+    assert json.loads(result.stdout)["title"] == "eval.yaml (harbor-verifier)"
     result = engine.run(["--help"])
     assert result.exit_code == 0, str(result)
     assert "grade" in result.stdout and "check" in result.stdout
@@ -324,3 +374,24 @@ def test_image_metadata(engine: Engine) -> None:
     assert labels["org.opencontainers.image.version"] == version
     for key in ("revision", "created", "base.name", "licenses", "description"):
         assert labels.get(f"org.opencontainers.image.{key}"), key
+    assert labels["io.k8s.display-name"] == "harbor-verifier"
+    assert labels["io.k8s.description"] == labels["org.opencontainers.image.description"]
+    assert "harbor" in labels["io.openshift.tags"].split(",")
+    assert labels.get("org.opencontainers.image.source") == (source_url() or None)
+    # The digest a public base was pulled by; a local base was never in a registry.
+    digest = labels.get("org.opencontainers.image.base.digest")
+    if labels["org.opencontainers.image.base.name"].startswith("localhost/"):
+        assert digest is None
+    else:
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest or ""), digest
+
+
+def source_url() -> str:
+    """What the Makefile labels as the source: $SOURCE_URL, else the git remote `origin`
+    as an https URL (none for a local path)."""
+    if os.environ.get("SOURCE_URL"):
+        return os.environ["SOURCE_URL"]
+    remote = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"],
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    url = re.sub(r"\.git$", "", re.sub(r"^git@([^:]*):", r"https://\1/", remote))
+    return url if url.startswith("https://") else ""

@@ -194,8 +194,12 @@ def test_unwritable_out_dir_exits_4(layout: dict[str, Path]) -> None:
     args[-1] = str(blocker / "out")
     completed = run(*args)
     assert completed.returncode == 4
-    assert "output directory is not writable" in completed.stderr
-    assert "Traceback" not in completed.stderr
+    assert completed.stderr == (
+        f"verifier: error: {blocker / 'out'}: output directory is not writable by UID "
+        f"{os.getuid()} (Not a directory); mount it read-write and writable by UID "
+        f'{os.getuid()} (podman: -v DIR:{blocker / "out"}:U; docker: --user "$(id -u):0"; '
+        "or chown/chmod DIR) or pass --out\n"
+    )
 
 
 def test_on_error_fail_writes_no_reward_and_exits_5(layout: dict[str, Path]) -> None:
@@ -322,6 +326,80 @@ def test_check_warns_about_names_that_match_no_judge(layout: dict[str, Path]) ->
     assert completed.returncode == 0
     assert "'qualty' matches no judge" in completed.stderr
     assert "did you mean 'quality'?" in completed.stderr
+
+
+MODEL_FROM_THE_ENVIRONMENT = textwrap.dedent("""
+    judges:
+      - name: quality
+        llm_rubric: Is the report clear?
+        score_range: [1, 5]
+      - name: has_report
+        builtin: file_exists
+        arguments: {path: report.md}
+""")
+
+
+def without_model() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name != "EVAL_JUDGE_MODEL"}
+
+
+def test_check_warns_about_a_model_left_to_the_grading_environment(
+    layout: dict[str, Path],
+) -> None:
+    layout["config"].write_text(MODEL_FROM_THE_ENVIRONMENT)
+    completed = run("check", str(layout["config"]), env=without_model())
+    assert completed.returncode == 0, completed.stdout
+    assert f"{layout['config']}: valid (1 warning)" in completed.stdout
+    assert "  quality: llm $EVAL_JUDGE_MODEL, score_range [1, 5]" in completed.stdout
+    assert completed.stderr == (
+        f"warning: {layout['config']}: judges[0] (quality).model: no model here: set "
+        "$EVAL_JUDGE_MODEL when grading (or model on the judge, or models.judge in eval.yaml)\n"
+    )
+    strict = run("check", "--strict", str(layout["config"]), env=without_model())
+    assert strict.returncode == 2
+    assert f"{layout['config']}: invalid under --strict (1 warning)" in strict.stdout
+    assert "no model here" in strict.stderr
+    with_model = run("check", "--strict", str(layout["config"]),
+                     env={**without_model(), "EVAL_JUDGE_MODEL": "openai/m"})  # fmt: skip
+    assert with_model.returncode == 0, with_model.stderr
+    assert "  quality: llm $EVAL_JUDGE_MODEL" in with_model.stdout
+
+
+def test_check_still_validates_the_rest_of_a_judge_without_a_model(
+    layout: dict[str, Path],
+) -> None:
+    """A judge's other checks run before its model is looked for, so they are reported."""
+    (layout["config"].parent / "guide.md").write_text("x" * (1024 * 1024 + 1))
+    layout["config"].write_text(
+        MODEL_FROM_THE_ENVIRONMENT.replace("score_range: [1, 5]", "context: guide.md")
+        + "  - {name: b, check: 'return ('}\n"
+    )
+    completed = run("check", str(layout["config"]), env=without_model())
+    assert completed.returncode == 2
+    assert "invalid (2 problems)" in completed.stdout
+    assert "judges[0] (quality).context: " in completed.stdout
+    assert "the limit is 1048576" in completed.stdout
+    assert "judges[2] (b).check: does not compile" in completed.stdout
+
+
+def test_grade_still_refuses_to_grade_without_a_model(layout: dict[str, Path]) -> None:
+    layout["config"].write_text(MODEL_FROM_THE_ENVIRONMENT)
+    write_stale_reward(layout["out"])
+    completed = run(*grade_args(layout), env=without_model())
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        f"verifier: error: {layout['config']}: judges[0] (quality).model: no model for this "
+        "LLM judge: set model on the judge, models.judge in eval.yaml, or $EVAL_JUDGE_MODEL\n"
+    )
+    assert not (layout["out"] / "reward.json").exists()
+
+
+def test_check_strict_fails_on_any_warning(layout: dict[str, Path]) -> None:
+    layout["config"].write_text("judges:\n  - {name: a, check: 'return 1'}\nrewrd: {}\n")
+    assert run("check", str(layout["config"])).returncode == 0
+    completed = run("check", "--strict", str(layout["config"]))
+    assert completed.returncode == 2
+    assert "rewrd: unknown top-level key, ignored (did you mean 'reward'?)" in completed.stderr
 
 
 def test_grade_with_unbound_formula_name_warns_and_gives_zero(layout: dict[str, Path]) -> None:

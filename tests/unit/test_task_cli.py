@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -45,6 +46,20 @@ def test_task_init_warns_about_an_invalid_eval_yaml_but_writes_the_package(
     assert "judges[0] (a).chek: unknown judge key (did you mean 'check'?)" in completed.stderr
     assert "every trial of this task will record a verifier error" in completed.stderr
     assert (tmp_path / "task" / "tests" / "eval.yaml").read_text() == config.read_text()
+
+
+def test_task_init_only_warns_about_a_model_left_to_the_environment(tmp_path: Path) -> None:
+    """task.toml's [verifier] env may set $EVAL_JUDGE_MODEL: no verifier error is promised."""
+    config = tmp_path / "eval.yaml"
+    config.write_text("judges:\n  - {name: q, llm_rubric: 'Is it clear?'}\n")
+    environ = {name: value for name, value in os.environ.items() if name != "EVAL_JUDGE_MODEL"}
+    completed = subprocess.run(
+        [VERIFIER, "task", "init", str(tmp_path / "task"), "--config", str(config)],
+        capture_output=True, text=True, timeout=60, env=environ,
+    )  # fmt: skip
+    assert completed.returncode == 0
+    assert "judges[0] (q).model: no model here: set $EVAL_JUDGE_MODEL" in completed.stderr
+    assert "verifier error" not in completed.stderr
 
 
 def test_task_init_refuses_a_non_empty_dir_without_force(tmp_path: Path) -> None:

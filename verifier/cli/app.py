@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from verifier.commands import batch, check, task
+from verifier.commands import batch, check, schema, task
 from verifier.console import guarded
 from verifier.options import COMMANDS, OPTIONS, Command, Options, build_options
 
@@ -64,4 +64,5 @@ def _register(parent: typer.Typer, name: str, spec: Command, run: Callable[[Opti
 
 _register(app, "check", COMMANDS["check"], check.run)
 _register(app, "batch", COMMANDS["batch"], batch.run)
+_register(app, "schema", COMMANDS["schema"], schema.run)
 _register(task_app, "init", COMMANDS["task init"], task.run_init)

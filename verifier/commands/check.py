@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.console import warn_all
-from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError
-from verifier.grading import load_eval
+from verifier.errors import EXIT_CONFIG, EXIT_OK
+from verifier.grading import check_eval
 from verifier.judges import describe_judge
 from verifier.options import Options
 
@@ -18,24 +18,29 @@ ON_ERROR_MEANINGS = {
 
 def run(options: Options) -> int:
     path = options.config
-    try:
-        loaded = load_eval(path)
-    except ConfigError as error:
-        problems = getattr(error, "problems", (error,))
-        print(f"{path}: invalid ({len(problems)} problem{'s' * (len(problems) > 1)})")
-        for problem in problems:
+    checked = check_eval(path)
+    if checked.problems:
+        count = len(checked.problems)
+        print(f"{path}: invalid ({count} problem{'s' * (count > 1)})")
+        for problem in checked.problems:
             print(f"  error: {problem.message}")
+        warn_all(checked.warnings)
         return EXIT_CONFIG
-    config = loaded.config
-    print(f"{path}: valid")
+    config = checked.config
+    assert config is not None
+    count = len(checked.warnings)
+    if options.strict and checked.warnings:
+        print(f"{path}: invalid under --strict ({count} warning{'s' * (count > 1)})")
+    else:
+        print(f"{path}: valid" + (f" ({count} warning{'s' * (count > 1)})" if count else ""))
     print(f"name: {config.name}")
     print("judges:")
     for judge in config.judges:
         print(f"  {judge.name}: {describe(judge, config)}")
     print(f"reward: {config.reward.describe()}")
     print(f"on_error: {config.reward.on_error} ({ON_ERROR_MEANINGS[config.reward.on_error]})")
-    warn_all(config.warnings)
-    return EXIT_OK
+    warn_all(checked.warnings)
+    return EXIT_CONFIG if options.strict and checked.warnings else EXIT_OK
 
 
 def describe(judge: JudgeConfig, config: EvalConfig) -> str:

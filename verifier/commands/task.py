@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from verifier.console import warn
-from verifier.errors import EXIT_OK, ConfigError
-from verifier.grading import load_eval
+from verifier.console import warn, warn_all
+from verifier.errors import EXIT_OK, ConfigErrors
+from verifier.grading import check_eval
 from verifier.options import Options
 from verifier.task import init_task
 
@@ -25,14 +25,21 @@ def run_init(options: Options) -> int:
 
 def _warn_if_invalid(options: Options) -> None:
     """A package with a broken eval.yaml is still written (it records a verifier error
-    in every trial, which is sometimes the point), but its author should know; so
-    should the author of a weighted or expression reward that drops errored judges."""
-    try:
-        reward = load_eval(options.config).config.reward
-    except ConfigError as error:
-        warn(f"{error.message}; every trial of this task will record a verifier error")
+    in every trial, which is sometimes the point), but its author should know; so should
+    the author of a weighted or expression reward that drops errored judges. A model left
+    to $EVAL_JUDGE_MODEL is only a warning: task.toml's [verifier] env may set it."""
+    checked = check_eval(options.config)
+    if checked.problems:
+        message = ConfigErrors(checked.problems).message
+        warn(f"{message}; every trial of this task will record a verifier error")
         return
-    if reward.mode in ("weighted", "expression") and reward.on_error == "drop":
+    warn_all(checked.warnings)
+    reward = checked.config.reward if checked.config is not None else None
+    if (
+        reward is not None
+        and reward.mode in ("weighted", "expression")
+        and reward.on_error == "drop"
+    ):
         warn(
             f"{options.config}: reward.on_error is drop: a judge that errors is dropped and "
             "the others renormalize, so an error can raise the reward; for RL training set "

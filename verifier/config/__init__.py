@@ -9,6 +9,7 @@ from verifier.config.records import (
     EvalConfig,
     JudgeConfig,
     JudgeKind,
+    KindDefaults,
     TaskInput,
 )
 
@@ -19,6 +20,7 @@ __all__ = [
     "JudgeConfig",
     "JudgeKind",
     "Key",
+    "KindDefaults",
     "Locator",
     "Problems",
     "TaskInput",

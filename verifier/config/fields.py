@@ -19,6 +19,12 @@ from verifier.errors import ConfigError
 from verifier.values import finite_float
 
 MAX_TIMEOUT_S = 24 * 3600.0
+# What RelativePath and an `outputs` entry accept, for JSON Schema: not absolute, no
+# '..' part, not '.' itself (nor './', './.'), not blank, no NUL.
+RELATIVE_PATH_PATTERN = (
+    r"^(?!/)(?!(?:.*/)?\.\.(?:/|$))(?!(?:\.(?:/+|$))+$)"  # not absolute, no '..', not '.'
+    r"(?=[\s\S]*\S)[^\u0000]*$"  # not blank, no NUL
+)
 
 
 class Locator(NamedTuple):
@@ -56,7 +62,9 @@ class Text(NamedTuple):
         return value
 
     def schema(self) -> dict[str, Any]:
-        return _described({"type": "string", **({"minLength": 1} if self.non_empty else {})}, self)
+        return _described(
+            {"type": "string", **({"pattern": r"\S"} if self.non_empty else {})}, self
+        )
 
 
 class Flag(NamedTuple):
@@ -182,7 +190,7 @@ class RelativePath(NamedTuple):
         return relative
 
     def schema(self) -> dict[str, Any]:
-        return _described({"type": "string", "minLength": 1}, self)
+        return _described({"type": "string", "pattern": RELATIVE_PATH_PATTERN}, self)
 
 
 class OneOrMany(NamedTuple):
@@ -220,12 +228,19 @@ def parse_keys(entry: Mapping[str, Any], keys: Sequence[Key], at: Locator) -> di
     }
 
 
-def object_schema(keys: Sequence[Key], *, additional: bool = False) -> dict[str, Any]:
+def object_schema(
+    keys: Sequence[Key], *, additional: bool = False, null_is_absent: bool = False
+) -> dict[str, Any]:
+    """The JSON Schema of a mapping with these keys. With `null_is_absent` (keys read by
+    parse_keys, which skips null values), an optional key may also be null."""
     properties = {}
     for key in keys:
-        properties[key.name] = key.field.schema()
+        value = key.field.schema()
+        if null_is_absent and not key.required:
+            value = nullable(value)
         if key.default is not None:
-            properties[key.name]["default"] = key.default
+            value["default"] = list(key.default) if isinstance(key.default, tuple) else key.default
+        properties[key.name] = value
     schema: dict[str, Any] = {
         "type": "object",
         "properties": properties,
@@ -242,6 +257,13 @@ def _shown(value: Any, limit: int = 60) -> str:
     huge = isinstance(value, int) and value.bit_length() > 200
     text = "a huge number" if huge else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """schema, or null (a key written without a value)."""
+    described = {"description": schema["description"]} if "description" in schema else {}
+    inner = {name: value for name, value in schema.items() if name != "description"}
+    return {**described, "anyOf": [inner, {"type": "null"}]}
 
 
 def _described(schema: dict[str, Any], field: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from verifier.config.fields import (
     MAX_TIMEOUT_S,
@@ -21,6 +21,8 @@ from verifier.config.fields import (
     Number,
     ScoreRangeField,
     Text,
+    nullable,
+    object_schema,
     parse_keys,
 )
 from verifier.config.records import DEFAULT_TIMEOUT_S, JudgeConfig, JudgeKind
@@ -29,15 +31,46 @@ from verifier.formula import FUNCTIONS
 
 RESERVED_NAMES = frozenset({"reward", *FUNCTIONS})
 SUITE_LEVEL_JUDGE = "pairwise"
-_NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
+_NAME = re.compile(NAME_PATTERN.removesuffix("$") + r"\Z")
+
+
+class JudgeName(NamedTuple):
+    """An identifier that a formula can name: not reserved, not a Python keyword."""
+
+    description: str = "identifier: the key in reward.json and formulas"
+
+    def parse(self, value: Any, at: Locator) -> str:
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise at.error(f"{value!r} must be an identifier like 'has_tests'")
+        return value
+
+    def refuse_reserved(self, name: str, at: Locator) -> None:
+        if name in RESERVED_NAMES:
+            raise at.error(f"{name!r} is reserved; rename the judge")
+        if keyword.iskeyword(name):
+            raise at.error(f"{name!r} is a Python keyword a formula cannot name; rename it")
+
+    def schema(self) -> dict[str, Any]:
+        reserved = sorted(RESERVED_NAMES | set(keyword.kwlist))
+        return {
+            "type": "string",
+            "pattern": NAME_PATTERN,
+            "not": {"enum": reserved},
+            "description": self.description,
+        }
+
 
 COMMON_KEYS: tuple[Key, ...] = (
-    Key("name", Text(description="identifier: the key in reward.json and formulas"), True),
+    Key("name", JudgeName(), True),
     Key("description", Text()),
     Key("if", Text(description="Python expression; false skips the judge")),
     Key("arguments", Arguments()),
     Key("score_range", ScoreRangeField()),
-    Key("feedback_type", Choice(("bool", "int", "float"), empty_ok=True)),
+    Key(
+        "feedback_type",
+        Choice(("bool", "int", "float"), empty_ok=True, description="what the judge returns"),
+    ),
     Key(
         "timeout",
         Number(
@@ -85,16 +118,9 @@ def parse_judge(
 ) -> JudgeConfig:
     if not isinstance(entry, dict):
         raise position.error("must be a mapping with a 'name'")
-    name = entry.get("name")
-    if not isinstance(name, str) or not _NAME_PATTERN.match(name):
-        raise position.child("name").error(f"{name!r} must be an identifier like 'has_tests'")
+    name = JudgeName().parse(entry.get("name"), position.child("name"))
     at = Locator(position.source, f"{position.key} ({name})", position.base_dir)
-    if name in RESERVED_NAMES:
-        raise at.child("name").error(f"{name!r} is reserved; rename the judge")
-    if keyword.iskeyword(name):
-        raise at.child("name").error(
-            f"{name!r} is a Python keyword a formula cannot name; rename it"
-        )
+    JudgeName().refuse_reserved(name, at.child("name"))
     kind = next((kind for kind in kinds if kind.claims(entry)), None)
     for ignored in _check_keys(entry, kind, kinds, at):
         warnings.append(
@@ -117,6 +143,8 @@ def parse_judge(
     if feedback_type == "int" and not whole:
         raise at.child("score_range").error("an int judge needs whole-number bounds")
     spec = kind.spec(parse_keys(entry, kind.keys, at), at)
+    if score_range is None and feedback_type != "bool":
+        score_range = kind.default_score_range(spec)
     return JudgeConfig(
         name=name,
         kind=kind.name,
@@ -147,3 +175,68 @@ def _check_keys(
     if kind is None:
         return []
     return [name for name in entry if name not in common and name not in own]
+
+
+def judges_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
+    """The `judges:` list as JSON Schema, from the same keys and kinds parse_judges uses.
+
+    An entry's kind is the first in registry order whose claim keys it sets; the keys
+    of other kinds are allowed (and ignored, with a warning), so only the claiming
+    kind's keys are typed. A `pairwise` entry is skipped whatever it holds.
+    """
+    untyped = {key.name: _kind_key_description(kind, key) for kind in kinds for key in kind.keys}
+    entry = object_schema(COMMON_KEYS, null_is_absent=True)
+    entry["properties"] = {**untyped, **entry["properties"]}
+    entry["allOf"] = [*_scale_rules(), _kind_rules(kinds)]
+    pairwise = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": {"const": SUITE_LEVEL_JUDGE}},
+    }
+    return {
+        "type": "array",
+        "minItems": 1,
+        "items": {"if": pairwise, "then": {}, "else": entry},
+        "contains": {"not": pairwise},
+        "description": "the judges; `pairwise` (suite-level) entries are skipped",
+    }
+
+
+def _kind_key_description(kind: JudgeKind, key: Key) -> dict[str, str]:
+    """A kind's key, described but not typed: an entry of another kind may carry it."""
+    described = key.field.schema().get("description")
+    owner = f"{kind.name} judges"
+    return {"description": f"{owner}: {described}" if described else owner}
+
+
+def _kind_rules(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
+    """if kind 1 claims the entry then its rules, else if kind 2 ... else one is missing."""
+    rule: dict[str, Any] = {
+        "anyOf": [{"required": [key]} for kind in kinds for key in kind.claim_keys]
+    }
+    for kind in reversed(kinds):
+        own = object_schema(kind.keys, additional=True, null_is_absent=True)
+        rule = {
+            "if": {"anyOf": [{"required": [key]} for key in kind.claim_keys]},
+            "then": {"properties": own["properties"], "allOf": [kind.entry_schema()]},
+            "else": rule,
+        }
+    return rule
+
+
+def _scale_rules() -> list[dict[str, Any]]:
+    """parse_judge's rules between feedback_type and score_range."""
+
+    def when(feedback_type: str) -> dict[str, Any]:
+        return {
+            "required": ["feedback_type"],
+            "properties": {"feedback_type": {"const": feedback_type}},
+        }
+
+    return [
+        {"if": when("bool"), "then": {"properties": {"score_range": {"type": "null"}}}},
+        {
+            "if": when("int"),
+            "then": {"properties": {"score_range": nullable({"items": {"type": "integer"}})}},
+        },
+    ]

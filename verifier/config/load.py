@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
-from verifier.config.fields import Locator, RelativePath
-from verifier.config.judges import parse_judges
+from verifier.config.fields import RELATIVE_PATH_PATTERN, Locator, RelativePath, Text, nullable
+from verifier.config.judges import judges_schema, parse_judges
 from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeKind, TaskInput
-from verifier.config.reward_block import parse_reward
+from verifier.config.reward_block import parse_reward, reward_schema
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
 from verifier.references import TASK_INPUT_FILE
 from verifier.yaml_io import read_yaml
@@ -26,6 +26,36 @@ SUITE_LEVEL_KEYS = frozenset({
     "inputs", "traces", "thresholds", "hooks", "generation",
 })  # fmt: skip
 VERIFIER_KEYS = frozenset({"name", "outputs", "judges", "reward", "annotations", "task_input"})
+SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"  # what editors support best
+
+
+class OutputEntry(NamedTuple):
+    """One `outputs` entry: a path relative to the case dir, or a mapping with `path`
+    (its other keys, such as agent-eval-harness's `schema`, are not read)."""
+
+    description: str = "a file or dir the judges see, relative to the case dir"
+
+    def parse(self, value: Any, at: Locator) -> str:
+        raw = value.get("path") if isinstance(value, dict) else value
+        if not isinstance(raw, str) or not raw.strip():
+            raise at.error("must be a non-empty path relative to the case dir")
+        pure = PurePosixPath(raw)
+        if pure.is_absolute() or ".." in pure.parts or str(pure) == "." or "\0" in raw:
+            raise at.error(f"{raw!r} must be relative to the case dir, without '..', not '.'")
+        return str(pure)
+
+    def schema(self) -> dict[str, Any]:
+        path = {"type": "string", "pattern": RELATIVE_PATH_PATTERN}
+        tool = {"type": "string", "pattern": r"\S", "description": "the agent's tool calls "
+                "judges see: those whose tool name contains this"}  # fmt: skip
+        return {
+            "description": self.description,
+            "anyOf": [
+                path,
+                {"type": "object", "properties": {"path": path}, "required": ["path"]},
+                {"type": "object", "properties": {"tool": tool}, "required": ["tool"]},
+            ],
+        }
 
 
 class Problems:
@@ -113,15 +143,8 @@ def _outputs(value: Any, at: Locator) -> tuple[tuple[str, ...], tuple[str, ...]]
             if not isinstance(tool, str) or not tool.strip():
                 raise at.item(index).child("tool").error("must be a non-empty tool name")
             tools.append(tool)
-            continue
-        entry_at = at.item(index).child("path")
-        raw = entry.get("path") if isinstance(entry, dict) else entry
-        if not isinstance(raw, str) or not raw.strip():
-            raise entry_at.error("must be a non-empty path relative to the case dir")
-        pure = PurePosixPath(raw)
-        if pure.is_absolute() or ".." in pure.parts or str(pure) == "." or "\0" in raw:
-            raise entry_at.error(f"{raw!r} must be relative to the case dir, without '..', not '.'")
-        paths.append(str(pure))
+        else:
+            paths.append(OutputEntry().parse(entry, at.item(index).child("path")))
     return tuple(paths), tuple(tools)
 
 
@@ -160,3 +183,55 @@ def _task_input(value: Any, at: Locator) -> TaskInput:
     if beside.is_file():
         return TaskInput(read_yaml(beside), f"{TASK_INPUT_FILE} beside eval.yaml", True)
     return NO_TASK_INPUT
+
+
+def eval_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
+    """eval.yaml as JSON Schema (`verifier schema`), from the declarations the loader
+    checks files with: the judge keys and kinds, the builtins' arguments, the reward block.
+
+    Like the loader it accepts the suite-level keys and any other top-level key (the
+    loader warns about those). What only loading can tell (a file beside eval.yaml, a
+    `check` that compiles, a formula, a judge name used twice) it does not describe.
+    """
+    suite_level = {
+        key: {"description": "suite-level (agent-eval-harness): accepted, not read"}
+        for key in sorted(SUITE_LEVEL_KEYS)
+    }
+    suite_level["models"] = {
+        "description": "suite-level; models.judge is the default model of LLM judges",
+        "properties": {"judge": Text(description="provider/model").schema()},
+    }
+    properties = {
+        "name": nullable(Text(description="shown in output; default: the dir's name").schema()),
+        "outputs": nullable({
+            "type": "array",
+            "items": OutputEntry().schema(),
+            "description": "what the judges see of the case (default: all of it)",
+        }),
+        "judges": judges_schema(kinds),
+        "reward": reward_schema(),
+        "annotations": {
+            "description": "ground truth for the judges: a mapping, or a YAML file's path",
+            "anyOf": [
+                {"type": "object"},
+                {"type": "string", "pattern": RELATIVE_PATH_PATTERN},
+                {"type": "null"},
+            ],
+        },
+        "task_input": {
+            "description": "the trusted task input judges see as `inputs`: a mapping, or a "
+            "YAML file's path",
+            "anyOf": [
+                {"type": "object"},
+                {"type": "string", "pattern": RELATIVE_PATH_PATTERN},
+                {"type": "null"},
+            ],
+        },
+    }  # fmt: skip
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "title": "eval.yaml (harbor-verifier)",
+        "type": "object",
+        "required": ["judges"],
+        "properties": {**properties, **suite_level},
+    }

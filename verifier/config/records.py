@@ -26,14 +26,39 @@ class JudgeKind(Protocol):
 
     name: str
     keys: Sequence[Key]
+    claim_keys: tuple[str, ...]  # an entry with any of these keys set is of this kind
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
-        """Whether entry is of this kind (kinds are asked in registry order)."""
+        """Whether the entry is of this kind (KindDefaults: a claim key is set)."""
+        ...
+
+    def default_score_range(self, spec: Any) -> tuple[float, float] | None:
+        """The scale of a judge that declares no score_range (a builtin's pass rate is in
+        [0, 1]: without this it would be normalized over [1, 5] and score 0)."""
         ...
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
         """The kind's record from its parsed keys; at.error(...) for what is missing."""
         ...
+
+    def entry_schema(self) -> dict[str, Any]:
+        """What spec() and prepare() demand of an entry beyond its keys' types, as JSON
+        Schema (for `verifier schema`); {} when nothing."""
+        ...
+
+
+class KindDefaults:
+    """What most kinds share: an entry is of the kind when one of its claim keys is set (a
+    kind whose claim depends on a value, like an LLM builtin's name, overrides claims),
+    and a judge without score_range has none of its own."""
+
+    claim_keys: tuple[str, ...] = ()
+
+    def claims(self, entry: Mapping[str, Any]) -> bool:
+        return any(key in entry for key in self.claim_keys)
+
+    def default_score_range(self, spec: Any) -> tuple[float, float] | None:
+        return None
 
 
 class JudgeConfig(NamedTuple):

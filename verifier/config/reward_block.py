@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from verifier.config.fields import Choice, Flag, Key, Locator, ScoreRangeField, parse_keys
+from verifier.config.fields import (
+    Choice,
+    Flag,
+    Key,
+    Locator,
+    ScoreRangeField,
+    nullable,
+    object_schema,
+    parse_keys,
+)
+from verifier.config.judges import NAME_PATTERN
 from verifier.config.records import JudgeConfig
 from verifier.errors import did_you_mean
 from verifier.reward import (
@@ -19,6 +29,7 @@ from verifier.reward import (
     REWARD_MODES,
     BlockContext,
     DefaultReward,
+    JudgeReward,
     RewardMode,
 )
 
@@ -33,6 +44,36 @@ COMMON_KEYS: tuple[Key, ...] = (
     ),
 )  # fmt: skip
 ALL_KEYS = frozenset({key.name for key in COMMON_KEYS}.union(*(mode.keys for mode in REWARD_MODES)))
+# The JSON Schema of the keys the modes read in their from_block (verifier.reward):
+# `verifier schema` describes them, and the tests hold both to the same blocks.
+MODE_KEY_SCHEMAS: dict[str, dict[str, Any]] = {
+    "judge": {
+        "type": "string",
+        "pattern": NAME_PATTERN,
+        "description": "single-judge mode: this judge's value is the reward",
+    },
+    "normalize": {
+        "type": "boolean",
+        "default": False,
+        "description": "judge mode: map the value from its score_range instead of clamping it",
+    },
+    "formula": {
+        "type": "string",
+        "pattern": r"\S",
+        "default": "weighted",
+        "description": "'weighted' or a Python expression over judge names",
+    },
+    "weights": nullable({
+        "type": "object",
+        "additionalProperties": {"type": "number", "minimum": 0},
+        "description": "judge name -> non-negative weight (formula 'weighted')",
+    }),
+    "raw": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "judges already in [0, 1]: clamped, not normalized",
+    },
+}  # fmt: skip
 
 
 def parse_reward(
@@ -97,3 +138,33 @@ def _warn_shadowed_score_range(
                 f"{source}: reward.score_range: deprecated; judge {judge.name!r} declares its own "
                 f"score_range {list(judge.score_range)}, which wins"
             )
+
+
+def reward_schema() -> dict[str, Any]:
+    """The reward block as JSON Schema: its keys, and the rules that pick and check a mode
+    (judge wins and takes none of the other modes' keys; else `weighted`, the default
+    formula, needs a positive weight; else the formula is an expression)."""
+    block = object_schema(COMMON_KEYS, null_is_absent=True)
+    block["properties"].update(MODE_KEY_SCHEMAS)
+    other_modes = sorted(
+        frozenset().union(*(mode.keys for mode in REWARD_MODES if mode is not JudgeReward))
+        - JudgeReward.keys
+    )
+    weighted_formula = {
+        "anyOf": [
+            {"not": {"required": ["formula"]}},
+            {"properties": {"formula": {"pattern": r"^\s*weighted\s*$"}}},
+        ]
+    }
+    some_positive_weight = {
+        "type": "object",
+        "minProperties": 1,
+        "not": {"additionalProperties": {"const": 0}},
+    }
+    block["if"] = {"required": ["judge"]}
+    block["then"] = {"not": {"anyOf": [{"required": [key]} for key in other_modes]}}
+    block["else"] = {
+        "if": weighted_formula,
+        "then": {"required": ["weights"], "properties": {"weights": some_positive_weight}},
+    }
+    return nullable({**block, "description": "the reward block; none: the default composition"})

@@ -16,7 +16,12 @@ from typing import Any
 from verifier.config import Key
 from verifier.config.fields import Choice, Flag, Number, OneOrMany, Text
 from verifier.judges.builtins.fields import CasePath
-from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.judges.builtins.registry import (
+    PARTIAL_CREDIT,
+    BuiltinContext,
+    ValueWithRationale,
+    builtin,
+)
 from verifier.trajectory import CASE_TRAJECTORY_PATHS, read_trajectory
 
 TRAJECTORY_PATH = Key("path", CasePath(description="the trajectory file in the case (default: "
@@ -74,7 +79,7 @@ def trajectory_tool_not_used(
 @builtin("trajectory",
          Key("max_turns", Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
              required=True),
-         TRAJECTORY_PATH)  # fmt: skip
+         TRAJECTORY_PATH, score_range=PARTIAL_CREDIT)  # fmt: skip
 def trajectory_turn_count(
     context: BuiltinContext, max_turns: int, path: str | None
 ) -> ValueWithRationale:

@@ -17,7 +17,12 @@ from verifier.casefiles import existence_problem, read_case_file
 from verifier.config import Key
 from verifier.config.fields import Flag, Text
 from verifier.judges.builtins.fields import CasePath, Pattern, ReferencePath
-from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.judges.builtins.registry import (
+    PARTIAL_CREDIT,
+    BuiltinContext,
+    ValueWithRationale,
+    builtin,
+)
 
 PATH = Key("path", CasePath(), required=True)
 REFERENCE = Key("reference", ReferencePath(description="a file beside eval.yaml to compare with"))
@@ -146,6 +151,7 @@ def files_equal(
     Key("expected", Text(description="the text to compare with")),
     REFERENCE,
     one_of=(("expected", "reference"),),
+    score_range=PARTIAL_CREDIT,
 )
 def diff_ratio(
     context: BuiltinContext, path: str, expected: str | None, reference: PurePosixPath | None

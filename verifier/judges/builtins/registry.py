@@ -33,6 +33,7 @@ class Builtin(NamedTuple):
     runs_case_code: bool = False  # it executes something from the case (a command)
     one_of: tuple[tuple[str, ...], ...] = ()  # groups of arguments: exactly one is given
     prompt: str | None = None  # an LLM builtin's prompt template (then `run` is unused)
+    score_range: tuple[float, float] | None = None  # the scale of a partial-credit value
 
     @property
     def qualified_name(self) -> str:
@@ -73,6 +74,7 @@ class Builtin(NamedTuple):
 
 
 BUILTINS: dict[str, Builtin] = {}
+PARTIAL_CREDIT = (0.0, 1.0)  # the scale of builtins whose value is a fraction
 
 
 def builtin(
@@ -80,6 +82,7 @@ def builtin(
     *arguments: Key,
     runs_case_code: bool = False,
     one_of: tuple[tuple[str, ...], ...] = (),
+    score_range: tuple[float, float] | None = None,
 ) -> Callable[[Callable[..., BuiltinReturn]], Callable[..., BuiltinReturn]]:
     """Register the decorated function as the builtin `category/<function name>`.
 
@@ -87,14 +90,17 @@ def builtin(
     the engine then counts an unexplained death of its process as a failure of the
     case's code, never as an error. `one_of`: groups of optional arguments of which
     exactly one must be given (rewardkit's name and ours, a case file or a reference).
+    `score_range`: the scale of a builtin that gives partial credit, (0, 1): the judge's
+    own unless eval.yaml sets one.
     """
 
     def register(run: Callable[..., BuiltinReturn]) -> Callable[..., BuiltinReturn]:
         if run.__name__ in BUILTINS:
             raise ValueError(f"builtin {run.__name__!r} is registered twice")
         BUILTINS[run.__name__] = Builtin(
-            run.__name__, category, run, tuple(arguments), runs_case_code, one_of
-        )
+            run.__name__, category, run, tuple(arguments), runs_case_code, one_of,
+            score_range=score_range,
+        )  # fmt: skip
         return run
 
     return register

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from verifier.config import EvalConfig, JudgeConfig, Key, Locator
+from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
 from verifier.judges.base import Pool, Record
 
@@ -21,20 +21,22 @@ class CheckSpec(NamedTuple):
     body: str
 
 
-class CheckKind:
+class CheckKind(KindDefaults):
     name = "check"
     pool = Pool.CPU
     case_bound = False
     keys = (Key("check", Text(description="a Python function body; receives outputs, "
                               "arguments; must return")),)  # fmt: skip
-
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        return "check" in entry
+    claim_keys = ("check",)
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> CheckSpec:
         if "check" not in values:
             raise at.child("check").error("must be a string")
         return CheckSpec(values["check"])
+
+    def entry_schema(self) -> dict[str, Any]:
+        """A body, and one that can return (prepare() also compiles it)."""
+        return {"properties": {"check": {"type": "string", "pattern": r"\breturn\b"}}}
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         """Compile the body into `fn(outputs, arguments)`."""

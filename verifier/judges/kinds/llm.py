@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from verifier.config import EvalConfig, JudgeConfig, Key, Locator
+from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Number, OneOrMany, RelativePath, Text
 from verifier.judges.base import Pool, Record
 from verifier.judges.kinds.builtin import is_prompt_builtin
@@ -38,7 +38,7 @@ class ProviderName(NamedTuple):
         return {"enum": sorted(PROVIDERS_BY_ALIAS), "description": self.description}
 
 
-class LLMKind:
+class LLMKind(KindDefaults):
     name = "llm"
     pool = Pool.LLM
     case_bound = False
@@ -50,7 +50,8 @@ class LLMKind:
         Key("model", Text(non_empty=True, description="provider/model; else models.judge, "
                                                        "else $EVAL_JUDGE_MODEL")),
         Key("samples", Number(integer=True, minimum=1, maximum=MAX_SAMPLES,
-                              problem=f"must be a whole number from 1 to {MAX_SAMPLES}"),
+                              problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
+                              description="answers to ask for; the value is their median"),
             default=1),
         Key("context", OneOrMany(RelativePath(), description="reference files beside "
                                                              "eval.yaml")),
@@ -59,7 +60,10 @@ class LLMKind:
                                                          "quality/output_completeness")),
     )  # fmt: skip
 
+    claim_keys = PROMPT_KEYS
+
     def claims(self, entry: Mapping[str, Any]) -> bool:
+        """A prompt key set, or `builtin:` naming an LLM builtin (a shipped prompt)."""
         return any(key in entry for key in PROMPT_KEYS) or (
             "builtin" in entry and is_prompt_builtin(entry["builtin"])
         )
@@ -107,6 +111,15 @@ class LLMKind:
             provider=values.get("provider"),
             builtin=found.qualified_name,
         )
+
+    def entry_schema(self) -> dict[str, Any]:
+        """Exactly one of the prompt keys set (not null)."""
+        return {
+            "oneOf": [
+                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
+                for key in PROMPT_KEYS
+            ]
+        }
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         import os

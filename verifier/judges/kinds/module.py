@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from verifier.config import EvalConfig, JudgeConfig, Key, Locator
+from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
 from verifier.judges.base import Pool, Record
 
@@ -22,7 +22,7 @@ class ModuleSpec(NamedTuple):
     function: str
 
 
-class ModuleKind:
+class ModuleKind(KindDefaults):
     name = "module"
     pool = Pool.CPU
     case_bound = False
@@ -31,15 +31,20 @@ class ModuleKind:
         Key("function", Text(non_empty=True, description="called as fn(outputs=record, "
                                                           "**arguments)")),
     )  # fmt: skip
-
-    def claims(self, entry: Mapping[str, Any]) -> bool:
-        return "module" in entry or "function" in entry
+    claim_keys = ("module", "function")
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> ModuleSpec:
         for key in ("module", "function"):
             if key not in values:
                 raise at.child(key).error("module judges need both module and function")
         return ModuleSpec(values["module"], values["function"])
+
+    def entry_schema(self) -> dict[str, Any]:
+        """Both keys set (not null)."""
+        return {
+            "required": list(self.claim_keys),
+            "properties": {key: {"type": "string"} for key in self.claim_keys},
+        }
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         """Import the module from eval.yaml's dir; `fn(outputs=record, **arguments)`."""

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, get_args
 from urllib.parse import urlsplit
 
 from verifier.config import EvalConfig, JudgeConfig, Locator
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, MissingModelError
 from verifier.judges.llm.judge import LLMJudge
 from verifier.judges.llm.prompt import PromptPlan, Reference
 from verifier.judges.llm.providers import PROVIDERS, PROVIDERS_BY_ALIAS, Generation, Provider
@@ -47,8 +47,6 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
         template = compile_template(spec.prompt)
     except TemplateProblem as error:
         raise at.child(spec.prompt_key).error(str(error)) from None
-    provider, model = resolve_model(spec, config, environ, at)
-    base_url = _base_url(provider, environ, at)
     tuning = read_tuning(environ, spec.samples)
     arguments, scale = dict(judge.arguments), AnswerScale.of(judge, config)
     if spec.builtin is not None:
@@ -61,6 +59,10 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
         output_mode=tuning.output_mode,
         max_case_chars=tuning.max_case_chars,
     )
+    # The model last: `verifier check` reports a missing one as a warning, once every
+    # other check of the judge has run.
+    provider, model = resolve_model(spec, config, environ, at)
+    base_url = _base_url(provider, environ, at)
     return LLMJudge(
         endpoint=provider.make_endpoint(base_url, model),
         plan=plan,
@@ -102,10 +104,7 @@ def resolve_model(
     """
     name = (spec.model or config.default_model or environ.get(MODEL_ENV, "")).strip()
     if not name:
-        raise at.child("model").error(
-            f"no model for this LLM judge: set model on the judge, models.judge in eval.yaml, "
-            f"or ${MODEL_ENV}",
-        )
+        raise MissingModelError(at.source, at.child("model").key, MODEL_ENV)
     if spec.provider is not None:
         return PROVIDERS_BY_ALIAS[spec.provider], name
     prefix, _, rest = name.partition("/")

@@ -1,0 +1,20 @@
+"""`verifier schema`: eval.yaml's JSON Schema, for editors and CI linters.
+
+Generated from the declarations the loader checks files with (verifier.config), so
+the schema and `verifier check` cannot drift apart; an editor shows most mistakes
+as they are typed, `verifier check` every one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from verifier.config.load import eval_schema
+from verifier.errors import EXIT_OK
+from verifier.judges import KINDS
+from verifier.options import Options
+
+
+def run(options: Options) -> int:
+    print(json.dumps(eval_schema(KINDS), indent=2))
+    return EXIT_OK
