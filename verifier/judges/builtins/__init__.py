@@ -17,7 +17,7 @@ from typing import Any
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.errors import did_you_mean
 from verifier.judges.base import Record
-from verifier.judges.builtins import files, json_files, process
+from verifier.judges.builtins import files, json_files, process, tests
 from verifier.judges.builtins.registry import (
     BUILTINS,
     Builtin,
@@ -40,6 +40,7 @@ __all__ = [
     "find_builtin",
     "json_files",
     "process",
+    "tests",
 ]
 
 
