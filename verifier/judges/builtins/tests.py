@@ -50,6 +50,7 @@ MAX_NAMED = 20  # tests named in a rationale
 MAX_NAME_CHARS = 200
 MAX_RATIONALE_CHARS = 2000
 MAX_DETAIL_NAMES = 100  # failing tests listed in judges.json
+_COUNT_RESERVE = 32  # characters kept on a line of names for "and 1234 more"
 _COMMAND_TAIL_CHARS = 800  # of the command's output, when its report is unusable
 
 REPORT = Key("report", PathOrGlob(), required=True)
@@ -262,24 +263,32 @@ def summarize(report: Report, files: Sequence[str]) -> str:
         f"{counts.errored} errored ({counts.skipped} skipped): {rate}; "
         f"from {_listed(files)} ({report.format})"
     )
-    text = "\n".join([head, *named_outcomes(report.outcomes, MAX_NAMED)])
+    names = named_outcomes(report.outcomes, MAX_NAMED, MAX_RATIONALE_CHARS - len(head))
+    text = "\n".join([head, *names])
     return text if len(text) <= MAX_RATIONALE_CHARS else text[: MAX_RATIONALE_CHARS - 6] + " [cut]"
 
 
-def named_outcomes(outcomes: Sequence[Outcome], limit: int) -> list[str]:
-    """One line per outcome ('failed: a, b and 3 more'), names shown up to limit in all."""
+def named_outcomes(outcomes: Sequence[Outcome], names_left: int, chars_left: int) -> list[str]:
+    """One line per outcome ('failed: a, b and 3 more'), in all at most names_left names
+    and about chars_left characters: the names that do not fit are counted."""
     lines = []
     for result in (FAILED, ERRORED, SKIPPED, PASSED):
         names = [_cut(outcome.test) for outcome in outcomes if outcome.result == result]
         if not names:
             continue
-        shown = names[:limit]
-        limit -= len(shown)
-        rest = len(names) - len(shown)
-        if not shown:
-            lines.append(f"{result}: {rest} not named")
-        else:
-            lines.append(f"{result}: {', '.join(shown)}" + (f" and {rest} more" if rest else ""))
+        line = f"{result}:"
+        shown = 0
+        for name in names:
+            if shown == names_left or len(line) + len(name) + _COUNT_RESERVE > chars_left:
+                break
+            line += (" " if shown == 0 else ", ") + name
+            shown += 1
+        rest = len(names) - shown
+        if rest:
+            line += f" and {rest} more" if shown else f" {rest} not named"
+        lines.append(line)
+        names_left -= shown
+        chars_left -= len(line) + 1
     return lines
 
 
