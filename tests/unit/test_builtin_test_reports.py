@@ -22,6 +22,7 @@ import pytest
 
 from verifier.errors import ConfigError
 from verifier.grading import grade, load_eval
+from verifier.judges.builtins import find_builtin
 from verifier.judges.builtins.reports import (
     ERRORED,
     FAILED,
@@ -606,3 +607,40 @@ def test_a_real_pytest_run_through_the_sandbox(
     assert result.value == 0.8
     assert result.rationale.startswith(f"{PYTEST_HEAD}report.xml (junit)")
     assert result.details["command"]["exit_code"] == 1  # pytest: some tests failed
+
+
+# --- the docs ---------------------------------------------------------------------------
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+def yaml_after(document: Path, heading: str) -> str:
+    """The first ```yaml block after a heading of a markdown file."""
+    text = document.read_text().split(heading, 1)[1]
+    return text.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("document", "heading"),
+    [
+        (ROOT / "docs" / "eval-yaml.md", "#### Test reports"),
+        (ROOT / "README.md", "### Partial credit from test reports"),
+    ],
+)
+def test_the_documented_examples_load(
+    write_config: WriteConfig, document: Path, heading: str
+) -> None:
+    config = load_eval(write_config(yaml_after(document, heading))).config
+    assert config.judges[0].spec.name == "tests/pass_rate"
+
+
+def test_the_builtin_table_names_every_argument() -> None:
+    table = (ROOT / "docs" / "eval-yaml.md").read_text().split("### Builtins", 1)[1]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines()
+            if line.startswith("| `tests/")}  # fmt: skip
+    pass_rate, all_passed = find_builtin("pass_rate"), find_builtin("all_passed")
+    assert pass_rate is not None and all_passed is not None
+    assert pass_rate.arguments == all_passed.arguments
+    assert "| as `tests/pass_rate` |" in rows["`tests/all_passed`"]
+    for key in pass_rate.arguments:
+        assert f"`{key.name}`" in rows["`tests/pass_rate`"]
