@@ -235,6 +235,8 @@ def test_unusable_reports_are_report_errors_naming_the_fact(
 def test_a_testcase_with_several_outcomes_counts_once_by_the_worst() -> None:
     data = b"<testsuite><testcase name='t'><skipped/><error/><failure/></testcase></testsuite>"
     assert parse_report(data).outcomes == (Outcome("t", FAILED),)
+    nested = b"<testsuite><testcase name='t'><testcase name='u'/><error/></testcase></testsuite>"
+    assert parse_report(nested).outcomes == (Outcome("t", ERRORED),)
 
 
 # --- the builtins on real runs ----------------------------------------------------------

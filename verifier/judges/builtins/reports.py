@@ -150,32 +150,37 @@ def parse_junit(data: bytes) -> Report:
 
 
 class _JUnitReader:
-    """expat handlers: each <testcase>, its outcome decided by the children it holds."""
+    """expat handlers: each <testcase>, its outcome decided by the children it holds (a
+    testcase inside another is part of it, not a test of its own)."""
 
     def __init__(self) -> None:
         self.outcomes: list[Outcome] = []
         self.root: str | None = None
-        self.open_case: list[str] | None = None  # [name, result] of the testcase being read
+        self.depth = 0
+        self.open_case: tuple[int, str] | None = None  # (depth, name) of the testcase read
+        self.result = PASSED
 
     def refuse_doctype(self, *_: Any) -> None:
         raise ReportError("declares a DOCTYPE; refused (its entities are never expanded)")
 
     def start(self, tag: str, attributes: dict[str, str]) -> None:
+        self.depth += 1
         if self.root is None:
             self.root = tag
             if tag not in ("testsuites", "testsuite"):
                 raise ReportError(f"is XML but not a JUnit report (its root is <{tag[:100]}>)")
-        if tag == "testcase" and self.open_case is None:
-            self.open_case = [_junit_name(attributes), PASSED]
-        elif self.open_case is not None and tag in _JUNIT_CHILDREN:
-            result = _JUNIT_CHILDREN[tag]
-            if _JUNIT_RANK[result] > _JUNIT_RANK[self.open_case[1]]:
-                self.open_case[1] = result
+        if self.open_case is None:
+            if tag == "testcase":
+                self.open_case, self.result = (self.depth, _junit_name(attributes)), PASSED
+        else:
+            found = _JUNIT_CHILDREN.get(tag, PASSED)
+            self.result = max(self.result, found, key=_JUNIT_RANK.__getitem__)
 
     def end(self, tag: str) -> None:
-        if tag == "testcase" and self.open_case is not None:
-            self.outcomes.append(Outcome(*self.open_case))
+        if self.open_case is not None and self.open_case[0] == self.depth:
+            self.outcomes.append(Outcome(self.open_case[1], self.result))
             self.open_case = None
+        self.depth -= 1
 
 
 def _junit_name(attributes: Mapping[str, str]) -> str:

@@ -114,8 +114,8 @@ def all_passed(
     """True when the report is usable, enough tests ran, and none failed or errored."""
     graded = grade_reports(context, report, format, command, timeout, env, min_tests)
     counts = graded.counts
-    return JudgeAnswer(counts is not None and counts.passed == counts.ran, graded.rationale,
-                       graded.details)  # fmt: skip
+    passed = counts is not None and counts.passed == counts.ran
+    return JudgeAnswer(passed, graded.rationale, graded.details)
 
 
 def grade_reports(
@@ -155,8 +155,8 @@ def judge_reading(reading: Reading, min_tests: int, details: dict[str, Any]) -> 
     if counts.ran == 0:
         return Graded(None, f"no tests ran: {summary}", details)
     if counts.ran < min_tests:
-        return Graded(None, f"only {counts.ran} tests ran, fewer than min_tests {min_tests}: "
-                            f"{summary}", details)  # fmt: skip
+        fewer = f"only {counts.ran} tests ran, fewer than min_tests {min_tests}"
+        return Graded(None, f"{fewer}: {summary}", details)
     return Graded(counts, summary, details)
 
 
