@@ -133,6 +133,15 @@ def test_diff_ratio_is_partial_credit(run: Grader) -> None:
     assert run("diff_ratio", "{path: missing.txt, expected: x}", case).value == 0.0
 
 
+def test_partial_credit_is_the_reward_without_a_declared_score_range(run: Grader) -> None:
+    """A builtin's fraction is on its own [0, 1] scale: on the default [1, 5] a pass rate of
+    0.5 would normalize to 0 and every partial solution would score nothing."""
+    config = run.config("diff_ratio", "{path: a.txt, expected: abcd}")
+    graded = grade(load_eval(config), run.case({"a.txt": "abxy"}))
+    assert graded.results[0].value == 0.5
+    assert graded.reward == 0.5
+
+
 def test_diff_ratio_of_big_files_is_by_lines(run: Grader) -> None:
     lines = [f"line {n}" for n in range(5000)]
     case = {"big.txt": "\n".join(lines)}

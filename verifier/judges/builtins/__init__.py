@@ -24,6 +24,7 @@ from verifier.judges.builtins import (
     guards,
     model_graded,
     process,
+    tests,
     xlsx,
 )
 from verifier.judges.builtins.registry import (
@@ -51,6 +52,7 @@ __all__ = [
     "guards",
     "model_graded",
     "process",
+    "tests",
     "xlsx",
 ]
 

@@ -1,5 +1,5 @@
 """Argument types that only builtins take: case paths, regexes, commands, any JSON value,
-reference files beside eval.yaml, globs."""
+reference files beside eval.yaml, globs, and a path that may be a glob."""
 
 from __future__ import annotations
 
@@ -163,3 +163,22 @@ class ColumnRef(NamedTuple):
     def schema(self) -> dict[str, Any]:
         return {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}],
                 "description": self.description}  # fmt: skip
+
+
+class PathOrGlob(NamedTuple):
+    """A path in the case, or a glob when it holds `*`, `?` or `[` (verifier.globs): a
+    test runner writes one report, or one per suite (surefire's TEST-*.xml)."""
+
+    description: str = "a path relative to the case dir, or a glob such as reports/*.xml"
+
+    def parse(self, value: Any, at: Locator) -> str | Glob:
+        path = CasePath().parse(value, at)
+        if not any(char in path for char in "*?["):
+            return path
+        try:
+            return compile_glob(path)
+        except GlobError as error:
+            raise at.error(str(error)) from None
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "minLength": 1, "description": self.description}

@@ -20,14 +20,16 @@ from verifier.judges.sandbox import STDOUT_BYTES, CommandRun, run_in_sandbox
 
 _OUTPUT_TAIL_CHARS = 2000
 _SHOWN_CHARS = 200
+TIMEOUT = Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
+              default=30)  # fmt: skip
+ENV = Key("env", Environment())
 COMMAND_KEYS = (
     Key("cmd", CommandLine(description="a shell string, or an argv list (rewardkit's name)")),
     Key("command", CommandLine(description="the same as cmd")),
     Key("cwd", CasePath(description="a dir in the case to run in (default: the case dir)")),
-    Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
-        default=30),
-    Key("env", Environment()),
-)  # fmt: skip
+    TIMEOUT,
+    ENV,
+)
 ONE_COMMAND = (("cmd", "command"),)
 
 
