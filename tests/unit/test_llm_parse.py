@@ -10,7 +10,7 @@ from verifier.judges.llm.prompt import allocate
 from verifier.judges.llm.redact import redact, redact_tree
 from verifier.judges.llm.sampling import reduce_samples
 from verifier.judges.llm.scale import AnswerError, AnswerScale
-from verifier.judges.llm.template import CaseText, compile_template
+from verifier.judges.llm.template import compile_template, mark_trusted
 from verifier.judges.llm.transport import error_message, retry_after
 
 ONE_TO_FIVE = AnswerScale(kind="number", low=1, high=5, integer=True)
@@ -135,15 +135,19 @@ class _Recorder:
         return f"[{text}]"
 
 
-def test_template_fences_case_text_however_it_is_transformed() -> None:
+def test_only_trusted_values_print_unfenced_whatever_the_expression() -> None:
+    """Only a value looked up unchanged from arguments/annotations (and the template's own
+    constants) print as they are; anything computed, even from trusted text, is fenced."""
     template = compile_template(
-        "{{ arguments.x }}|{{ c }}|{{ c | upper }}|{{ c[:2] }}|{{ c.split('-')[0] }}"
-        "|{{ arguments.x | upper }}"
+        "{{ arguments.x }}|{{ arguments.n }}|{{ '{' }}|{{ c }}|{{ c | upper }}|{{ c[:2] }}"
+        "|{{ c.split('-')[0] }}|{{ arguments.x | upper }}|{{ c ~ '' }}|{{ '%s' % c }}"
+        "|{{ arguments.x + c }}"
         .replace("c", "conversation")
     )  # fmt: skip
     fence = _Recorder()
-    text = template.render({"conversation": CaseText("ab-cd"), "arguments": {"x": "t"}}, fence)
-    assert text == "t|[ab-cd]|[AB-CD]|[ab]|[ab]|T"
+    variables = {"conversation": "ab-cd", "arguments": mark_trusted({"x": "t", "n": 2})}
+    text = template.render(variables, fence)
+    assert text == "t|2|{|[ab-cd]|[AB-CD]|[ab]|[ab]|[T]|[ab-cd]|[ab-cd]|[tab-cd]"
 
 
 def test_transport_helpers() -> None:
