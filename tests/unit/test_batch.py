@@ -277,6 +277,11 @@ def test_a_changed_config_regrades(small) -> None:
     assert again.config_hash != small["first"].config_hash
 
 
+def test_the_memory_limit_is_part_of_the_resume_key(small) -> None:
+    again = batch(small["config"], small["cases"], small["out"], limits=Limits(memory_mb=1024))
+    assert again.count(resumed=True) == 0
+
+
 def test_no_llm_is_part_of_the_config_hash(small) -> None:
     again = batch(
         small["config"],
@@ -570,7 +575,9 @@ def test_an_unwritable_out_is_exit_4(tmp_path: Path) -> None:
 
 def processes_with(marker: str) -> list[str]:
     """Every process on the machine whose command line holds marker (ps, as a user would)."""
-    listing = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True)
+    listing = subprocess.run(
+        ["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True
+    )
     return [line for line in listing.stdout.splitlines() if marker in line and "ps -ww" not in line]
 
 
