@@ -4,7 +4,8 @@
 #   make demo        build the image and grade examples/case-pass and examples/case-fail
 #   make test        lint, then unit + integration tests (all of tests/)
 #   make test-fast   tests without the integration and harbor markers
-#   make bench       figures: grading time and memory, batch throughput, image size and time
+#   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
+#                    image size and time
 #   make lint        ruff check + ruff format --check + import-linter (the layers)
 #
 # ENGINE defaults to podman when installed, else docker. Where BASE_IMAGE cannot be
@@ -45,7 +46,7 @@ REVISION := $(or $(shell git rev-parse --verify -q HEAD 2>/dev/null),unknown)
 CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
 PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
 
-.PHONY: help venv base-image image demo test test-fast bench bench-grade bench-batch bench-image lint clean
+.PHONY: help venv base-image image demo test test-fast bench bench-grade bench-batch bench-llm-batch bench-image lint clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -175,13 +176,16 @@ test: lint venv image
 test-fast: venv
 	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor" $(PYTEST_ARGS)
 
-bench: bench-grade bench-batch bench-image
+bench: bench-grade bench-batch bench-llm-batch bench-image
 
 bench-grade: venv
 	$(VENV)/bin/python bench/grade.py
 
 bench-batch: venv
 	$(VENV)/bin/python bench/batch.py
+
+bench-llm-batch: venv
+	$(VENV)/bin/python bench/llm_batch.py
 
 bench-image: venv image
 	$(VENV)/bin/python bench/image.py --image $(IMAGE) $(BENCH_IMAGE_ARGS)

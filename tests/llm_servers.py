@@ -63,7 +63,7 @@ class FakeLLM:
         # For concurrent judges: picks a reply by request (None: the script decides).
         self.route: Callable[[Received], Reply | None] | None = None
         self.received: list[Received] = []
-        self.replied: list[tuple[float, int]] = []  # (time.monotonic(), status) of each answer
+        self.replied: list[tuple[float, int]] = []  # (time.monotonic(), status) as answered
         self.in_flight = 0
         self.peak_in_flight = 0
         self.gather = 0
@@ -220,26 +220,29 @@ def _handler(server: FakeLLM) -> type[BaseHTTPRequestHandler]:
             received = Received(self.path, headers, body, time.monotonic())
             server.received.append(received)
             server.arrive()
-            status = 0
+            status, answered = 0, False
             try:
                 reply = server.problem(self.path, headers, body)
                 if reply is None and server.route is not None:
                     reply = server.route(received)
                 reply = reply or server.next_reply()
                 status = reply.status
-                self._answer(reply)
+                if reply.hang_s:
+                    server.stopping.wait(reply.hang_s)
+                    self.close_connection = True
+                    return
+                if reply.delay_s:
+                    server.stopping.wait(reply.delay_s)
+                server.depart(status)  # before the client can see the answer and ask again
+                answered = True
+                self._send(reply)
             except (BrokenPipeError, ConnectionResetError):  # the client is gone (killed)
                 self.close_connection = True
             finally:
-                server.depart(status)
+                if not answered:
+                    server.depart(status)
 
-        def _answer(self, reply: Reply) -> None:
-            if reply.hang_s:
-                server.stopping.wait(reply.hang_s)
-                self.close_connection = True
-                return
-            if reply.delay_s:
-                server.stopping.wait(reply.delay_s)
+        def _send(self, reply: Reply) -> None:
             data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
