@@ -31,7 +31,7 @@ from pathlib import Path
 from common import REPO, installed_verifier
 
 sys.path.insert(0, str(REPO))
-from tests.llm_servers import FakeLLM  # the test servers, not a copy of them
+from tests.llm_servers import FakeLLM, client_environment  # the test servers, not a copy
 
 TARGET_CASES_PER_S = 25.0
 EVAL_YAML = """\
@@ -53,16 +53,6 @@ def make_cases(root: Path, count: int) -> Path:
         path.parent.mkdir(parents=True)
         path.write_text(f"Case {index}: the parser crashed on empty input; fixed with a guard.\n")
     return cases
-
-
-def environment(server: FakeLLM) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("VERIFIER_", "OPENAI_", "ANTHROPIC_", "EVAL_"))
-        and key.lower() not in ("http_proxy", "https_proxy")
-    }
-    return {**env, **server.env, "OPENAI_API_KEY": "sk-bench-not-a-real-key-0123456789"}
 
 
 def time_batch(
@@ -117,7 +107,7 @@ def main() -> None:
             config = root / "eval.yaml"
             config.write_text(EVAL_YAML)
             cases = make_cases(root, options.cases)
-            env = environment(server)
+            env = {**client_environment(server), "OPENAI_API_KEY": "sk-bench-0123456789abcdef"}
             jobs = ("--jobs", str(options.jobs))
             batch_s, summary = time_batch(
                 verifier, config, cases, root / "out", env, *jobs, "--no-llm-cache"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -256,6 +257,20 @@ def _handler(server: FakeLLM) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def client_environment(*servers: FakeLLM) -> dict[str, str]:
+    """The environment of a verifier process asking these servers: this one's, without
+    its own VERIFIER_*, provider and proxy settings, plus the servers' base URLs."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("VERIFIER_", "OPENAI_", "ANTHROPIC_", "EVAL_"))
+        and key.lower() not in ("http_proxy", "https_proxy")
+    }
+    for server in servers:
+        environment.update(server.env)
+    return environment
 
 
 class _Server(ThreadingHTTPServer):

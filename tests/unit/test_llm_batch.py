@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Received, Reply
+from tests.llm_servers import FakeLLM, Received, Reply, client_environment
 from verifier.batch import summary_paths
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
@@ -71,16 +71,7 @@ def run_batch(
     root: Path, config: str, *servers: FakeLLM, args: tuple[str, ...] = (), **env: str
 ) -> tuple[subprocess.CompletedProcess[str], dict]:
     (root / "eval.yaml").write_text(config)
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("VERIFIER_", "OPENAI_", "ANTHROPIC_", "EVAL_"))
-        and key.lower() not in ("http_proxy", "https_proxy")
-    }
-    environment.update(FAST, OPENAI_API_KEY=KEY)
-    for server in servers:
-        environment.update(server.env)
-    environment.update(env)
+    environment = {**client_environment(*servers), **FAST, "OPENAI_API_KEY": KEY, **env}
     out = root / "out"
     completed = subprocess.run(
         [VERIFIER, "batch", "--config", str(root / "eval.yaml"), "--cases", str(root / "cases"),
@@ -332,7 +323,7 @@ def test_a_dead_llm_stage_is_error_rows_for_its_cases_and_a_new_one_takes_over(
     openai_server.route = route
     make_cases(tmp_path, 30)
     (tmp_path / "eval.yaml").write_text(eval_yaml(QUALITY.replace("MODEL", "openai/m")))
-    environment = {**os.environ, **FAST, **openai_server.env}
+    environment = {**client_environment(openai_server), **FAST}
     process = subprocess.Popen(
         [VERIFIER, "batch", "--config", str(tmp_path / "eval.yaml"), "--cases",
          str(tmp_path / "cases"), "--out", str(tmp_path / "out"), "-j", "2",

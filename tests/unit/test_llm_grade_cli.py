@@ -9,7 +9,6 @@ explained error records; API keys never reach stdout, stderr or any output file;
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Received, Reply
+from tests.llm_servers import FakeLLM, Received, Reply, client_environment
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 OPENAI_KEY = "sk-e2e-openai-0123456789abcdefghijklmn"
@@ -61,14 +60,8 @@ def layout(tmp_path: Path) -> dict[str, Path]:
 def grade(
     layout: dict[str, Path], server: FakeLLM, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("VERIFIER_", "OPENAI_", "ANTHROPIC_", "EVAL_"))
-        and key.lower() not in ("http_proxy", "https_proxy")
-    }
+    environment = client_environment(server)
     environment.update(FAST)
-    environment.update(server.env)
     environment.update(OPENAI_API_KEY=OPENAI_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
     environment.update(env or {})
     return subprocess.run(
