@@ -284,7 +284,6 @@ def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
 
 def _worker_main(conn: multiprocessing.connection.Connection, work: Work) -> None:
     """The parent handles Ctrl-C and SIGTERM, and then stops the workers."""
-    signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     while (case := conn.recv()) is not None:

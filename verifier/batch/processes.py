@@ -48,18 +48,20 @@ def fork(main: Callable[[], None], close: Sequence[int] = ()) -> tuple[int, int]
     """
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _child(main, close)
+        _child(main, close, parent)
     return pid, os.pidfd_open(pid)
 
 
-def _child(main: Callable[[], None], close: Sequence[int]) -> NoReturn:
+def _child(main: Callable[[], None], close: Sequence[int], parent: int) -> NoReturn:
     code = 0
     try:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent died before the line above
+        if os.getppid() != parent:  # the parent died before the line above
             os._exit(1)
+        signal.set_wakeup_fd(-1)  # the parent's, whose descriptor is closed here
         for descriptor in close:
             with contextlib.suppress(OSError):
                 os.close(descriptor)
