@@ -652,6 +652,8 @@ def test_a_500000_character_stdout_is_capped_and_reported(
     (request,) = openai_server.received
     assert len(request.user) < 150_000  # the 100,000 cap, fences and cut notices
     assert verdict.details["truncated"] is True and verdict.details["cut_chars"] >= 400_000
+    # only what existed is cut: the material and the template's own repeated text
+    assert verdict.details["cut_chars"] <= 2 * len(stdout)
     if "{{" in template:
         assert MARK not in outside_fences(request)
         assert "x" * 1000 not in outside_fences(request)

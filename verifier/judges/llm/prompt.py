@@ -200,30 +200,32 @@ class Material:
 
     def wrap(self, text: str) -> str:
         """Take one untrusted value; its placeholder goes where it was printed."""
-        index = len(self.texts)
         self.texts.append(str(text))
-        return f"\ue000{self.key}.{index}\ue001"
+        return self._placeholder(len(self.texts) - 1)
 
     def cap_template_text(self, text: str, budget: int) -> str:
-        """text with its trusted parts (outside placeholders) cut to budget altogether."""
+        """text with its trusted parts (outside placeholders) cut to budget altogether:
+        the first two thirds of the budget and the last third are kept, around one
+        notice; every placeholder stays, in order."""
         pieces = self._split(text, len(self.texts))
-        trusted = [piece for piece in pieces if isinstance(piece, str)]
-        allowances = allocate([len(piece) for piece in trusted], budget)
-        if sum(allowances) == sum(map(len, trusted)):
+        total = sum(len(piece) for piece in pieces if isinstance(piece, str))
+        if total <= budget:
             return text
-        cut = iter(allowances)
-        out = []
+        head_end, tail_start = budget * 2 // 3, total - (budget - budget * 2 // 3)
+        self.cut_chars += total - budget
+        out: list[str] = []
+        seen, noted = 0, False
         for piece in pieces:
             if isinstance(piece, int):
-                out.append(f"\ue000{self.key}.{piece}\ue001")
+                out.append(self._placeholder(piece))
                 continue
-            allowance = next(cut)
-            if len(piece) > allowance:
-                self.cut_chars += len(piece) - allowance
-                head = allowance * 2 // 3
-                tail = piece[len(piece) - allowance + head :]
-                piece = _cut(piece[:head], tail, len(piece) - allowance)
-            out.append(piece)
+            start, seen = seen, seen + len(piece)
+            out.append(piece[: max(0, head_end - start)])
+            if start < tail_start and seen > head_end and not noted:
+                out.append(_notice(total - budget))
+                noted = True
+            if seen > tail_start:
+                out.append(piece[max(0, tail_start - start) :])
         return "".join(out)
 
     def fence(self, skeleton: str, nonce: str, budget: int) -> str:
@@ -255,6 +257,9 @@ class Material:
             out.append(f"<case-material-{nonce}>\n{text}\n</case-material-{nonce}>")
         return "".join(out)
 
+    def _placeholder(self, index: int) -> str:
+        return f"\ue000{self.key}.{index}\ue001"
+
     def _split(self, text: str, limit: int) -> list[_Piece]:
         """text as literal pieces and placeholder indexes (below limit: no cycles)."""
         pieces: list[_Piece] = []
@@ -272,9 +277,14 @@ class Material:
     def _measure(self) -> None:
         """Each value's pieces and expanded length, in order (a value only holds earlier ones)."""
         for index in range(len(self.contents), len(self.texts)):
-            pieces = self._split(self.texts[index], index)
-            self.contents.append(pieces)
-            self.lengths.append(sum(map(self._length, pieces)))
+            text = self.texts[index]
+            if "\ue000" in text:  # printed material inside it
+                pieces = self._split(text, index)
+                self.contents.append(pieces)
+                self.lengths.append(sum(map(self._length, pieces)))
+            else:
+                self.contents.append([text])
+                self.lengths.append(len(text))
 
     def _length(self, piece: _Piece) -> int:
         return len(piece) if isinstance(piece, str) else self.lengths[piece]
@@ -345,4 +355,8 @@ def _take(chunks: Iterator[str], count: int, *, reverse: bool = False) -> str:
 
 
 def _cut(head: str, tail: str, cut: int) -> str:
-    return f"{head}\n[... {cut} characters cut here by the verifier's size limit ...]\n{tail}"
+    return f"{head}{_notice(cut)}{tail}"
+
+
+def _notice(cut: int) -> str:
+    return f"\n[... {cut} characters cut here by the verifier's size limit ...]\n"
