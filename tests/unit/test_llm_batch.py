@@ -360,3 +360,31 @@ def children_of(pid: int) -> list[int]:
 def threads_of(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
+def test_a_429_storm_is_met_by_fewer_requests_not_more(
+    tmp_path: Path, openai_server: FakeLLM
+) -> None:
+    """For its first second the endpoint answers every request 429 (Retry-After 0.2 s).
+    Eight threads each retrying on their own would send about 8 requests per 0.2 s;
+    the shared gate halves what goes in flight at each pause and sends a handful."""
+    storm: list[float] = []
+
+    def route(request: Received) -> Reply:
+        storm.append(storm[0] if storm else request.at)
+        if request.at < storm[0] + 1.0:
+            return openai_server.error(429, "rate limited", {"Retry-After": "0.2"})
+        return openai_server.grade(score=4)
+
+    openai_server.route = route
+    make_cases(tmp_path, 16)
+    config = eval_yaml(QUALITY.replace("MODEL", "openai/m"))
+    _, summary = run_batch(
+        tmp_path, config, openai_server, args=("--llm-concurrency", "8"),
+        VERIFIER_LLM_RETRIES="20",
+    )  # fmt: skip
+    assert summary["graded"] == 16 and summary["cases_with_judge_errors"] == 0
+    during = [r for r in openai_server.received if r.at < storm[0] + 1.0]
+    assert len(during) <= 8 + 4 + 2 + 1 * 3  # the first wave, then at most the halved limits
+    (figures,) = summary["llm"]["endpoints"].values()
+    assert figures["throttled"] == len(during)
