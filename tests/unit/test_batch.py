@@ -650,6 +650,17 @@ def test_a_signal_stops_the_batch_keeps_what_finished_and_leaves_no_process(
     assert processes_with(marker) == []
 
 
+def test_a_finished_batch_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Judges that start processes in sessions of their own: when the batch ends, they
+    are gone, and nothing holds its stdout/stderr (run() would wait for them)."""
+    marker = f"verifier-test-{os.getpid()}-done-{time.monotonic_ns()}"
+    command, out = slow_batch(tmp_path, quick=40, marker=marker)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(summary_paths(out, None)[0].read_text())["graded"] == 40
+    assert processes_with(marker) == []
+
+
 KILL_PARENT_EVAL = """judges:
   - name: ok
     check: |
