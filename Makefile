@@ -5,7 +5,8 @@
 #   make test        lint, then unit + integration tests (all of tests/) on podman and docker,
 #                    and real Harbor trials
 #   make test-fast   tests without the integration and harbor markers
-#   make bench       figures: grading time and memory, batch throughput, image size and time
+#   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
+#                    image size and time
 #   make lint        ruff check + ruff format --check + import-linter (the layers)
 #
 # ENGINE defaults to podman when installed, else docker when installed, else podman.
@@ -64,7 +65,7 @@ CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
 PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
 
 .PHONY: help venv prerequisites harbor-venv base-image image demo test test-fast bench \
-	bench-grade bench-batch bench-image lint clean
+	bench-grade bench-batch bench-llm-batch bench-image lint clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -227,13 +228,16 @@ test: prerequisites lint venv $(if $(filter 0,$(HARBOR_TRIALS)),,harbor-venv) im
 test-fast: venv
 	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor" $(PYTEST_ARGS)
 
-bench: bench-grade bench-batch bench-image
+bench: bench-grade bench-batch bench-llm-batch bench-image
 
 bench-grade: venv
 	$(VENV)/bin/python bench/grade.py
 
 bench-batch: venv
 	$(VENV)/bin/python bench/batch.py
+
+bench-llm-batch: venv
+	$(VENV)/bin/python bench/llm_batch.py
 
 bench-image: venv image
 	$(VENV)/bin/python bench/image.py --image $(IMAGE) $(BENCH_IMAGE_ARGS)

@@ -4,7 +4,8 @@ Generates N cases (default 1,000: passing, failing and short reports) for an
 eval.yaml with three inline judges, times `verifier batch --jobs J` over all of
 them (the whole command: start-up, loading, forking, summary), then times a
 sample of per-case `verifier grade` subprocess runs and extrapolates them to N.
-Issue 6's target: at least 100 cases/s with --jobs 2 on a 2-core machine.
+Target: at least 150 cases/s with --jobs 2 on a 2-core machine (issue 6 asked 100,
+issue 13 keeps the throughput it reached).
 
     python bench/batch.py [--cases 1000] [--jobs 2] [--sample 50] [--repeat 5]
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from common import REPORT, THREE_INLINE_EVAL_YAML, installed_verifier
 
-TARGET_CASES_PER_S = 100.0
+TARGET_CASES_PER_S = 150.0
 
 
 REPORTS = (
@@ -62,7 +63,7 @@ def time_batch(
     shutil.rmtree(out, ignore_errors=True)
     command = [verifier, "batch", "--config", str(config), "--cases", str(cases)]
     timing = run([*command, "--out", str(out), "--jobs", str(jobs), "--force"])
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / ".batch" / "summary.json").read_text())
     if summary["graded"] != summary["count"]:
         raise SystemExit(f"batch graded {summary['graded']} of {summary['count']} cases")
     return timing

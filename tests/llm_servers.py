@@ -4,15 +4,20 @@ The LLM judges' client code runs unmodified against them: each server is a
 ThreadingHTTPServer in a thread that checks requests the way the real APIs do
 (path, headers, required fields), records them, and answers from a script:
 a queue of replies (a grade as a tool call, plain text, an error status with
-Retry-After, a hang) with an optional default once the queue is empty, or a
-`route` that picks the reply by request when several judges run at once.
+Retry-After, a hang, a delayed answer) with an optional default once the queue is
+empty, or a `route` that picks the reply by request when several judges run at once.
+It counts the requests in flight (`peak_in_flight`), and `gather = N` holds every
+reply until N requests have been in flight at once (or `gather_timeout_s` passes): a
+concurrency bound that is not reached shows as a peak below N, not as a timing.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import MappingProxyType
@@ -25,6 +30,7 @@ class Received(NamedTuple):
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    at: float = 0.0  # time.monotonic() when it arrived
 
     @property
     def system(self) -> str:
@@ -45,6 +51,7 @@ class Reply(NamedTuple):
     raw: bytes | None = None  # sent as is instead of body (not JSON)
     headers: dict[str, str] = MappingProxyType({})
     hang_s: float = 0.0
+    delay_s: float = 0.0  # answer after this long
 
 
 class FakeLLM:
@@ -57,9 +64,15 @@ class FakeLLM:
         # For concurrent judges: picks a reply by request (None: the script decides).
         self.route: Callable[[Received], Reply | None] | None = None
         self.received: list[Received] = []
+        self.replied: list[tuple[float, int]] = []  # (time.monotonic(), status) as answered
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.gather = 0
+        self.gather_timeout_s = 10.0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._flight = threading.Condition()
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -80,8 +93,27 @@ class FakeLLM:
 
     def stop(self) -> None:
         self.stopping.set()
+        with self._flight:
+            self._flight.notify_all()
         self._server.shutdown()
         self._server.server_close()
+
+    def arrive(self) -> None:
+        """A request is in flight; with `gather`, wait until that many are (once)."""
+        with self._flight:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            self._flight.notify_all()
+            if self.gather and self.peak_in_flight < self.gather:
+                self._flight.wait_for(
+                    lambda: self.peak_in_flight >= self.gather or self.stopping.is_set(),
+                    self.gather_timeout_s,
+                )
+
+    def depart(self, status: int) -> None:
+        with self._flight:
+            self.in_flight -= 1
+            self.replied.append((time.monotonic(), status))
 
     def queue(self, *replies: Reply) -> FakeLLM:
         self.script.extend(replies)
@@ -186,16 +218,32 @@ def _handler(server: FakeLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             headers = {key.lower(): value for key, value in self.headers.items()}
-            received = Received(self.path, headers, body)
+            received = Received(self.path, headers, body, time.monotonic())
             server.received.append(received)
-            reply = server.problem(self.path, headers, body)
-            if reply is None and server.route is not None:
-                reply = server.route(received)
-            reply = reply or server.next_reply()
-            if reply.hang_s:
-                server.stopping.wait(reply.hang_s)
+            server.arrive()
+            status, answered = 0, False
+            try:
+                reply = server.problem(self.path, headers, body)
+                if reply is None and server.route is not None:
+                    reply = server.route(received)
+                reply = reply or server.next_reply()
+                status = reply.status
+                if reply.hang_s:
+                    server.stopping.wait(reply.hang_s)
+                    self.close_connection = True
+                    return
+                if reply.delay_s:
+                    server.stopping.wait(reply.delay_s)
+                server.depart(status)  # before the client can see the answer and ask again
+                answered = True
+                self._send(reply)
+            except (BrokenPipeError, ConnectionResetError):  # the client is gone (killed)
                 self.close_connection = True
-                return
+            finally:
+                if not answered:
+                    server.depart(status)
+
+        def _send(self, reply: Reply) -> None:
             data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
@@ -209,6 +257,24 @@ def _handler(server: FakeLLM) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def client_environment(*servers: FakeLLM) -> dict[str, str]:
+    """The environment of a verifier process asking these servers: this one's, without
+    its own VERIFIER_*, provider and proxy settings, plus the servers' base URLs."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("VERIFIER_", "OPENAI_", "ANTHROPIC_", "EVAL_"))
+        and key.lower() not in ("http_proxy", "https_proxy")
+    }
+    for server in servers:
+        environment.update(server.env)
+    return environment
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # dozens of clients connect at once; the default backlog is 5
 
 
 def serve(style: Style) -> Iterator[FakeLLM]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from verifier.case import check_case_dir, read_case
-from verifier.config import EvalConfig, load_config
+from verifier.case import CaseReading, check_case_dir, read_case
+from verifier.config import EvalConfig, TaskInput, load_config
 from verifier.engine import Limits, run_judges
 from verifier.errors import ConfigError, JudgesErrored, MissingModelError
 from verifier.judges import KINDS, PreparedJudge, prepare_judges
-from verifier.results import Grading
+from verifier.judges.base import Pool
+from verifier.results import Grading, JudgeResult
 from verifier.reward import compose
 
 
@@ -67,17 +68,51 @@ def _listed(error: ConfigError) -> tuple[ConfigError, ...]:
     return tuple(getattr(error, "problems", (error,)))
 
 
+def with_llm_cache(loaded: LoadedEval, directory: Path, max_mb: int) -> LoadedEval:
+    """loaded with its LLM judges keeping their answers in directory (`grade --llm-cache`)."""
+    if all(judge.pool is not Pool.LLM for judge in loaded.judges):
+        return loaded
+    from verifier.judges.llm.cache import ResponseCache  # jinja2: only for configs that use it
+    from verifier.judges.llm.judge import LLMJudge
+
+    cache = ResponseCache.create(directory, max_mb)
+    judges = tuple(
+        judge._replace(call=judge.call._replace(cache=cache))
+        if isinstance(judge.call, LLMJudge)
+        else judge
+        for judge in loaded.judges
+    )
+    return loaded._replace(judges=judges)
+
+
 def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> Grading:
     """Grade one case dir (CaseError when it is missing or unreadable; ConfigError when
     eval.yaml lies inside it; JudgesErrored when a judge errored under on_error: fail)."""
+    case = read(loaded, case_dir)
+    results = run_judges(loaded.judges, case.record, limits)
+    return conclude(loaded, results, case.warnings, case.task_input)
+
+
+def read(loaded: LoadedEval, case_dir: Path) -> CaseReading:
+    """The case's record, as grade reads it (a batch runs its judges in two stages)."""
     config = loaded.config
     refuse_config_inside_case(config.path, case_dir)
     resolved = check_case_dir(case_dir)
-    case = read_case(
+    return read_case(
         resolved, config.outputs, config.annotations, config.task_input,
         tool_outputs=config.tool_outputs,
     )  # fmt: skip
-    results = run_judges(loaded.judges, case.record, limits)
+
+
+def conclude(
+    loaded: LoadedEval,
+    results: tuple[JudgeResult, ...],
+    warnings: tuple[str, ...],
+    task_input: TaskInput,
+) -> Grading:
+    """The graded case from every judge's result, in the config's order (JudgesErrored
+    when a judge errored and the reward block says on_error: fail)."""
+    config = loaded.config
     composition = compose(config.reward, results, config.scales())
     if config.reward.on_error == "fail" and composition.errored:
         reasons = "; ".join(
@@ -90,9 +125,9 @@ def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> G
         config_name=config.name,
         results=results,
         composition=composition,
-        case_warnings=case.warnings,
-        task_input_source=case.task_input.source,
-        task_input_trusted=case.task_input.trusted,
+        case_warnings=warnings,
+        task_input_source=task_input.source,
+        task_input_trusted=task_input.trusted,
     )
 
 

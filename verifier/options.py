@@ -26,6 +26,8 @@ DEFAULT_WORKDIR = "/app"
 DEFAULT_MEMORY_MB = 2048
 MAX_MEMORY_MB = 1024 * 1024  # 1 TiB: beyond it a limit in bytes stops meaning anything
 DEFAULT_LLM_PARALLEL = 4
+DEFAULT_LLM_CONCURRENCY = 32
+DEFAULT_LLM_CACHE_MB = 1024
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 _FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 
@@ -127,6 +129,19 @@ OPTIONS: dict[str, Option] = {
                parse_positive_int, "VERIFIER_LLM_PARALLEL", DEFAULT_LLM_PARALLEL, metavar="N"),
         Option("no_llm", ("--no-llm",), "skip LLM judges (skipped records), for dry runs",
                parse_bool, "VERIFIER_NO_LLM", False, is_flag=True),
+        Option("llm_concurrency", ("--llm-concurrency",),
+               "LLM requests in flight at once, per endpoint, shared by every case",
+               parse_positive_int, "VERIFIER_LLM_CONCURRENCY", DEFAULT_LLM_CONCURRENCY,
+               metavar="N"),
+        Option("llm_cache", ("--llm-cache",), "keep model answers in DIR and reuse them",
+               parse_path, "VERIFIER_LLM_CACHE", metavar="DIR"),
+        Option("no_llm_cache", ("--no-llm-cache",), "neither read nor write the answer cache",
+               parse_bool, "VERIFIER_NO_LLM_CACHE", False, is_flag=True),
+        Option("llm_cache_mb", ("--llm-cache-mb",), "size bound of the answer cache, in MiB",
+               parse_positive_int, "VERIFIER_LLM_CACHE_MB", DEFAULT_LLM_CACHE_MB, metavar="N"),
+        Option("keep_errors", ("--keep-errors",),
+               "do not re-grade cases graded with this config whose judges errored",
+               is_flag=True, default=False),
         Option("termination_log", ("--termination-log",),
                "also write the summary line here (/dev/termination-log in Kubernetes)",
                parse_path, "VERIFIER_TERMINATION_LOG", metavar="FILE"),
@@ -179,8 +194,10 @@ COMMANDS: dict[str, Command] = {
             "grade",
             "Grade one case dir and write reward.json, reward.txt, judges.json and "
             "reward-details.json.",
-            ("config", "case", "out", "memory_mb", "llm_parallel", "no_llm",
-             "termination_log", "debug"),
+            ("config", "case", "out", "memory_mb", "llm_parallel", "no_llm", "llm_cache",
+             "no_llm_cache", "llm_cache_mb", "termination_log", "debug"),
+            help_overrides={"llm_cache": "keep model answers in DIR and reuse them (off unless "
+                                         "given)"},
         ),
         Command(
             "check",
@@ -197,10 +214,14 @@ COMMANDS: dict[str, Command] = {
         Command(
             "batch",
             "Grade every case under --cases in parallel workers; resumable, shardable.",
-            ("cases", "out", "config", "jobs", "shard", "force", "memory_mb", "llm_parallel",
-             "no_llm", "termination_log", "debug"),
+            ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "memory_mb",
+             "llm_concurrency", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
+             "termination_log", "debug"),
             required=("cases", "out"),
-            help_overrides={"out": "OUT/<case>/reward.json ..., OUT/summary.{json,csv}"},
+            help_overrides={
+                "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
+                "llm_cache": "keep model answers in DIR and reuse them (default OUT/.llm-cache)",
+            },
         ),
         Command(
             "task init",
@@ -232,6 +253,11 @@ class Options(NamedTuple):
     memory_mb: int = DEFAULT_MEMORY_MB
     llm_parallel: int = DEFAULT_LLM_PARALLEL
     no_llm: bool = False
+    llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
+    llm_cache: Path | None = None
+    no_llm_cache: bool = False
+    llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
+    keep_errors: bool = False
     termination_log: Path | None = None
     debug: bool = False
     strict: bool = False

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,9 +32,10 @@ from verifier.batch import (
     run_pool,
     summary_paths,
 )
+from verifier.batch.layout import batch_lock
 from verifier.cli.fast import run_grade
 from verifier.engine import Limits
-from verifier.errors import UsageError
+from verifier.errors import OutputError, UsageError
 from verifier.judges.base import Pool
 from verifier.system import available_cpus
 
@@ -166,9 +166,13 @@ def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
         ).read_bytes()
 
 
+def summary_json(out: Path) -> dict:
+    return json.loads(summary_paths(out, None)[0].read_text())
+
+
 def test_summary_json_and_csv(graded) -> None:
     out, summary = graded["out"], graded["summary"]
-    document = json.loads((out / "summary.json").read_text())
+    document = summary_json(out)
     rewards = {
         name: json.loads((out / name / "reward.json").read_text())["reward"]
         for name in rows(summary)
@@ -177,10 +181,12 @@ def test_summary_json_and_csv(graded) -> None:
     assert document["count"] == 300
     assert document["errors"] == 0  # an empty case dir is graded like any other
     assert document["graded"] == 300 == len(rewards)
-    assert document["resumed"] == 0
+    assert document["resumed"] == document["skipped"] == 0
     assert document["mean_reward"] == pytest.approx(sum(rewards.values()) / len(rewards))
-    assert document["cases_with_judge_errors"] == 50  # the BOOM cases
-    assert document["interrupted"] is False
+    assert document["cases_with_judge_errors"] == 50  # the BOOM cases: rewarded, not errors
+    assert document["judges_errored"] == 50
+    assert document["interrupted"] is False and document["stopped_by"] is None
+    assert document["llm"] is None  # no LLM judge in this config
     by_case = {row["case"]: row for row in document["cases"]}
     assert by_case["boom-0003"]["errored_judges"] == ["mentions_fix"]
     assert by_case["boom-0003"]["reward"] == rewards["boom-0003"]
@@ -190,7 +196,7 @@ def test_summary_json_and_csv(graded) -> None:
     assert by_case["pass-0000"] == {
         **by_case["pass-0000"], "status": "ok", "reward": 1.0, "errored_judges": [],
     }  # fmt: skip
-    with (out / "summary.csv").open() as handle:
+    with summary_paths(out, None)[1].open() as handle:
         table = list(csv.DictReader(handle))
     assert [row["case"] for row in table] == list(by_case)
     assert {row["case"]: row["reward"] for row in table if row["reward"]} == {
@@ -198,6 +204,7 @@ def test_summary_json_and_csv(graded) -> None:
     }
     assert table[3]["errored_judges"] == "mentions_fix"
     assert all(float(row["time_s"]) > 0 for row in table)
+    assert {row["requests"] for row in table} == {row["cache_hits"] for row in table} == {"0"}
 
 
 def test_a_marker_beside_every_graded_case(graded) -> None:
@@ -218,25 +225,36 @@ def small(tmp_path: Path):
 
 
 def test_resume_skips_graded_cases_and_retries_errors(tmp_path: Path) -> None:
+    """Rerun: rewarded cases are skipped; failed cases (an out dir that could not be
+    made) and cases whose judges errored (the BOOM cases) are graded again."""
     config, cases, log = make_corpus(tmp_path, 60)
     out = tmp_path / "out"
     out.mkdir()
     (out / "fail-0002").write_text("a file where the case's out dir should be")
     first = batch(config, cases, out)
-    assert rows(first)["fail-0002"].status == CaseStatus.FAILED
+    assert rows(first)["fail-0002"].status == "error"
     before = {path.parent.name: path.stat().st_mtime_ns for path in out.glob("*/reward.json")}
     (out / "fail-0002").unlink()
     second = batch(config, cases, out)
-    assert second.count(resumed=True) == 59
-    assert second.count(status=CaseStatus.REWARDED, resumed=False) == 1  # the repaired case
-    assert second.count(status=CaseStatus.FAILED) == 0
+    assert second.count(resumed=True) == 49
+    assert second.count(status="ok", resumed=False) == 11  # the boom cases and the repaired one
+    assert second.count(status="error") == 0
     assert calls(log)["pass-0000"] == 1
+    assert calls(log)["boom-0003"] == 2
     assert calls(log)["fail-0002"] == 1
     after = {path.parent.name: path.stat().st_mtime_ns for path in out.glob("*/reward.json")}
-    assert {name: after[name] for name in before} == before
+    resumed = {name for name in before if not name.startswith("boom")}
+    assert {name: after[name] for name in resumed} == {name: before[name] for name in resumed}
     assert rows(second)["pass-0000"].reward == rows(first)["pass-0000"].reward
-    document = json.loads((out / "summary.json").read_text())
-    assert document["resumed"] == 59 and document["count"] == 60
+    document = summary_json(out)
+    assert document["resumed"] == 49 and document["count"] == 60
+
+
+def test_keep_errors_resumes_cases_whose_judges_errored(small) -> None:
+    second = batch(small["config"], small["cases"], small["out"], keep_errors=True)
+    assert second.count(resumed=True) == 60
+    assert calls(small["log"])["boom-0003"] == 1
+    assert rows(second)["boom-0003"].errored_judges == ("mentions_fix",)
 
 
 def test_force_regrades_everything(small) -> None:
@@ -252,6 +270,11 @@ def test_a_changed_config_regrades(small) -> None:
     again = batch(small["config"], small["cases"], small["out"])
     assert again.count(resumed=True) == 0
     assert again.config_hash != small["first"].config_hash
+
+
+def test_the_memory_limit_is_part_of_the_resume_key(small) -> None:
+    again = batch(small["config"], small["cases"], small["out"], limits=Limits(memory_mb=1024))
+    assert again.count(resumed=True) == 0
 
 
 def test_no_llm_is_part_of_the_config_hash(small) -> None:
@@ -279,9 +302,9 @@ def test_shards_are_disjoint_and_complete(tmp_path: Path) -> None:
         json_path, csv_path = summary_paths(out, Shard(index, 3))
         assert json.loads(json_path.read_text())["shard"] == f"{index}/3"
         assert csv_path.exists()
-    assert not (out / "summary.json").exists()
-    merged = batch(config, cases, out)  # after the shards: resumes all, one summary
-    assert merged.count(resumed=True) == 120 and merged.count(status=CaseStatus.FAILED) == 0
+    assert not summary_paths(out, None)[0].exists()
+    merged = batch(config, cases, out, keep_errors=True)  # after the shards: one summary
+    assert merged.count(resumed=True) == 120 and merged.count(status="error") == 0
     assert set(calls(log).values()) == {1}
 
 
@@ -299,12 +322,83 @@ def test_shard_membership_is_stable_and_parsed_strictly() -> None:
 # --- what counts as a case -----------------------------------------------------------
 
 
-def test_hidden_dirs_files_and_the_out_dir_are_not_cases(tmp_path: Path) -> None:
+def test_hidden_entries_and_the_out_dir_are_not_entries(tmp_path: Path) -> None:
     for name in ("a", "b", ".hidden", "results"):
         (tmp_path / name).mkdir()
-    (tmp_path / "notes.txt").write_text("x")
     found = discover_cases(tmp_path, tmp_path / "results")
-    assert [case.name for case in found] == ["a", "b"]
+    assert [(case.name, case.skipped) for case in found] == [("a", None), ("b", None)]
+
+
+def test_entries_that_are_not_cases_are_skipped_rows_with_a_reason(tmp_path: Path) -> None:
+    """Every entry gives a row: plain files, dangling links and links leaving --cases are
+    skipped rows; a link to a case dir inside --cases is a case."""
+    config, cases, _ = make_corpus(tmp_path, 0)
+    cases.mkdir()
+    outside = tmp_path / "outside"
+    (outside / "x").mkdir(parents=True)
+    (outside / "x" / "report.md").write_text("The bug is fixed. " * 30)
+    kinds = ("dir", "file", "dangling", "leaving", "inside")
+    for index in range(200):
+        kind, entry = kinds[index % 5], cases / f"e{index:04d}"
+        if kind in ("dir", "inside"):
+            target = cases / f"real-{index:04d}" if kind == "inside" else entry
+            target.mkdir()
+            (target / "report.md").write_text("fixed")
+            if kind == "inside":
+                entry.symlink_to(target)
+        elif kind == "file":
+            entry.write_text("a plain file")
+        elif kind == "dangling":
+            entry.symlink_to(tmp_path / "nowhere")
+        else:
+            entry.symlink_to(outside / "x")
+    summary = batch(config, cases, tmp_path / "out", jobs=2)
+    table = rows(summary)
+    assert len(table) == 200 + 40  # every entry, and the real dirs behind the inside links
+    skipped = {name: row for name, row in table.items() if row.status == "skipped"}
+    assert len(skipped) == 120
+    assert skipped["e0001"].error == "not a directory"
+    assert "dangling" in skipped["e0002"].error
+    assert "leaving --cases" in skipped["e0003"].error
+    assert table["e0004"].status == "ok" and table["e0000"].status == "ok"
+    assert summary_json(tmp_path / "out")["skipped"] == 120
+    assert not (tmp_path / "out" / "e0001").exists()  # a skipped entry gets no out dir
+
+
+def test_a_case_named_like_a_summary_file_is_just_a_case(tmp_path: Path) -> None:
+    config, cases, _ = make_corpus(tmp_path, 2)
+    for name in ("summary.json", "summary.csv", "summary.shard-0-of-1.json"):
+        (cases / name).mkdir()
+        (cases / name / "report.md").write_text("The bug is fixed. " * 30)
+    out = tmp_path / "out"
+    summary = batch(config, cases, out)
+    assert rows(summary)["summary.json"].reward == 1.0
+    assert (out / "summary.json" / "reward.json").is_file()
+    assert summary_json(out)["count"] == 5
+    batch(config, cases, out, shard=Shard(0, 1))
+    assert summary_paths(out, Shard(0, 1))[0].is_file()
+
+
+def test_a_second_batch_on_the_same_out_is_refused_while_the_first_runs(tmp_path: Path) -> None:
+    config, cases, _ = make_corpus(tmp_path, 4)
+    out = tmp_path / "out"
+    with batch_lock(out, None):  # what a running batch holds
+        completed = subprocess.run(
+            [VERIFIER, "batch", "--config", str(config), "--cases", str(cases), "--out", str(out)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert completed.returncode == 4
+        assert "another verifier batch is grading into this dir" in completed.stderr
+        assert "Traceback" not in completed.stderr
+        assert not list(out.glob("*/reward.json"))
+        with pytest.raises(OutputError, match="shard 1/2"):
+            batch(config, cases, out, shard=Shard(1, 2))
+    with batch_lock(out, Shard(0, 2)):  # shards run side by side; a run without --shard waits
+        batch(config, cases, out, shard=Shard(1, 2))
+        assert summary_paths(out, Shard(1, 2))[0].is_file()
+        with pytest.raises(OutputError):
+            batch(config, cases, out)
+    assert batch(config, cases, out).count() == 4  # and once the lock is gone, it runs
 
 
 def make_trial(job: Path, name: str, report: str | None, manifest: list | None) -> Path:
@@ -381,8 +475,9 @@ def crash_on_b(case: Case) -> CaseOutcome:
 def test_a_dying_worker_is_replaced_and_its_case_is_an_error(tmp_path: Path) -> None:
     cases = [Case(name, tmp_path / name) for name in "abcdefgh"]
     seen: list[str] = []
-    outcomes, interrupted = run_pool(cases, crash_on_b, 2, lambda row: seen.append(row.name))
-    assert not interrupted
+    result = run_pool(cases, crash_on_b, 2, lambda row: seen.append(row.name))
+    outcomes = result.outcomes
+    assert result.stopped_by is None
     assert sorted(seen) == list("abcdefgh")
     assert outcomes["b"].status == "error" and "code 7" in (outcomes["b"].error or "")
     assert outcomes["c"].status == "error" and "SIGKILL" in (outcomes["c"].error or "")
@@ -431,7 +526,9 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     line = completed.stdout.splitlines()[0]
-    assert line.startswith("batch: cases=12 graded=12 resumed=0 errors=0 mean_reward=")
+    assert line.startswith(
+        "batch: cases=12 graded=12 resumed=0 skipped=0 errors=0 with_judge_errors=2 mean_reward="
+    )
     assert termination.read_text().strip() == line.removeprefix("batch: ")
     assert "batch: 12/12 (100%)" in completed.stderr
     env = {**os.environ, "VERIFIER_TERMINATION_LOG": str(termination)}
@@ -439,7 +536,7 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
         [*command, "--out", str(out), "--shard", "0/1"], capture_output=True, text=True,
         env=env, timeout=120,
     )  # fmt: skip
-    assert "resumed=12" in termination.read_text() and "shard=0/1" in again.stdout
+    assert "resumed=10" in termination.read_text() and "shard=0/1" in again.stdout
 
 
 @pytest.mark.parametrize(
@@ -471,35 +568,131 @@ def test_an_unwritable_out_is_exit_4(tmp_path: Path) -> None:
     assert completed.returncode == 4
 
 
-def test_sigterm_stops_the_batch_and_keeps_a_partial_summary(tmp_path: Path) -> None:
-    config, cases, _ = make_corpus(tmp_path, 0)
-    config.write_text(
-        textwrap.dedent("""
-        judges:
-          - name: slow
-            check: |
-              import time
-              time.sleep(0.2)
-              return True
-    """)
+def processes_with(marker: str) -> list[str]:
+    """Every process on the machine whose command line holds marker (ps, as a user would)."""
+    listing = subprocess.run(
+        ["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True
     )
-    for index in range(200):
+    return [line for line in listing.stdout.splitlines() if marker in line and "ps -ww" not in line]
+
+
+# Every case's judge starts two child processes (which hold the batch's stderr), one in
+# a session of its own, and sleeps: a signal always finds judges and their children
+# running (those of finished judges were killed when their judge ended).
+SLOW_EVAL = """\
+judges:
+  - name: slow
+    timeout: 120
+    check: |
+      import subprocess, sys, time
+      sleeper = [sys.executable, "-c", "import time; time.sleep(300)", "{marker}"]
+      subprocess.Popen(sleeper)
+      subprocess.Popen(sleeper, start_new_session=True)
+      time.sleep(0.4 if "quick" in outputs["files"].get("x", "") else 300)
+      return True
+"""
+
+
+def slow_batch(tmp_path: Path, quick: int, marker: str) -> tuple[list[str], Path]:
+    config = tmp_path / "eval.yaml"
+    config.write_text(SLOW_EVAL.format(marker=marker))
+    cases = tmp_path / "cases"
+    for index in range(40):
         (cases / f"c{index:03d}").mkdir(parents=True)
-        (cases / f"c{index:03d}" / "x").write_text("x")
+        (cases / f"c{index:03d}" / "x").write_text("quick" if index < quick else "slow")
     out = tmp_path / "out"
-    command = [VERIFIER, "batch", "--config", str(config), "--cases", str(cases)]
-    process = subprocess.Popen([*command, "--out", str(out), "-j", "2"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while len(list(out.glob("*/reward.json"))) < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    stdout, _ = process.communicate(timeout=60)
-    assert process.returncode == 130
-    document = json.loads((out / "summary.json").read_text())
-    assert document["interrupted"] is True
-    assert 4 <= document["count"] < 200
-    assert "INTERRUPTED" in stdout
+    command = [VERIFIER, "batch", "--config", str(config), "--cases", str(cases), "--out", str(out)]
+    return [*command, "-j", "2"], out
+
+
+@pytest.mark.parametrize(("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_stops_the_batch_keeps_what_finished_and_leaves_no_process(
+    tmp_path: Path, stop: signal.Signals, code: int
+) -> None:
+    marker = f"verifier-test-{os.getpid()}-{stop.name}-{time.monotonic_ns()}"
+    command, out = slow_batch(tmp_path, quick=4, marker=marker)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(out.glob("*/reward.json"))) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while len(processes_with(marker)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)  # 2 from each slow judge (a finished judge's are killed with it)
+        assert len(processes_with(marker)) == 4
+        process.send_signal(stop)
+        # communicate() returns only when every holder of the batch's stdout/stderr is gone
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == code, stderr
+    assert processes_with(marker) == []
+    document = json.loads(summary_paths(out, None)[0].read_text())
+    assert document["interrupted"] is True and document["stopped_by"] == stop.name
+    assert document["count"] == 4 and document["graded"] == 4  # the slow cases never finished
+    assert f"INTERRUPTED by {stop.name}" in stdout
+    # a rerun resumes: the finished cases are not graded again
+    rerun = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while len(processes_with(marker)) < 4 and time.monotonic() < deadline + 30:
+            time.sleep(0.05)
+        rerun.send_signal(signal.SIGTERM)
+        rerun.communicate(timeout=30)
+    finally:
+        rerun.kill()
+    assert rerun.returncode == 143
+    again = json.loads(summary_paths(out, None)[0].read_text())
+    assert again["resumed"] == 4 and again["graded"] == 0
+    assert processes_with(marker) == []
+
+
+def test_a_finished_batch_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Judges that start processes in sessions of their own: when the batch ends, they
+    are gone, and nothing holds its stdout/stderr (run() would wait for them)."""
+    marker = f"verifier-test-{os.getpid()}-done-{time.monotonic_ns()}"
+    command, out = slow_batch(tmp_path, quick=40, marker=marker)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(summary_paths(out, None)[0].read_text())["graded"] == 40
+    assert processes_with(marker) == []
+
+
+KILL_PARENT_EVAL = """judges:
+  - name: ok
+    check: |
+      return True
+  - name: parricide
+    timeout: 60
+    check: |
+      import os, signal, time
+      if "kill" in outputs["files"].get("x", ""):
+          os.kill(os.getppid(), signal.SIGKILL)
+          time.sleep(120)  # orphaned: holds the worker's pipes until someone kills it
+      return True
+"""
+
+
+def test_a_judge_that_kills_its_worker_is_an_error_row_and_the_batch_goes_on(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "eval.yaml"
+    config.write_text(KILL_PARENT_EVAL)
+    cases = tmp_path / "cases"
+    for index in range(12):
+        (cases / f"c{index:02d}").mkdir(parents=True)
+        (cases / f"c{index:02d}" / "x").write_text("kill" if index in (3, 7) else "fine")
+    out = tmp_path / "out"
+    started = time.monotonic()
+    completed = subprocess.run(
+        [VERIFIER, "batch", "--config", str(config), "--cases", str(cases), "--out", str(out),
+         "-j", "2"], capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert time.monotonic() - started < 50  # not the orphaned judges' 120 s, nor their timeout
+    document = json.loads(summary_paths(out, None)[0].read_text())
+    by_case = {row["case"]: row for row in document["cases"]}
+    assert {name for name, row in by_case.items() if row["status"] == "error"} == {"c03", "c07"}
+    assert "was killed by SIGKILL" in by_case["c03"]["error"]
+    assert document["graded"] == 10
 
 
 def test_default_jobs_is_at_least_one() -> None:

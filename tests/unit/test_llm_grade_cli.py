@@ -9,7 +9,6 @@ explained error records; API keys never reach stdout, stderr or any output file;
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Received, Reply
+from tests.llm_servers import FakeLLM, Received, Reply, client_environment
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 OPENAI_KEY = "sk-e2e-openai-0123456789abcdefghijklmn"
@@ -61,14 +60,8 @@ def layout(tmp_path: Path) -> dict[str, Path]:
 def grade(
     layout: dict[str, Path], server: FakeLLM, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("VERIFIER_", "OPENAI_", "ANTHROPIC_", "EVAL_"))
-        and key.lower() not in ("http_proxy", "https_proxy")
-    }
+    environment = client_environment(server)
     environment.update(FAST)
-    environment.update(server.env)
     environment.update(OPENAI_API_KEY=OPENAI_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
     environment.update(env or {})
     return subprocess.run(
@@ -204,3 +197,34 @@ def test_hanging_endpoint_ends_before_the_judge_timeout_with_a_reason(
     quality = per_judge(layout)["quality"]
     assert quality["status"] == "error"
     assert "no response within 0.5s (request timeout)" in quality["error"]
+
+
+def test_llm_cache_is_opt_in_and_a_regrade_sends_nothing(
+    llm_server: FakeLLM, layout: dict[str, Path], tmp_path: Path
+) -> None:
+    layout["config"].write_text(eval_yaml(f"{llm_server.style}/m"))
+    llm_server.default = llm_server.grade(score=4)
+    assert grade(layout, llm_server).returncode == 0  # no cache unless asked
+    cache = tmp_path / "answers"
+    for _ in range(2):
+        completed = grade(layout, llm_server, "--llm-cache", str(cache))
+        assert completed.returncode == 0, completed.stderr
+    assert len(llm_server.received) == 2  # the uncached run and the first cached one
+    assert per_judge(layout)["quality"]["cached"] is True
+    entries = list(cache.rglob("*.json"))
+    assert len(entries) == 1
+    assert OPENAI_KEY not in entries[0].read_text() and ANTHROPIC_KEY not in entries[0].read_text()
+    env = {"VERIFIER_LLM_CACHE": str(cache), "VERIFIER_NO_LLM_CACHE": "1"}
+    assert grade(layout, llm_server, env=env).returncode == 0
+    assert len(llm_server.received) == 3 and per_judge(layout)["quality"]["cached"] is False
+
+
+def test_an_unusable_llm_cache_dir_is_exit_4(
+    openai_server: FakeLLM, layout: dict[str, Path], tmp_path: Path
+) -> None:
+    layout["config"].write_text(eval_yaml("openai/m"))
+    (tmp_path / "file").write_text("x")
+    completed = grade(layout, openai_server, "--llm-cache", str(tmp_path / "file" / "cache"))
+    assert completed.returncode == 4
+    assert "the LLM answer cache cannot be created" in completed.stderr
+    assert not (layout["out"] / "reward.json").exists()

@@ -4,6 +4,7 @@ ConfigError naming the key; each setting is seen in the request a local server r
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -212,3 +213,32 @@ def test_scale_follows_the_judge(
     request = servers["openai"].received[0]
     assert said in request.system
     assert field in request.body["tools"][0]["function"]["parameters"]["required"]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "problem"),
+    [
+        ("{% call stdout.format() %}{% endcall %}", "{% call %} blocks (line 1) is not supported"),
+        ("{% filter replace('a', stdout) %}a{% endfilter %}", "only constant filter arguments"),
+        ("{% filter upper | replace('a', stdout) %}a{% endfilter %}", "{% filter replace %}"),
+        ("{% include 'x.j2' %}", "{% include %} (line 1) is not supported"),
+        ("{% extends 'base.j2' %}", "{% extends %} (line 1) is not supported"),
+        ("{% from 'm.j2' import m %}", "{% from ... import %} (line 1) is not supported"),
+    ],
+)
+def test_constructs_that_would_print_unfenced_are_load_errors(
+    write_config: WriteConfig, prompt: str, problem: str
+) -> None:
+    message = load_error(write_config, f"prompt: {json.dumps(prompt)}\nmodel: m")
+    assert "judges[0] (q).prompt" in message and problem in message
+
+
+def test_a_filter_block_with_constant_arguments_is_allowed(
+    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case
+) -> None:
+    result = graded(
+        write_config,
+        make_case,
+        "prompt: '{% filter indent(2) %}{{ stdout }}{% endfilter %}'\nmodel: m",
+    )
+    assert result.value == 3.0

@@ -1,16 +1,24 @@
-"""The pure parts of LLM judges: reading answers, reducing samples, redaction, fences."""
+"""The parts of LLM judges that need no server: reading answers, reducing samples,
+redaction, fences, the gate's arithmetic, the cache's key and eviction."""
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
+from verifier.errors import OutputError
+from verifier.judges.llm.cache import BUCKETS, ResponseCache
 from verifier.judges.llm.conversation import conversation_of
+from verifier.judges.llm.gate import Gate
 from verifier.judges.llm.parse import Reply, parse_text, read_grade
 from verifier.judges.llm.prompt import allocate
 from verifier.judges.llm.redact import redact, redact_tree
 from verifier.judges.llm.sampling import reduce_samples
 from verifier.judges.llm.scale import AnswerError, AnswerScale
-from verifier.judges.llm.template import CaseText, compile_template
+from verifier.judges.llm.template import compile_template, mark_trusted
 from verifier.judges.llm.transport import error_message, retry_after
 
 ONE_TO_FIVE = AnswerScale(kind="number", low=1, high=5, integer=True)
@@ -135,15 +143,19 @@ class _Recorder:
         return f"[{text}]"
 
 
-def test_template_fences_case_text_however_it_is_transformed() -> None:
+def test_only_trusted_values_print_unfenced_whatever_the_expression() -> None:
+    """Only a value looked up unchanged from arguments/annotations (and the template's own
+    constants) print as they are; anything computed, even from trusted text, is fenced."""
     template = compile_template(
-        "{{ arguments.x }}|{{ c }}|{{ c | upper }}|{{ c[:2] }}|{{ c.split('-')[0] }}"
-        "|{{ arguments.x | upper }}"
+        "{{ arguments.x }}|{{ arguments.n }}|{{ '{' }}|{{ c }}|{{ c | upper }}|{{ c[:2] }}"
+        "|{{ c.split('-')[0] }}|{{ arguments.x | upper }}|{{ c ~ '' }}|{{ '%s' % c }}"
+        "|{{ arguments.x + c }}"
         .replace("c", "conversation")
     )  # fmt: skip
     fence = _Recorder()
-    text = template.render({"conversation": CaseText("ab-cd"), "arguments": {"x": "t"}}, fence)
-    assert text == "t|[ab-cd]|[AB-CD]|[ab]|[ab]|T"
+    variables = {"conversation": "ab-cd", "arguments": mark_trusted({"x": "t", "n": 2})}
+    text = template.render(variables, fence)
+    assert text == "t|2|{|[ab-cd]|[AB-CD]|[ab]|[ab]|[T]|[ab-cd]|[ab-cd]|[tab-cd]"
 
 
 def test_transport_helpers() -> None:
@@ -157,3 +169,63 @@ def test_transport_helpers() -> None:
     )
     assert error_message(b'{"detail": "Not Found"}') == "Not Found"
     assert error_message(b"<html>gateway</html>") == "<html>gateway</html>"
+
+
+def test_a_throttle_halves_the_gate_once_per_pause_and_successes_restore_it() -> None:
+    gate = Gate(8)
+    gate.throttle(0.05)
+    gate.throttle(0.05)  # the same wave: no second halving
+    assert gate.limit == 4 and gate.figures().throttled == 2
+    assert not gate.enter(time.monotonic() + 0.01)  # paused past this deadline
+    assert gate.enter(time.monotonic() + 1.0)  # waits out the pause, then enters
+    assert gate.paused_until <= time.monotonic()
+    gate.leave()
+    for _ in range(4):
+        gate.succeeded()
+    assert gate.limit == 5  # one more after `limit` successes
+    for _ in range(50):
+        gate.succeeded()
+    assert gate.limit == 8  # never above the capacity
+
+
+def test_a_full_gate_waits_for_a_free_slot() -> None:
+    gate = Gate(1)
+    assert gate.enter(time.monotonic() + 1)
+    assert not gate.enter(time.monotonic() + 0.05)
+    gate.leave()
+    assert gate.enter(time.monotonic() + 0.05) and gate.figures().peak_in_flight == 1
+
+
+def test_the_cache_key_ignores_the_nonce_and_nothing_else() -> None:
+    fields = {"provider": "openai", "url": "u", "model": "m", "output_mode": "tool", "sample": 0}
+    body = {"messages": [{"content": "<case-material-abc123>x</case-material-abc123>"}]}
+    other = {"messages": [{"content": "<case-material-def456>x</case-material-def456>"}]}
+    key = ResponseCache.key(fields, body, "abc123")
+    assert key == ResponseCache.key(fields, other, "def456")
+    assert key != ResponseCache.key({**fields, "sample": 1}, body, "abc123")
+    assert key != ResponseCache.key({**fields, "model": "n"}, body, "abc123")
+    changed = {"messages": [{"content": "<case-material-abc123>y</case-material-abc123>"}]}
+    assert key != ResponseCache.key(fields, changed, "abc123")
+
+
+def test_the_cache_evicts_the_least_recently_used_entries_of_a_full_bucket(tmp_path: Path) -> None:
+    entry = 1000  # bytes of one stored payload, about
+    cache = ResponseCache(tmp_path, max_bytes=BUCKETS * entry * 3)  # 3 entries a bucket
+    keys = [f"ab{index:062x}" for index in range(6)]  # one bucket
+    for index, key in enumerate(keys[:3]):
+        cache.put(key, {"text": "x" * (entry - 40)}, "m")
+        os.utime(tmp_path / "ab" / f"{key}.json", ns=(index * 10**9, index * 10**9))
+    assert cache.get(keys[0]) is not None  # used: now the most recent
+    cache.put(keys[3], {"text": "x" * (entry - 40)}, "m")
+    remaining = sorted(path.stem for path in (tmp_path / "ab").glob("*.json"))
+    assert keys[1] not in remaining  # the least recently used went
+    assert {keys[0], keys[3]} <= set(remaining)
+    assert sum(path.stat().st_size for path in (tmp_path / "ab").iterdir()) <= 3 * entry
+    (tmp_path / "ab" / f"{keys[0]}.json").write_text("{torn")
+    assert cache.get(keys[0]) is None  # a torn entry is a miss
+
+
+def test_an_uncreatable_cache_dir_is_an_output_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="--llm-cache DIR, or --no-llm-cache"):
+        ResponseCache.create(tmp_path / "file" / "cache", 10)

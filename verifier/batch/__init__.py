@@ -7,22 +7,19 @@ before the workers are forked, so a worker's per-case cost is reading the case,
 forking its judges (engine.run_judges, unchanged) and writing the output files.
 
 The modules, in the order a batch runs: run (the request, the run), cases (which
-cases, Harbor trials, shards), grader (one case in a worker, its batch.json marker,
-the config hash), pool (the forked workers), summary (the rows, progress,
+cases, Harbor trials, shards, skipped entries), layout (where the batch's own files
+live in --out, the lock), grader (one case in two stages, its batch.json marker, the
+resume key), pool (the forked workers, signals), llm (the shared LLM request stage),
+processes (forking, the subreaper, nothing left behind), summary (the rows, progress,
 summary.json/.csv).
 """
 
 from verifier.batch.cases import Case, Shard, discover_cases, harbor_trial_case
 from verifier.batch.grader import MARKER
+from verifier.batch.layout import summary_paths
 from verifier.batch.pool import run_pool
 from verifier.batch.run import BatchRequest, run_batch
-from verifier.batch.summary import (
-    BatchSummary,
-    CaseOutcome,
-    CaseStatus,
-    Progress,
-    summary_paths,
-)
+from verifier.batch.summary import BatchSummary, CaseOutcome, CaseStatus, Progress
 
 __all__ = [
     "MARKER",

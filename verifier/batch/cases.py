@@ -47,36 +47,61 @@ class Shard(NamedTuple):
 
 
 class Case(NamedTuple):
-    """One case: `name` is its directory under --out, `case_dir` what the judges read."""
+    """One entry of --cases: `name` is its directory under --out, `case_dir` what the
+    judges read; `skipped` says why it is not a case (then it is never graded)."""
 
     name: str
     case_dir: Path
+    skipped: str | None = None
 
 
 def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
-    """Every case under cases_dir, sorted by name.
+    """Every entry under cases_dir, sorted by name: cases, and skipped entries with a reason.
 
-    A plain directory: each non-hidden subdirectory is a case. A Harbor job
-    directory (its config.json has a job_name): each trial is a case, read from
-    the artifacts Harbor collected for it (see harbor_trial_case). The out dir is
-    never a case, even when it sits inside cases_dir.
+    A plain directory: each subdirectory is a case (a symlink to one inside cases_dir
+    too); a plain file, a dangling symlink or a symlink leaving cases_dir is a skipped
+    entry, so none is silently dropped. A Harbor job directory (its config.json has
+    a job_name): each trial is a case, read from the artifacts Harbor collected for it
+    (see harbor_trial_case); Harbor's own files there are not entries. Names starting
+    with "." and the out dir (even inside cases_dir) are never entries.
     """
     if not cases_dir.is_dir():
         raise CaseError(f"{cases_dir}: cases directory not found; pass --cases DIR")
-    skip = out_dir.resolve() if out_dir is not None else None
+    root = Path(os.path.realpath(cases_dir))
+    skip = os.path.realpath(out_dir) if out_dir is not None else None
     trials = is_harbor_job(cases_dir)
-    cases = []
+    found = []
     for entry in sorted(os.scandir(cases_dir), key=lambda entry: entry.name):
-        if entry.name.startswith(".") or not entry.is_dir():
-            continue
         path = Path(entry.path)
-        if skip is not None and path.resolve() == skip:
+        if entry.name.startswith(".") or os.path.realpath(path) == skip:
             continue
-        cases.append(Case(entry.name, harbor_trial_case(path) if trials else path))
-    return cases
+        reason = _not_a_case(entry, root)
+        if reason == _NOT_A_DIRECTORY and trials:
+            continue  # config.json, result.json, job.log: Harbor's, not trials
+        case_dir = harbor_trial_case(path) if trials and reason is None else path
+        found.append(Case(entry.name, case_dir, reason))
+    return found
+
+
+_NOT_A_DIRECTORY = "not a directory"
+
+
+def _not_a_case(entry: os.DirEntry[str], root: Path) -> str | None:
+    """Why a directory entry is not a case, or None when it is one."""
+    try:
+        if entry.is_symlink():
+            if not os.path.exists(entry.path):
+                return "a symlink to nothing (dangling, or a loop)"
+            target = Path(os.path.realpath(entry.path))
+            if not target.is_relative_to(root):
+                return f"a symlink leaving --cases (to {target})"
+        return None if entry.is_dir() else _NOT_A_DIRECTORY
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
 
 
 def select_cases(cases: Sequence[Case], shard: Shard | None) -> list[Case]:
+    """The entries of this shard (all of them without --shard), skipped ones included."""
     return [case for case in cases if shard is None or shard.owns(case.name)]
 
 

@@ -1,10 +1,16 @@
-"""Grading one case, in a worker, and remembering that it was graded.
+"""Grading one case in two stages, and remembering that it was graded.
 
-Every case goes through grading.grade and output.write_outputs, so its reward is
-the one `verifier grade` writes. A case that cannot be graded becomes an error row
-(never an exception out of the batch). `batch.json` beside each case's reward
-records the config hash, so a rerun skips cases already graded with the same config
-and an interrupted batch resumes where it stopped.
+Every case goes through grading.read, the engine and grading.conclude, and its
+files through output.write_outputs, so its reward is the one `verifier grade`
+writes. The stages: a worker reads the case, runs its CPU judges (each in its own
+forked process, as in grade) and builds its LLM judges' prompts (`CaseGrader.__call__`);
+a case without LLM requests is finished there, one with some becomes a PendingCase
+that the LLM stage answers and the parent finishes (`CaseGrader.finish`). A case
+that cannot be graded becomes an error row (never an exception out of the batch).
+
+`batch.json` beside each case's reward records the resume key (config_hash) and
+the row, so a rerun skips cases already graded the same way; cases whose judges
+errored are graded again unless --keep-errors.
 """
 
 from __future__ import annotations
@@ -13,22 +19,42 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verifier import __version__
 from verifier.batch.cases import Case
-from verifier.batch.summary import CaseOutcome, CaseStatus
-from verifier.engine import Limits
+from verifier.batch.summary import COUNTS, CaseOutcome, CaseStatus
+from verifier.config import TaskInput
+from verifier.engine import Limits, run_judges
 from verifier.errors import ConfigError, VerifierError
-from verifier.grading import LoadedEval, grade
+from verifier.grading import LoadedEval, conclude, read
+from verifier.judges.base import Pool, PreparedJudge, Record
 from verifier.judges.builtins import builtin_reference_files
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
 from verifier.references import referenced_files
+from verifier.results import JudgeResult, Status
+
+if TYPE_CHECKING:
+    from verifier.batch.llm import LLMDone, LLMTask
+    from verifier.judges.llm.judge import LLMJudge
 
 MARKER = "batch.json"
+
+
+class PendingCase(NamedTuple):
+    """A case whose CPU judges have run and whose LLM judges wait for the LLM stage."""
+
+    name: str
+    started: float  # time.monotonic() when its grading started
+    results: Mapping[int, JudgeResult]  # by judge index, every judge that needs no request
+    warnings: tuple[str, ...]
+    task_input: TaskInput  # where `inputs` came from (its value left out: not needed here)
+    tasks: tuple[LLMTask, ...]
 
 
 class CaseGrader(NamedTuple):
@@ -38,44 +64,149 @@ class CaseGrader(NamedTuple):
     limits: Limits
     out_root: Path
     config_hash: str
-    force: bool
+    force: bool = False
+    keep_errors: bool = False
+    llm: Mapping[int, LLMJudge] = MappingProxyType({})  # by judge index: run in two stages
 
-    def __call__(self, case: Case) -> CaseOutcome:
+    def __call__(self, case: Case) -> CaseOutcome | PendingCase:
+        """The CPU stage, in a worker: the finished row, or the case's LLM tasks."""
         out = self.out_root / case.name
         if not self.force:
-            earlier = read_marker(out, self.config_hash)
+            earlier = read_marker(out, self.config_hash, keep_errors=self.keep_errors)
             if earlier is not None:
                 return earlier._replace(resumed=True)
-        started = time.perf_counter()
-        outcome = self._grade(case, out)
-        outcome = outcome._replace(seconds=time.perf_counter() - started)
-        write_marker(out, self.config_hash, outcome)
-        return outcome
-
-    def _grade(self, case: Case, out: Path) -> CaseOutcome:
+        started = time.monotonic()
         try:
             # --out was probed once; a case dir that dies mid-case leaves nothing graded
             prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
-            grading = grade(self.loaded, case.case_dir, self.limits)
-            write_outputs(out, grading)
-        except VerifierError as error:
-            return CaseOutcome(case.name, CaseStatus.FAILED, error=error.message)
+            reading = read(self.loaded, case.case_dir)
+            judges = self.loaded.judges
+            engine = [index for index in range(len(judges)) if index not in self.llm]
+            found = run_judges([judges[index] for index in engine], reading.record, self.limits)
+            results: dict[int, JudgeResult] = dict(zip(engine, found, strict=True))
+            tasks = []
+            for index, judge in self.llm.items():
+                task = _llm_task(index, judges[index], judge, reading.record)
+                if isinstance(task, JudgeResult):
+                    results[index] = task
+                else:
+                    tasks.append(task)
         except Exception as error:  # one bad case never stops the batch
-            return CaseOutcome(
-                case.name, CaseStatus.FAILED, error=f"internal error: {_describe(error)}"
-            )
-        errored = tuple(result.name for result in grading.results if result.failed)
-        return CaseOutcome(
-            case.name, CaseStatus.REWARDED, reward=grading.reward, errored_judges=errored
+            return self._failed(case.name, out, error, started)
+        task_input = reading.task_input._replace(value=None)
+        pending = PendingCase(case.name, started, results, reading.warnings, task_input,
+                              tuple(tasks))  # fmt: skip
+        return pending if tasks else self.finish(pending, ())
+
+    def finish(self, pending: PendingCase, done: Sequence[LLMDone]) -> CaseOutcome:
+        """Compose the reward and write the case's files (in a worker, or in the parent)."""
+        out = self.out_root / pending.name
+        results = {**pending.results, **{judged.index: judged.result for judged in done}}
+        try:
+            ordered = tuple(results[index] for index in range(len(self.loaded.judges)))
+            grading = conclude(self.loaded, ordered, pending.warnings, pending.task_input)
+            write_outputs(out, grading)
+        except Exception as error:
+            return self._failed(pending.name, out, error, pending.started)
+        counts = {name: sum(getattr(judged.spend, name) for judged in done) for name in COUNTS}
+        outcome = CaseOutcome(
+            pending.name,
+            CaseStatus.REWARDED,
+            reward=grading.reward,
+            errored_judges=tuple(result.name for result in grading.results if result.failed),
+            seconds=time.monotonic() - pending.started,
+            **counts,
         )
+        write_marker(out, self.config_hash, outcome)
+        return outcome
+
+    def _failed(self, name: str, out: Path, error: Exception, started: float) -> CaseOutcome:
+        message = (
+            error.message
+            if isinstance(error, VerifierError)
+            else f"internal error: {type(error).__name__}: {error}"
+        )
+        outcome = CaseOutcome(
+            name, CaseStatus.FAILED, error=message, seconds=time.monotonic() - started
+        )
+        write_marker(out, self.config_hash, outcome)
+        return outcome
 
 
-def read_marker(out: Path, digest: str) -> CaseOutcome | None:
-    """The earlier outcome when this case was graded with the same config and its
-    reward is still there; cases that errored are tried again."""
+def llm_judges(loaded: LoadedEval, limits: Limits) -> dict[int, LLMJudge]:
+    """The LLM judges a batch runs in two stages, by index (none under --no-llm)."""
+    if Pool.LLM in limits.skip_pools or all(judge.pool is not Pool.LLM for judge in loaded.judges):
+        return {}
+    from verifier.judges.llm.judge import LLMJudge  # jinja2: only for configs that use it
+
+    return {
+        index: judge.call
+        for index, judge in enumerate(loaded.judges)
+        if isinstance(judge.call, LLMJudge)
+    }
+
+
+class _TimeUp(Exception):
+    pass
+
+
+def _llm_task(
+    index: int, prepared: PreparedJudge, judge: LLMJudge, record: Record
+) -> LLMTask | JudgeResult:
+    """An LLM judge's prompt for the LLM stage, or its result when it needs no request:
+    skipped by its `if:`, or a prompt that failed, or took the judge's whole timeout, to
+    build (the worker is single-threaded, so an alarm bounds it)."""
+    from verifier.batch.llm import LLMTask
+    from verifier.judges.llm.judge import LLMJudgeError
+
+    config = prepared.config
+    started = time.monotonic()
+
+    def result(status: Status, **fields: Any) -> JudgeResult:
+        elapsed = time.monotonic() - started
+        return JudgeResult(config.name, config.kind, status, duration_s=elapsed, **fields)
+
+    try:
+        with _time_limit(config.timeout_s):
+            try:
+                if not prepared.should_run(record):
+                    return result(Status.SKIPPED)
+            except _TimeUp:
+                raise
+            except Exception as error:
+                return result(Status.ERROR, error=f"if: {type(error).__name__}: {error}")
+            prompt = judge.prompt(record)
+    except _TimeUp:
+        seconds = f"{config.timeout_s:g}s"
+        return result(Status.TIMEOUT, error=f"timed out after {seconds} (judge timeout)")
+    except LLMJudgeError as error:
+        return result(Status.ERROR, error=str(error), details=error.details)
+    return LLMTask(index, prompt, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    def expire(signum: int, frame: object) -> None:
+        raise _TimeUp
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def read_marker(out: Path, digest: str, *, keep_errors: bool = False) -> CaseOutcome | None:
+    """The earlier outcome when this case was graded with the same resume key and its
+    reward is still there; cases that errored are tried again, and so are cases whose
+    judges errored (an endpoint that was down) unless keep_errors."""
     try:
         record = json.loads((out / MARKER).read_text(encoding="utf-8"))
         if record.get("config_hash") != digest or record.get("status") != CaseStatus.REWARDED:
+            return None
+        if record.get("errored_judges") and not keep_errors:
             return None
         if not (out / REWARD_JSON).is_file():
             return None
@@ -93,23 +224,29 @@ def write_marker(out: Path, digest: str, outcome: CaseOutcome) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
 # --- the config hash (what "already graded with this config" means) -----------------
 
 
-def config_hash(config_path: Path, limits: Limits) -> str:
-    """sha256 of eval.yaml, the files it references, the verifier version and --no-llm.
+def config_hash(
+    config_path: Path, limits: Limits, judges: Mapping[int, LLMJudge] = MappingProxyType({})
+) -> str:
+    """The resume key: sha256 of everything that can change a case's result.
 
-    Any of them can change a reward, so any change re-grades. Judge modules'
-    local imports are included (references.referenced_files, the same list a task
-    package copies).
+    eval.yaml and the files it references (judge modules' local imports included:
+    references.referenced_files, the same list a task package copies), the verifier
+    version, --no-llm and --memory-mb, and each LLM judge's effective model,
+    provider, endpoint and request settings (VERIFIER_LLM_MAX_TOKENS, _TEMPERATURE,
+    _OUTPUT, _SEED, _MAX_CASE_CHARS; `EVAL_JUDGE_MODEL` through the model). Timeouts
+    and retries are left out: they change whether a judge errors, and a case whose
+    judges errored is graded again anyway.
     """
     digest = hashlib.sha256()
     skipped = sorted(pool.value for pool in limits.skip_pools)
-    digest.update(f"harbor-verifier {__version__}\0skip={skipped}\0".encode())
+    llm = [judge.fingerprint() for _, judge in sorted(judges.items())]
+    digest.update(
+        f"harbor-verifier {__version__}\0skip={skipped}\0memory={limits.memory_mb}\0".encode()
+    )
+    digest.update(json.dumps(llm, sort_keys=True, default=str).encode() + b"\0")
     base = config_path.resolve().parent
     try:
         references = referenced_files(config_path, builtin_reference_files)

@@ -1,7 +1,17 @@
-"""The worker pool: cases graded side by side in forked workers, one case at a time each.
+"""The worker pool: cases graded side by side in forked workers, LLM requests shared.
 
-A worker that dies is replaced and its case recorded as an error; Ctrl-C or SIGTERM
-stops the pool and keeps what is already graded.
+Each worker takes one case at a time and runs its CPU stage (verifier.batch.grader);
+a case with LLM requests goes from the worker to the LLM stage (verifier.batch.llm)
+through the parent, and the worker takes the next case at once, so CPU judges keep
+the workers busy while any number of cases, bounded to keep memory in check, wait on
+the endpoint. The parent never starts a thread: it can fork a worker at any time.
+
+A worker that dies (a judge that kills it, a crash) is noticed through its pidfd,
+whatever its judges still hold open: its case is an error row, anything it left
+running is killed, and a new worker takes its place. SIGTERM or SIGINT stops the
+pool: no case is handed out any more, the workers, their judges (the parent is a
+child subreaper, so it finds them) and the LLM stage are killed, and the rows of
+every case already finished are returned; the caller writes the summary.
 """
 
 from __future__ import annotations
@@ -9,143 +19,276 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
-import sys
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verifier.batch.cases import Case
+from verifier.batch.grader import PendingCase
+from verifier.batch.processes import describe_exit, fork, reap, subreaper, sweep
 from verifier.batch.summary import CaseOutcome, CaseStatus
+from verifier.judges.base import PreparedJudge
+
+if TYPE_CHECKING:
+    from verifier.batch.llm import LLMDone, LLMSettings, LLMStage
+    from verifier.judges.llm.gate import GateFigures
+    from verifier.judges.llm.judge import Spend
+
+Work = Callable[[Case], CaseOutcome | PendingCase]
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class LLMPlan(NamedTuple):
+    """How the pool runs the LLM stage: the judges (by index), the request pool's
+    settings, how many endpoints they use, and how the parent finishes a case."""
+
+    judges: Mapping[int, PreparedJudge]
+    settings: LLMSettings
+    endpoints: int
+    finish: Callable[[PendingCase, Sequence[LLMDone]], CaseOutcome]
+
+    @property
+    def waiting_bound(self) -> int:
+        """Cases waiting on the stage at most: enough to keep every endpoint busy twice over,
+        few enough that the prompts of a whole batch never sit in memory at once."""
+        return 2 * self.settings.capacity * self.endpoints
+
+
+class PoolResult(NamedTuple):
+    outcomes: dict[str, CaseOutcome]
+    stopped_by: int | None  # the signal that stopped the pool (None: it ran to the end)
+    spends: tuple[Spend, ...] = ()  # every LLM judge's
+    endpoints: Mapping[str, GateFigures] = MappingProxyType({})  # by URL, when the stage ended
 
 
 class _Worker:
     """A forked worker, its end of the pipe, and the case it is grading (None: idle)."""
 
-    __slots__ = ("case", "conn", "process")
+    __slots__ = ("case", "conn", "pid", "pidfd")
 
-    def __init__(self, process: Any, conn: multiprocessing.connection.Connection) -> None:
-        self.process = process  # multiprocessing.context.ForkProcess
+    def __init__(self, pid: int, pidfd: int, conn: multiprocessing.connection.Connection) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
         self.conn = conn
         self.case: Case | None = None
 
 
-class _Stop(Exception):
-    """SIGTERM (a Kubernetes deadline or deletion): stop, keep what is graded."""
+class _Pool:
+    def __init__(self, work: Work, llm: LLMPlan | None, keep: frozenset[int]) -> None:
+        self.work = work
+        self.llm = llm
+        self.keep = keep  # the parent's children from before the pool: not ours to kill
+        self.workers: list[_Worker] = []
+        self.stage: LLMStage | None = None
+        self.waiting: dict[str, PendingCase] = {}
+        self.spends: list[Spend] = []
+        self.endpoints: Mapping[str, GateFigures] = MappingProxyType({})
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def own_fds(self) -> list[int]:
+        """The parent's descriptors a new child must close."""
+        fds = [self.wake_r, self.wake_w]
+        for worker in self.workers:
+            fds += [worker.conn.fileno(), worker.pidfd]
+        if self.stage is not None:
+            fds += [self.stage.conn.fileno(), self.stage.pidfd]
+        return fds
+
+    def start_worker(self) -> _Worker:
+        parent_end, child_end = multiprocessing.Pipe()
+        work = self.work
+        pid, pidfd = fork(
+            lambda: _worker_main(child_end, work), close=[*self.own_fds(), parent_end.fileno()]
+        )
+        child_end.close()
+        return _Worker(pid, pidfd, parent_end)
+
+    def start_stage(self) -> None:
+        from verifier.batch.llm import LLMStage
+
+        assert self.llm is not None
+        self.stage = LLMStage(self.llm.judges, self.llm.settings, close=self.own_fds())
+
+    def known(self) -> frozenset[int]:
+        pids = {worker.pid for worker in self.workers}
+        if self.stage is not None:
+            pids.add(self.stage.pid)
+        return self.keep | pids
+
+    def stop(self, *, kill: bool) -> None:
+        """End every helper: politely when the pool ran to the end, SIGKILL otherwise."""
+        for worker in self.workers:
+            with contextlib.suppress(OSError):
+                if kill or worker.case is not None:
+                    signal.pidfd_send_signal(worker.pidfd, signal.SIGKILL)
+                else:
+                    worker.conn.send(None)
+        for worker in self.workers:
+            if not _ended(worker.pidfd, timeout=5.0):
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(worker.pidfd, signal.SIGKILL)
+            worker.conn.close()
+            reap(worker.pid, worker.pidfd)
+        self.workers = []
+        if self.stage is not None:
+            if not kill:
+                self.stage.finish()
+                figures = self.stage.receive()
+                if isinstance(figures, dict):
+                    self.endpoints = figures
+            self.stage.close(kill=kill)
+            self.stage = None
+        sweep(self.keep)
+        os.close(self.wake_r)
+        os.close(self.wake_w)
 
 
 def run_pool(
     cases: Sequence[Case],
-    work: Callable[[Case], CaseOutcome],
+    work: Work,
     jobs: int,
     report: Callable[[CaseOutcome], None],
-) -> tuple[dict[str, CaseOutcome], bool]:
-    """Grade cases in `jobs` forked workers, one case at a time each.
+    llm: LLMPlan | None = None,
+) -> PoolResult:
+    """Grade cases in `jobs` forked workers (and the LLM stage, given llm).
 
-    Returns the outcomes by case name and whether the run was interrupted. Forking
-    (not spawning) is what shares the loaded config; each worker then forks its
-    case's judges itself.
+    Forking (not spawning) is what shares the loaded config; each worker then forks
+    its case's judges itself.
     """
     pending = deque(cases)
     outcomes: dict[str, CaseOutcome] = {}
-    workers: list[_Worker] = []
-    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    received: list[int] = []
+
+    def record(outcome: CaseOutcome) -> None:
+        outcomes[outcome.name] = outcome
+        report(outcome)
+
+    with subreaper() as before:
+        pool = _Pool(work, llm, before)
+        previous_wakeup = signal.set_wakeup_fd(pool.wake_w, warn_on_full_buffer=False)
+        previous = {
+            sig: signal.signal(sig, lambda s, f: received.append(s)) for sig in _STOP_SIGNALS
+        }
+        try:
+            if llm is not None:
+                pool.start_stage()
+            for _ in range(min(jobs, len(cases))):
+                pool.workers.append(pool.start_worker())
+            bound = max(jobs, llm.waiting_bound) if llm is not None else len(cases) + 1
+            while not received:
+                for worker in pool.workers:
+                    if worker.case is None and pending and len(pool.waiting) < bound:
+                        _dispatch(worker, pending)
+                if not pool.waiting and all(worker.case is None for worker in pool.workers):
+                    break
+                _step(pool, record, pending)
+        finally:
+            pool.stop(kill=bool(received) or bool(pending) or bool(pool.waiting))
+            signal.set_wakeup_fd(previous_wakeup)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return PoolResult(
+        outcomes,
+        received[0] if received else None,
+        tuple(pool.spends),
+        pool.endpoints,
+    )
+
+
+def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Case]) -> None:
+    """Wait for something to happen, and handle it."""
+    waitables: list[Any] = [pool.wake_r]
+    for worker in pool.workers:
+        waitables.append(worker.pidfd)
+        if worker.case is not None:
+            waitables.append(worker.conn)
+    if pool.stage is not None:
+        waitables += [pool.stage.pidfd, pool.stage.conn]
+    ready = set(multiprocessing.connection.wait(waitables))
+    if pool.wake_r in ready:
+        with contextlib.suppress(OSError):
+            os.read(pool.wake_r, 64)
+    for index, worker in enumerate(pool.workers):
+        if worker.conn in ready and worker.case is not None:
+            _received(pool, worker, record)
+        if worker.pidfd in ready:
+            _replace(pool, index, record, pending)
+    stage = pool.stage
+    if stage is not None and stage.conn in ready:
+        message = stage.receive()
+        if isinstance(message, tuple):
+            name, done = message
+            pool.spends += [judged.spend for judged in done]
+            assert pool.llm is not None
+            record(pool.llm.finish(pool.waiting.pop(name), done))
+    if stage is not None and stage.pidfd in ready:
+        _restart_stage(pool, record)
+
+
+def _restart_stage(pool: _Pool, record: Callable[[CaseOutcome], None]) -> None:
+    """The LLM stage died: the cases waiting on it are error rows; a new one takes over."""
+    assert pool.stage is not None
+    status = reap(pool.stage.pid, pool.stage.pidfd)
+    pool.stage.conn.close()
+    pool.stage = None
+    for name in pool.waiting:
+        error = f"the LLM request process {describe_exit(status)}"
+        record(CaseOutcome(name, CaseStatus.FAILED, error=error))
+    pool.waiting.clear()
+    sweep(pool.known())
+    pool.start_stage()
+
+
+def _received(pool: _Pool, worker: _Worker, record: Callable[[CaseOutcome], None]) -> None:
     try:
-        for _ in range(min(jobs, len(cases))):
-            workers.append(_start_worker(work))
-        for worker in workers:
-            _dispatch(worker, pending)
-        while any(worker.case is not None for worker in workers):
-            for worker, outcome in _collect(workers, work):
-                outcomes[outcome.name] = outcome
-                report(outcome)
-                _dispatch(worker, pending)
-        return outcomes, False
-    except (KeyboardInterrupt, _Stop):
-        return outcomes, True
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        _stop_workers(workers)
+        result = worker.conn.recv()
+    except (EOFError, OSError):
+        return  # it died: its pidfd says so
+    worker.case = None
+    if isinstance(result, PendingCase):
+        assert pool.stage is not None
+        pool.waiting[result.name] = result
+        with contextlib.suppress(OSError):  # the stage died: its pidfd makes this an error row
+            pool.stage.submit(result.name, result.tasks)
+    else:
+        record(result)
 
 
-def _start_worker(work: Callable[[Case], CaseOutcome]) -> _Worker:
-    context = multiprocessing.get_context("fork")
-    parent_end, child_end = context.Pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    process = context.Process(target=_worker_main, args=(child_end, work), daemon=True)
-    process.start()
-    child_end.close()
-    return _Worker(process=process, conn=parent_end)
+def _replace(
+    pool: _Pool, index: int, record: Callable[[CaseOutcome], None], pending: deque[Case]
+) -> None:
+    """A worker died: its case is an error row, what it left running is killed."""
+    worker = pool.workers[index]
+    worker.conn.close()
+    status = reap(worker.pid, worker.pidfd)
+    if worker.case is not None:
+        error = f"the worker grading this case {describe_exit(status)}"
+        record(CaseOutcome(worker.case.name, CaseStatus.FAILED, error=error))
+    pool.workers.pop(index)
+    sweep(pool.known())
+    pool.workers.insert(index, pool.start_worker())
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, work: Callable[..., Any]) -> None:
-    """The parent handles Ctrl-C and SIGTERM and then stops the workers."""
+def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
+    case = pending.popleft()
+    try:
+        worker.conn.send(case)
+    except OSError:  # it has just died: the case goes to the next worker
+        pending.appendleft(case)
+        return
+    worker.case = case
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, work: Work) -> None:
+    """The parent handles Ctrl-C and SIGTERM, and then stops the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     while (case := conn.recv()) is not None:
         conn.send(work(case))
 
 
-def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
-    worker.case = pending.popleft() if pending else None
-    if worker.case is not None:
-        worker.conn.send(worker.case)
-
-
-def _collect(
-    workers: list[_Worker], work: Callable[[Case], CaseOutcome]
-) -> Iterator[tuple[_Worker, CaseOutcome]]:
-    """Wait for results; a worker that died is replaced and its case is an error row."""
-    busy = [worker for worker in workers if worker.case is not None]
-    waitables: list[Any] = [worker.conn for worker in busy]
-    waitables += [worker.process.sentinel for worker in busy]
-    ready = set(multiprocessing.connection.wait(waitables))
-    for worker in busy:
-        assert worker.case is not None
-        dead = worker.process.sentinel in ready
-        if worker.conn not in ready and not dead:
-            continue
-        outcome = _receive(worker.conn) if worker.conn in ready else None
-        if outcome is None or dead:
-            worker.process.join()
-            if outcome is None:
-                outcome = CaseOutcome(
-                    worker.case.name, CaseStatus.FAILED, error=_death(worker.process.exitcode)
-                )
-            worker.conn.close()
-            index = workers.index(worker)
-            workers[index] = worker = _start_worker(work)
-        yield worker, outcome
-
-
-def _receive(conn: multiprocessing.connection.Connection) -> CaseOutcome | None:
-    try:
-        return conn.recv()
-    except (EOFError, OSError):
-        return None
-
-
-def _death(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        return f"the worker grading this case was killed by {signal.Signals(-exitcode).name}"
-    return f"the worker grading this case exited with code {exitcode}"
-
-
-def _stop_workers(workers: list[_Worker]) -> None:
-    for worker in workers:
-        with contextlib.suppress(OSError, ValueError):
-            if worker.case is None:
-                worker.conn.send(None)
-            else:
-                worker.process.terminate()
-    for worker in workers:
-        worker.process.join(timeout=5)
-        if worker.process.is_alive():
-            worker.process.kill()
-            worker.process.join()
-        worker.conn.close()
-
-
-def _raise_stop(signum: int, frame: object) -> None:
-    raise _Stop
+def _ended(pidfd: int, timeout: float) -> bool:
+    return bool(multiprocessing.connection.wait([pidfd], timeout))

@@ -1,10 +1,12 @@
 """What a batch reports: a row per case, the progress while it runs, summary.json/.csv.
 
-A row (CaseOutcome) is what a worker sends the parent, what each case's batch.json
-remembers, and what the summary files list; a case that could not be graded is a
-row too, with status `error` and no reward. A case's status (was a reward written?)
-is not a judge's status (verifier.results.Status): a rewarded case may well have
-judges that errored, which its row lists.
+A row (CaseOutcome) is what a worker or the parent makes of a case, what each case's
+batch.json remembers, and what the summary files list; a case that could not be
+graded is a row too, with status `error` and no reward, and an entry of --cases that
+is not a case (a plain file, a dangling link, a link leaving --cases) is a row with
+status `skipped` and the reason. A case's status (was a reward written?) is not a
+judge's status (verifier.results.Status): a rewarded case may well have judges that
+errored, which its row lists and the summary counts apart (`cases_with_judge_errors`).
 """
 
 from __future__ import annotations
@@ -16,24 +18,32 @@ import io
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from types import MappingProxyType
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from verifier import __version__
 from verifier.batch.cases import Shard
+from verifier.batch.layout import summary_paths
+from verifier.judges.llm.redact import redact
 from verifier.output import write_atomic
 
-SUMMARY = "summary"
+if TYPE_CHECKING:
+    from verifier.judges.llm.gate import GateFigures
+    from verifier.judges.llm.judge import Spend
+
+COUNTS = ("requests", "cache_hits", "input_tokens", "output_tokens")
 
 
 class CaseStatus(enum.StrEnum):
     REWARDED = "ok"  # the case's reward files were written
     FAILED = "error"  # no reward: the case could not be graded (the row's error says why)
+    SKIPPED = "skipped"  # not a case (the row's error says why); never graded
 
 
 class CaseOutcome(NamedTuple):
-    """One row of the summary."""
+    """One row of the summary; the counts are the case's LLM requests when it was graded."""
 
     name: str
     status: CaseStatus
@@ -42,6 +52,10 @@ class CaseOutcome(NamedTuple):
     seconds: float = 0.0
     error: str | None = None
     resumed: bool = False
+    requests: int = 0  # HTTP requests sent, retries included
+    cache_hits: int = 0  # samples answered from the cache
+    input_tokens: int = 0  # of the requests sent (not of cache hits)
+    output_tokens: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +66,7 @@ class CaseOutcome(NamedTuple):
             "time_s": round(self.seconds, 4),
             "resumed": self.resumed,
             "error": self.error,
+            **{name: getattr(self, name) for name in COUNTS},
         }
 
     @classmethod
@@ -63,7 +78,67 @@ class CaseOutcome(NamedTuple):
             errored_judges=tuple(record["errored_judges"]),
             seconds=float(record["time_s"]),
             error=record.get("error"),
+            **{name: int(record.get(name, 0)) for name in COUNTS},
         )
+
+
+class LLMFigures(NamedTuple):
+    """What this run's LLM requests did and cost (summary.json `llm`)."""
+
+    concurrency: int  # requests in flight allowed per endpoint
+    cache: str | None  # the cache dir, None when off
+    requests: int = 0
+    cache_hits: int = 0
+    tokens: Mapping[str, Mapping[str, int]] = MappingProxyType({})  # model -> input/output
+    latencies: tuple[float, ...] = ()  # of every answered request
+    endpoints: Mapping[str, Mapping[str, int]] = MappingProxyType({})  # url -> gate figures
+
+    @classmethod
+    def tally(
+        cls,
+        concurrency: int,
+        cache: Path | None,
+        spends: Sequence[Spend],
+        endpoints: Mapping[str, GateFigures],
+    ) -> LLMFigures:
+        """The figures from every LLM judge's Spend and the stage's gates."""
+        tokens: dict[str, dict[str, int]] = {}
+        for spend in spends:
+            counts = tokens.setdefault(spend.model, {"input": 0, "output": 0})
+            counts["input"] += spend.input_tokens
+            counts["output"] += spend.output_tokens
+        return cls(
+            concurrency=concurrency,
+            cache=str(cache) if cache is not None else None,
+            requests=sum(spend.requests for spend in spends),
+            cache_hits=sum(spend.cache_hits for spend in spends),
+            tokens=tokens,
+            latencies=tuple(latency for spend in spends for latency in spend.latencies),
+            endpoints={redact(url): figures._asdict() for url, figures in endpoints.items()},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concurrency_per_endpoint": self.concurrency,
+            "cache": self.cache,
+            "requests": self.requests,
+            "cache_hits": self.cache_hits,
+            "tokens": {model: dict(counts) for model, counts in self.tokens.items()},
+            "latency_s": percentiles(self.latencies),
+            "endpoints": {url: dict(figures) for url, figures in self.endpoints.items()},
+        }
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float] | None:
+    """p50/p90/p99/max (nearest rank), None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = {name: math.ceil(share * len(ordered)) - 1 for name, share in
+            (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}  # fmt: skip
+    shown = {name: ordered[max(0, index)] for name, index in rank.items()}
+    shown["max"] = ordered[-1]
+    return {name: round(value, 3) for name, value in shown.items()}
 
 
 class BatchSummary(NamedTuple):
@@ -75,7 +150,12 @@ class BatchSummary(NamedTuple):
     shard: Shard | None
     outcomes: tuple[CaseOutcome, ...]
     elapsed_s: float
-    interrupted: bool = False
+    stopped_by: str | None = None  # SIGTERM / SIGINT when a signal stopped the batch
+    llm: LLMFigures | None = None  # None: no LLM judge ran
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped_by is not None
 
     @property
     def rewarded(self) -> list[float]:
@@ -105,26 +185,42 @@ class BatchSummary(NamedTuple):
             "count": len(self.outcomes),
             "graded": self.count(status=CaseStatus.REWARDED, resumed=False),
             "resumed": self.count(resumed=True),
+            "skipped": self.count(status=CaseStatus.SKIPPED),
             "errors": self.count(status=CaseStatus.FAILED),
-            "cases_with_judge_errors": sum(1 for row in self.outcomes if row.errored_judges),
+            "cases_with_judge_errors": self.with_judge_errors,
+            "judges_errored": sum(len(row.errored_judges) for row in self.outcomes),
             "mean_reward": self.mean_reward,
             "elapsed_s": round(self.elapsed_s, 3),
             "cases_per_s": round(processed / self.elapsed_s, 1) if self.elapsed_s > 0 else None,
             "interrupted": self.interrupted,
+            "stopped_by": self.stopped_by,
+            "llm": self.llm.to_json() if self.llm is not None else None,
             "cases": [row.to_json() for row in self.outcomes],
         }
+
+    @property
+    def with_judge_errors(self) -> int:
+        """Cases rewarded although a judge errored or timed out (not counted in errors)."""
+        return sum(1 for row in self.outcomes if row.errored_judges)
 
     def line(self) -> str:
         """The one-line result: stdout, and the Kubernetes termination message."""
         mean = self.mean_reward
         shown = "n/a" if mean is None else f"{mean:.4f}"
         shard = f" shard={self.shard}" if self.shard else ""
-        stopped = " INTERRUPTED" if self.interrupted else ""
+        stopped = f" INTERRUPTED by {self.stopped_by}" if self.stopped_by else ""
+        llm = (
+            f" llm_requests={self.llm.requests} cache_hits={self.llm.cache_hits}"
+            if self.llm is not None
+            else ""
+        )
         return (
             f"cases={len(self.outcomes)} "
             f"graded={self.count(status=CaseStatus.REWARDED, resumed=False)} "
-            f"resumed={self.count(resumed=True)} errors={self.count(status=CaseStatus.FAILED)} "
-            f"mean_reward={shown}{shard}{stopped}"
+            f"resumed={self.count(resumed=True)} skipped={self.count(status=CaseStatus.SKIPPED)} "
+            f"errors={self.count(status=CaseStatus.FAILED)} "
+            f"with_judge_errors={self.with_judge_errors} "
+            f"mean_reward={shown}{llm}{shard}{stopped}"
         )
 
 
@@ -143,13 +239,14 @@ class Progress:
         self.total = total
         self.stream = stream
         self.tty = _isatty(stream)
-        self.done = self.errors = self.resumed = 0
+        self.done = self.errors = self.judge_errors = self.resumed = 0
         self.started = self.last = time.monotonic()
         self.step = max(1, total // 20)
 
     def update(self, outcome: CaseOutcome) -> None:
         self.done += 1
         self.errors += outcome.status is CaseStatus.FAILED
+        self.judge_errors += bool(outcome.errored_judges)
         self.resumed += outcome.resumed
         now = time.monotonic()
         if self.tty:
@@ -176,7 +273,7 @@ class Progress:
         percent = 100 * self.done // self.total if self.total else 100
         return (
             f"{self.done}/{self.total} ({percent}%)  {rate:.1f} cases/s  eta {eta}  "
-            f"errors {self.errors}  resumed {self.resumed}"
+            f"errors {self.errors}  judge errors {self.judge_errors}  resumed {self.resumed}"
         )
 
     def _write(self, text: str) -> None:
@@ -194,16 +291,13 @@ def _isatty(stream: IO[str]) -> bool:
 
 # --- output files ----------------------------------------------------------------------
 
-CSV_COLUMNS = ("case", "status", "reward", "errored_judges", "time_s", "resumed", "error")
-
-
-def summary_paths(out: Path, shard: Shard | None) -> tuple[Path, Path]:
-    """summary.json/.csv; a shard writes its own pair so N pods never clobber each other."""
-    stem = SUMMARY if shard is None else f"{SUMMARY}.shard-{shard.index}-of-{shard.count}"
-    return out / f"{stem}.json", out / f"{stem}.csv"
+CSV_COLUMNS = (
+    "case", "status", "reward", "errored_judges", "time_s", "resumed", "error", *COUNTS,
+)  # fmt: skip
 
 
 def write_summary(out: Path, summary: BatchSummary) -> None:
+    """summary.json and summary.csv under OUT/.batch/ (see verifier.batch.layout)."""
     json_path, csv_path = summary_paths(out, summary.shard)
     write_atomic(csv_path, summary_csv(summary.outcomes))
     write_atomic(json_path, json.dumps(summary.to_json(), indent=2) + "\n")
@@ -222,5 +316,6 @@ def summary_csv(outcomes: Sequence[CaseOutcome]) -> str:
             f"{row.seconds:.4f}",
             int(row.resumed),
             row.error or "",
+            *(getattr(row, name) for name in COUNTS),
         ])  # fmt: skip
     return buffer.getvalue()

@@ -7,7 +7,7 @@ import sys
 from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
 from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
-from verifier.grading import grade, load_eval
+from verifier.grading import grade, load_eval, with_llm_cache
 from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
@@ -26,6 +26,8 @@ def run(options: Options) -> int:
             loaded = load_eval(options.config)
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
+            if options.llm_cache is not None and not options.no_llm_cache:
+                loaded = with_llm_cache(loaded, options.llm_cache, options.llm_cache_mb)
             grading = grade(loaded, options.case, limits)
             _report_warnings(grading)
             written = write_outputs(options.out, grading)

@@ -4,13 +4,17 @@ The modules, in the order data flows through them (the entry's keys are read by
 verifier.judges.kinds.llm):
 
   load        LLMSpec -> LLMJudge (every load-time check, ConfigError)
-  template    Jinja2 sandbox; case text marked and fenced when printed
-  prompt      system + user messages, size budget, the scale in words
-  providers   the provider registry; OpenAI chat completions / Anthropic Messages
+  template    Jinja2 sandbox; only trusted values print unfenced
+  prompt      system + user messages, material between fences, size budget
+  providers   the provider registry; OpenAI chat completions / Anthropic Messages;
+              what reasoning models reject
+  client      one sample's request: the cache, the endpoint's gate, learned quirks
+  cache       the response cache (content-addressed files, bounded)
+  gate        one endpoint's concurrency bound and shared backoff
   transport   HTTP POST: timeouts, retries with backoff, Retry-After, deadline
   parse       reply -> grade (structured output, tolerant text fallback)
   scale       the answer's scale and schema
   sampling    N grades -> one (median / majority) and their agreement
-  judge       the per-case callable run in the judge's process
+  judge       prompt, samples side by side, one grade (grade: in the judge's process)
   redact      API keys out of every error, rationale and detail
 """

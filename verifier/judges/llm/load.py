@@ -38,6 +38,7 @@ class Tuning(NamedTuple):
     temperature: float | None  # None: not sent
     output_mode: OutputMode
     max_case_chars: int
+    seed: int | None  # VERIFIER_LLM_SEED; None: not sent
 
 
 def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, str]) -> LLMJudge:
@@ -70,6 +71,7 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
             max_tokens=tuning.max_tokens,
             temperature=tuning.temperature,
             output_mode=tuning.output_mode,
+            seed=tuning.seed,
         ),
         policy=tuning.policy,
         samples=spec.samples,
@@ -156,6 +158,10 @@ def read_tuning(environ: Mapping[str, str], samples: int = 1) -> Tuning:
         raise ConfigError(
             "environment", "VERIFIER_LLM_OUTPUT", f"{output_mode!r} must be tool, json or text"
         )
+    seed_text = environ.get("VERIFIER_LLM_SEED", "").strip()
+    seed = (
+        int(_number(environ, "VERIFIER_LLM_SEED", 0, minimum=0, whole=True)) if seed_text else None
+    )
     return Tuning(
         policy=RetryPolicy(
             request_timeout_s=_number(environ, "VERIFIER_LLM_REQUEST_TIMEOUT", 120.0, minimum=0.01),
@@ -175,6 +181,7 @@ def read_tuning(environ: Mapping[str, str], samples: int = 1) -> Tuning:
                 whole=True,
             )
         ),
+        seed=seed,
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
@@ -29,12 +30,40 @@ ANTHROPIC_VERSION = "2023-06-01"
 USER_AGENT = "harbor-verifier"
 
 
+# OpenAI's reasoning models reject `temperature` and `max_tokens` (o1, o3, o4-mini, gpt-5...).
+_REASONING_MODEL = re.compile(r"(o[134]|gpt-5)([-._:@]|$)", re.IGNORECASE)
+# What a model can be found (by its 400) to reject, and what the request then does instead.
+NO_TEMPERATURE = "no-temperature"
+NO_SEED = "no-seed"
+COMPLETION_TOKENS = "max-completion-tokens"
+Quirks = frozenset[str]
+
+
 class Generation(NamedTuple):
     """Request options that are the same for every request of a judge."""
 
     max_tokens: int = 1024
     temperature: float | None = 0.0  # None: leave it to the server
     output_mode: OutputMode = "tool"
+    seed: int | None = None  # VERIFIER_LLM_SEED; OpenAI-compatible endpoints only
+
+
+def is_reasoning_model(model: str) -> bool:
+    """o1/o3/o4/gpt-5 families, by the last part of the name (`azure/o3-mini` too)."""
+    return _REASONING_MODEL.match(model.rsplit("/", 1)[-1]) is not None
+
+
+def learn_quirk(message: str, body: Mapping[str, Any]) -> str | None:
+    """What a 400 says the model rejects, when the request sent it: then it is left out
+    (or renamed) for this model from now on. None when the 400 is about something else."""
+    text = message.lower()
+    if "temperature" in body and "temperature" in text:
+        return NO_TEMPERATURE
+    if "max_tokens" in body and "max_completion_tokens" in text:
+        return COMPLETION_TOKENS
+    if "seed" in body and "seed" in text:
+        return NO_SEED
+    return None
 
 
 class Endpoint(Protocol):
@@ -46,7 +75,11 @@ class Endpoint(Protocol):
     def url(self) -> str: ...
 
     def request(
-        self, prompt: Prompt, scale: AnswerScale, generation: Generation
+        self,
+        prompt: Prompt,
+        scale: AnswerScale,
+        generation: Generation,
+        quirks: Quirks = frozenset(),
     ) -> tuple[dict[str, str], dict[str, Any]]: ...
 
     def read(self, payload: Mapping[str, Any]) -> Reply: ...
@@ -64,25 +97,33 @@ class OpenAIChat(NamedTuple):
         return self.base_url.rstrip("/") + "/chat/completions"
 
     def request(
-        self, prompt: Prompt, scale: AnswerScale, generation: Generation
+        self,
+        prompt: Prompt,
+        scale: AnswerScale,
+        generation: Generation,
+        quirks: Quirks = frozenset(),
     ) -> tuple[dict[str, str], dict[str, Any]]:
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         _, key = self.provider.api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        # The hosted API wants max_completion_tokens for its newer models; servers
-        # inside a cluster (vLLM, Ollama) all know max_tokens.
+        # The hosted API wants max_completion_tokens for its newer models, and reasoning
+        # models everywhere; servers inside a cluster (vLLM, Ollama) all know max_tokens.
+        reasoning = is_reasoning_model(self.model)
         hosted = urlsplit(self.base_url).hostname == "api.openai.com"
+        completion_tokens = hosted or reasoning or COMPLETION_TOKENS in quirks
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": prompt.system},
                 {"role": "user", "content": prompt.user},
             ],
-            "max_completion_tokens" if hosted else "max_tokens": generation.max_tokens,
+            "max_completion_tokens" if completion_tokens else "max_tokens": generation.max_tokens,
         }
-        if generation.temperature is not None:
+        if generation.temperature is not None and not reasoning and NO_TEMPERATURE not in quirks:
             body["temperature"] = generation.temperature
+        if generation.seed is not None and NO_SEED not in quirks:
+            body["seed"] = generation.seed
         if generation.output_mode == "tool":
             body["tools"] = [
                 {
@@ -139,8 +180,13 @@ class AnthropicMessages(NamedTuple):
         return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
 
     def request(
-        self, prompt: Prompt, scale: AnswerScale, generation: Generation
+        self,
+        prompt: Prompt,
+        scale: AnswerScale,
+        generation: Generation,
+        quirks: Quirks = frozenset(),
     ) -> tuple[dict[str, str], dict[str, Any]]:
+        """The Messages API has no seed: VERIFIER_LLM_SEED is not sent here."""
         headers = {
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
@@ -157,7 +203,7 @@ class AnthropicMessages(NamedTuple):
             "system": prompt.system,
             "messages": [{"role": "user", "content": prompt.user}],
         }
-        if generation.temperature is not None:
+        if generation.temperature is not None and NO_TEMPERATURE not in quirks:
             body["temperature"] = generation.temperature
         if generation.output_mode == "tool":
             body["tools"] = [

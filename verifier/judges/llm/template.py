@@ -1,25 +1,32 @@
-"""Prompt templates: Jinja2 in a sandbox, strict about names, fencing the case's text.
+"""Prompt templates: Jinja2 in a sandbox, strict about names, fencing all but trusted text.
 
 Existing prompt files use Jinja2 (`{{ outputs }}`, `{{ conversation }}`,
 `{% for %}`), so that is the syntax; the sandboxed environment keeps a template
 from reaching Python internals, and StrictUndefined makes a misspelt name an
 error instead of an empty string that would quietly grade nothing.
 
-Every value that comes from the case directory is wrapped as `CaseText` before
-rendering; whenever the template prints one, it goes through a `Fence`, which
-puts it between delimiters the agent cannot forge and cuts it to its share of
-the size budget.
+What reaches the model unfenced is decided by what is *trusted*, never by tracking
+where case text went: the template's own text (its literals, and constants such as
+`{{ "{" }}`) and values looked up unchanged from `arguments` and `annotations`
+(eval.yaml, wrapped as `Trusted` leaves) print as they are. Every other value a
+`{{ ... }}` prints, whatever expression produced it (`~`, `%`, `+`, a filter, a
+loop variable, a macro's output), goes through the finalize hook to the `Fence`,
+which hands back an opaque placeholder; the case's text itself is only put into
+the prompt afterwards, between fences (verifier.judges.llm.prompt). The two
+constructs that write a computed value without the finalize hook (`{% filter %}`
+with arguments computed at render time, and `{% call %}`) are refused at load,
+as are `{% include %}`, `{% import %}` and `{% extends %}` (a prompt is one file).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 import jinja2
 import jinja2.meta
+from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from verifier.errors import did_you_mean
@@ -27,22 +34,36 @@ from verifier.errors import did_you_mean
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
 CASE_VARIABLES = frozenset({"outputs", "inputs", "conversation", "stdout"})
 FENCE_VARIABLE = "verifier_fence__"
-_TRUSTED_RECORD_KEYS = frozenset({"annotations", "case_dir", "inputs_trusted"})
-_TASK_INPUT_KEYS = frozenset({"inputs"})
-_Context = jinja2.runtime.Context
+_REFUSED_NODES = {
+    nodes.CallBlock: "{% call %} blocks",
+    nodes.Include: "{% include %}",
+    nodes.Import: "{% import %}",
+    nodes.FromImport: "{% from ... import %}",
+    nodes.Extends: "{% extends %}",
+}
 
 
 class TemplateProblem(ValueError):
     """A template that does not compile or names an unknown variable (a load-time error)."""
 
 
-class CaseText(str):
-    """A string that came from the case directory: untrusted, fenced whenever printed."""
+class Trusted(str):
+    """Text from the task author (eval.yaml's arguments and annotations): printed as it is.
+
+    Anything computed from it (`| upper`, `~ "x"`) is a plain str again, and fenced."""
 
     __slots__ = ()
 
-    def __getitem__(self, key: Any) -> CaseText:  # `stdout[-2000:]` compiles to a plain slice
-        return CaseText(super().__getitem__(key))
+
+class TrustedInt(int):
+    __slots__ = ()
+
+
+class TrustedFloat(float):
+    __slots__ = ()
+
+
+TRUSTED_LEAVES = (Trusted, TrustedInt, TrustedFloat)
 
 
 class Fence(Protocol):
@@ -72,11 +93,11 @@ def compile_template(source: str) -> PromptTemplate:
     environment = _environment()
     try:
         tree = environment.parse(source)
-        template = environment.from_string(source)
     except jinja2.TemplateSyntaxError as error:
         raise TemplateProblem(
             f"template syntax error on line {error.lineno}: {error.message}"
         ) from None
+    _refuse_unfenced_writes(tree)
     variables = frozenset(jinja2.meta.find_undeclared_variables(tree))
     unknown = sorted(variables - set(KNOWN_VARIABLES))
     if unknown:
@@ -84,25 +105,27 @@ def compile_template(source: str) -> PromptTemplate:
         raise TemplateProblem(
             f"unknown template variable {unknown[0]!r}{hint}; known: {', '.join(KNOWN_VARIABLES)}"
         )
-    return PromptTemplate(source=source, template=template, variables=variables)
+    _constants_as_text(tree)
+    return PromptTemplate(
+        source=source, template=environment.from_string(tree), variables=variables
+    )
 
 
-def mark_case(value: Any) -> Any:
-    """value with every string inside it marked as CaseText (dicts and lists are copied)."""
+def mark_trusted(value: Any) -> Any:
+    """value with its strings and numbers marked as the author's (dicts and lists copied)."""
     if isinstance(value, str):
-        return CaseText(value)
-    if isinstance(value, Mapping):  # keys too: file names are the agent's choice
-        return {mark_case(key): mark_case(item) for key, item in value.items()}
+        return Trusted(value)
+    if isinstance(value, bool) or value is None:
+        return value  # one bit: printed fenced, like any value that is not a trusted leaf
+    if isinstance(value, int):
+        return TrustedInt(value)
+    if isinstance(value, float):
+        return TrustedFloat(value)
+    if isinstance(value, Mapping):
+        return {mark_trusted(key): mark_trusted(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [mark_case(item) for item in value]
+        return [mark_trusted(item) for item in value]
     return value
-
-
-def mark_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The record as `outputs`: the case's parts marked, the verifier's own left as they are
-    (the task input too, when it came from the task author's side)."""
-    trusted = _TRUSTED_RECORD_KEYS | (_TASK_INPUT_KEYS if record.get("inputs_trusted") else set())
-    return {key: value if key in trusted else mark_case(value) for key, value in record.items()}
 
 
 def as_text(value: Any) -> str:
@@ -114,58 +137,47 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def contains_case_text(value: Any) -> bool:
-    if isinstance(value, CaseText):
-        return True
-    if isinstance(value, Mapping):
-        return any(contains_case_text(item) for item in value.values())
-    if isinstance(value, list | tuple):
-        return any(contains_case_text(item) for item in value)
-    return False
-
-
 @jinja2.pass_context
 def _finalize(context: jinja2.runtime.Context, value: Any) -> Any:
-    """Every `{{ ... }}` output: case material fenced, structures as JSON."""
-    if contains_case_text(value):
-        fence = context.get(FENCE_VARIABLE)
-        return fence.wrap(as_text(value))
-    if value is None or isinstance(value, Mapping | list | tuple):
-        return as_text(value)
-    return value
+    """Every `{{ ... }}` output that is not a trusted leaf goes to the fence."""
+    if isinstance(value, TRUSTED_LEAVES):
+        return value
+    return context.get(FENCE_VARIABLE).wrap(as_text(value))
 
 
-class _TaintingSandbox(SandboxedEnvironment):
-    """A sandbox in which what is computed from case text stays case text.
+def _refuse_unfenced_writes(tree: nodes.Template) -> None:
+    """TemplateProblem for the constructs that write a value without the finalize hook."""
+    for node_type, name in _REFUSED_NODES.items():
+        for node in tree.find_all(node_type):
+            raise TemplateProblem(
+                f"{name} (line {node.lineno}) is not supported in prompt templates"
+            )
+    for block in tree.find_all(nodes.FilterBlock):
+        chain: nodes.Node | None = block.filter
+        while isinstance(chain, nodes.Filter):
+            arguments = [*chain.args, *(keyword.value for keyword in chain.kwargs)]
+            arguments += [node for node in (chain.dyn_args, chain.dyn_kwargs) if node is not None]
+            if not all(isinstance(argument, nodes.Const) for argument in arguments):
+                raise TemplateProblem(
+                    f"{{% filter {chain.name} %}} (line {block.lineno}) takes arguments computed "
+                    "at render time; prompt templates allow only constant filter arguments"
+                )
+            chain = chain.node
 
-    `{{ conversation | truncate(500) }}`, `outputs.files[p].splitlines()` or
-    `stdout[-2000:]` build new strings; they are marked again so the fence still
-    applies to them.
-    """
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.filters = {name: _tainting(f) for name, f in self.filters.items()}
-
-    def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        result = super().call(context, obj, *args, **kwargs)
-        sources = (getattr(obj, "__self__", None), *args, *kwargs.values())
-        return mark_case(result) if any(map(contains_case_text, sources)) else result
-
-
-def _tainting(function: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(function)  # keeps jinja's pass_context/pass_eval_context marker
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = function(*args, **kwargs)
-        sources = [arg for arg in (*args, *kwargs.values()) if not isinstance(arg, _Context)]
-        tainted = any(map(contains_case_text, sources))
-        return mark_case(result) if tainted and isinstance(result, str | list) else result
-
-    return wrapper
+def _constants_as_text(tree: nodes.Template) -> None:
+    """`{{ "{" }}` is the template's own text: printed as such, not fenced."""
+    for output in tree.find_all(nodes.Output):
+        output.nodes = [
+            nodes.TemplateData(str(child.value), lineno=child.lineno)
+            if type(child) is nodes.Const and isinstance(child.value, str | int | float)
+            else child
+            for child in output.nodes
+        ]
 
 
 def _environment() -> SandboxedEnvironment:
-    return _TaintingSandbox(
+    return SandboxedEnvironment(
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

@@ -6,6 +6,10 @@ SSL_CERT_FILE, which is what a cluster needs). Rate limits (429), server errors
 honouring Retry-After up to a cap; nothing is retried past the deadline, which
 is the judge's own timeout less a margin, so the judge reports why it gave up
 instead of being killed without a reason. Any other status fails at once.
+
+Every attempt passes the endpoint's Gate (verifier.judges.llm.gate): a 429 or 503
+pauses the gate for every request to that endpoint, instead of only this request
+sleeping while the others keep hammering it.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from verifier.judges.llm.gate import Gate
+
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_ERROR_BYTES = 64 * 1024
 _RETRY_STATUSES = frozenset({408, 429})
+_THROTTLE_STATUSES = frozenset({429, 503, 529})  # 529: Anthropic's "overloaded"
 _CHUNK = 65536
 
 
@@ -51,11 +58,14 @@ class RequestFailed(Exception):
 
 
 class _Transient(Exception):
-    """One attempt failed in a way worth retrying."""
+    """One attempt failed in a way worth retrying; `throttle`: the endpoint asked to slow down."""
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, reason: str, retry_after: float | None = None, *, throttle: bool = False
+    ) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
+        self.throttle = throttle
 
 
 class _Fatal(Exception):
@@ -70,22 +80,33 @@ def post_json(
     body: Mapping[str, Any],
     policy: RetryPolicy,
     deadline: float,
+    gate: Gate,
 ) -> Exchange:
     """The decoded JSON object of a 2xx response; RequestFailed otherwise."""
     data = json.dumps(body).encode()
     attempt = 0
+    last: _Transient | None = None
     while True:
+        if not gate.enter(deadline):
+            why = f"{last} (gave up after {attempt} attempts: " if last else "no request sent ("
+            raise RequestFailed(
+                f"{why}the endpoint is throttled past the judge's timeout)", attempt
+            )
         attempt += 1
-        remaining = deadline - time.monotonic()
         started = time.monotonic()
         try:
-            payload = _attempt(url, headers, data, min(policy.request_timeout_s, remaining))
+            payload = _attempt(
+                url, headers, data, min(policy.request_timeout_s, deadline - started)
+            )
         except _Fatal as error:
             raise RequestFailed(str(error), attempt, error.status) from None
         except _Transient as error:
             last = error
         else:
+            gate.succeeded()
             return Exchange(payload, time.monotonic() - started, attempt)
+        finally:
+            gate.leave()
         if attempt > policy.retries:
             raise RequestFailed(f"{last} (gave up after {attempt} attempts)", attempt)
         wait = _wait(policy, attempt, last.retry_after)
@@ -95,7 +116,10 @@ def post_json(
                 "no time left for another within the judge's timeout)",
                 attempt,
             )
-        time.sleep(wait)
+        if last.throttle:
+            gate.throttle(wait)  # this request, like every other, waits at gate.enter
+        else:
+            time.sleep(wait)
 
 
 def _wait(policy: RetryPolicy, attempt: int, retry_after: float | None) -> float:
@@ -151,7 +175,8 @@ def _raise_for_status(error: urllib.error.HTTPError) -> None:
         body = b""
     reason = f"HTTP {status}: {error_message(body) or error.reason}"
     if status in _RETRY_STATUSES or status >= 500:
-        raise _Transient(reason, retry_after(error.headers)) from None
+        throttle = status in _THROTTLE_STATUSES
+        raise _Transient(reason, retry_after(error.headers), throttle=throttle) from None
     raise _Fatal(reason, status) from None
 
 
