@@ -234,8 +234,8 @@ class JudgeReward(NamedTuple):
             )
         return cls(
             judge=judge,
-            normalize=block.get("normalize", False),
-            gate=block.get("gate", False),
+            normalize=_setting(block, "normalize", False),
+            gate=_setting(block, "gate", False),
             score_range=context.score_range,
             on_error=context.on_error,
         )
@@ -273,7 +273,7 @@ class JudgeReward(NamedTuple):
 
 
 def _raw_names(block: Mapping[str, Any], context: BlockContext) -> frozenset[str]:
-    raw = block.get("raw", [])
+    raw = _setting(block, "raw", [])
     if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
         raise context.error("raw", "must be a list of judge names")
     return frozenset(raw)
@@ -300,7 +300,7 @@ class WeightedReward(NamedTuple):
 
     @classmethod
     def claims(cls, block: Mapping[str, Any]) -> bool:
-        formula = block.get("formula", "weighted")
+        formula = _setting(block, "formula", "weighted")
         return isinstance(formula, str) and formula.strip() == "weighted"
 
     @classmethod
@@ -315,7 +315,7 @@ class WeightedReward(NamedTuple):
         return cls(
             weights=weights,
             raw=raw,
-            gate=block.get("gate", True),
+            gate=_setting(block, "gate", True),
             score_range=context.score_range,
             on_error=context.on_error,
         )
@@ -416,7 +416,7 @@ class ExpressionReward(NamedTuple):
         return cls(
             formula=formula,
             raw=raw,
-            gate=block.get("gate", True),
+            gate=_setting(block, "gate", True),
             score_range=context.score_range,
             on_error=context.on_error,
         )
@@ -462,3 +462,10 @@ REWARD_MODES: tuple[type[DefaultReward | JudgeReward | WeightedReward | Expressi
     WeightedReward,
     ExpressionReward,
 )
+
+
+def _setting(block: Mapping[str, Any], key: str, default: Any) -> Any:
+    """A reward-block key's value; a key written without a value (null) is not set, as
+    the loader reads every other key (`gate:` alone must not switch the gate off)."""
+    value = block.get(key)
+    return default if value is None else value

@@ -336,3 +336,10 @@ def test_on_error_is_recorded_in_the_composition(load: Load) -> None:
 def test_on_error_must_be_a_known_policy(load: Load) -> None:
     with pytest.raises(ConfigError, match=r"reward\.on_error: 'ignore' must be drop, zero or fail"):
         load(JUDGES + "reward: {weights: {quality: 1}, on_error: ignore}")
+
+
+def test_a_reward_key_without_a_value_keeps_its_default(load: Load) -> None:
+    """`gate:` with nothing after it is null: not set, so the gate stays on."""
+    block = "reward: {formula: weighted, weights: {quality: 1}, gate: null}"
+    assert reward_of(load, block, quality=5.0, passed=False) == 0.0
+    assert reward_of(load, block, quality=5.0, passed=True) == 1.0
