@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -243,6 +242,8 @@ def _sync_directory(directory: Path) -> None:
 def _remove(path: Path) -> None:
     """Remove a file, or a directory planted under an output file's name."""
     if path.is_dir() and not path.is_symlink():
+        import shutil  # with its lzma and bz2: a quarter of the output cost, for a rare case
+
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
