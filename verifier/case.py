@@ -88,11 +88,13 @@ def read_case(
     annotations: Mapping[str, Any],
     task_input: TaskInput | None = None,
     limits: CaseLimits = DEFAULT_LIMITS,
+    annotation_contents: Mapping[str, Any] | None = None,
 ) -> CaseReading:
     """Build the record for a checked, real case dir (see check_case_dir).
 
     `task_input` is the trusted task input (from the task author's side); without
     one, the case's own input.yaml is used, marked as agent-supplied.
+    `annotation_contents` are the dataset entry's `annotation_<key>_content` keys.
     """
     reader = _Reader(case_dir, limits)
     record: dict[str, Any] = {}
@@ -124,6 +126,7 @@ def read_case(
         cost_usd=trajectory.cost_usd if trajectory else None,
         num_turns=trajectory.num_turns if trajectory else None,
     )
+    record.update(annotation_contents or {})
     return CaseReading(record=record, warnings=tuple(reader.warnings), task_input=task_input)
 
 

@@ -74,6 +74,12 @@ def parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
+def parse_case_id(text: str) -> str:
+    if not text or "/" in text or "\0" in text or text in (".", ".."):
+        raise ValueError(f"{text!r} is not a case id (a dataset entry's directory name)")
+    return text
+
+
 def parse_text(text: str) -> str:
     if "\0" in text:
         raise ValueError(f"{text!r} contains a NUL byte")
@@ -113,6 +119,10 @@ OPTIONS: dict[str, Option] = {
                parse_path, "VERIFIER_CASE", DEFAULT_CASE, metavar="DIR"),
         Option("out", ("--out",), "where the reward files go", parse_path, "VERIFIER_OUT",
                DEFAULT_OUT, metavar="DIR"),
+        Option("case_id", ("--case-id",),
+               "the case's entry in eval.yaml's dataset: its annotations and input",
+               parse_case_id, "VERIFIER_CASE_ID", default_text="the case dir's name",
+               metavar="ID"),
         Option("cases", ("--cases",), "a dir of case dirs, or a Harbor job dir (its trials)",
                parse_path, metavar="DIR"),
         Option("jobs", ("--jobs", "-j"), "worker processes", parse_positive_int,
@@ -177,7 +187,7 @@ COMMANDS: dict[str, Command] = {
             "grade",
             "Grade one case dir and write reward.json, reward.txt, judges.json and "
             "reward-details.json.",
-            ("config", "case", "out", "memory_mb", "llm_parallel", "no_llm",
+            ("config", "case", "out", "case_id", "memory_mb", "llm_parallel", "no_llm",
              "termination_log", "debug"),
         ),
         Command(
@@ -218,6 +228,7 @@ class Options(NamedTuple):
     config: Path = DEFAULT_CONFIG
     case: Path = DEFAULT_CASE
     out: Path = DEFAULT_OUT
+    case_id: str | None = None
     cases: Path | None = None
     jobs: int | None = None
     shard: tuple[int, int] | None = None

@@ -88,7 +88,7 @@ def reward_json(grading: Grading) -> dict[str, float]:
 
 
 def judges_json(grading: Grading) -> dict[str, Any]:
-    return {
+    document: dict[str, Any] = {
         "name": grading.config_name,
         "reward": grading.reward,
         "per_judge": {result.name: result.to_json() for result in grading.results},
@@ -99,6 +99,9 @@ def judges_json(grading: Grading) -> dict[str, Any]:
         },
         "case_warnings": list(grading.case_warnings),
     }
+    if grading.case_id is not None:
+        document["dataset"] = {"case_id": grading.case_id, "entry": grading.dataset_entry}
+    return document
 
 
 def reward_details(grading: Grading) -> dict[str, Any]:

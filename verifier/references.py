@@ -1,7 +1,8 @@
 """What an eval.yaml depends on: the files beside it that grading reads.
 
 Judge `module:`s (and the local modules they import), `prompt_file:`s, `context:`
-files and a top-level `annotations:` path, relative to eval.yaml's directory.
+files, a top-level `annotations:` path and the dataset, relative to eval.yaml's
+directory.
 A Harbor task package copies them and a batch's resume key hashes them, so both
 agree on what "the config" is.
 """
@@ -26,7 +27,8 @@ def referenced_files(config: Path) -> list[PurePosixPath]:
     Judge `module:` (dotted `a.b` -> `a/b.py` or the package dir `a/b/`, with the
     parent packages' `__init__.py`, plus the local modules they import), `prompt_file:`,
     `context:` files, top-level `annotations:` and `task_input:` when they are paths,
-    and the trusted task input `input.yaml` beside eval.yaml when there is one.
+    the trusted task input `input.yaml` beside eval.yaml when there is one, and the
+    `dataset.path` dir.
     """
     source = str(config)
     document = read_yaml(config)
@@ -39,6 +41,9 @@ def referenced_files(config: Path) -> list[PurePosixPath]:
     for key in ("annotations", "task_input"):
         if isinstance(document.get(key), str):
             found.add(_local_path(base, document[key], source, key))
+    dataset = document.get("dataset")
+    if isinstance(dataset, dict) and isinstance(dataset.get("path"), str) and dataset["path"]:
+        found.add(_local_path(base, dataset["path"], source, "dataset.path"))
     if (base / TASK_INPUT_FILE).is_file():
         found.add(PurePosixPath(TASK_INPUT_FILE))
 

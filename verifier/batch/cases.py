@@ -47,19 +47,23 @@ class Shard(NamedTuple):
 
 
 class Case(NamedTuple):
-    """One case: `name` is its directory under --out, `case_dir` what the judges read."""
+    """One case: `name` is its directory under --out, `case_dir` what the judges read,
+    `case_id` its entry in eval.yaml's dataset."""
 
     name: str
     case_dir: Path
+    case_id: str
 
 
 def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
     """Every case under cases_dir, sorted by name.
 
-    A plain directory: each non-hidden subdirectory is a case. A Harbor job
-    directory (its config.json has a job_name): each trial is a case, read from
-    the artifacts Harbor collected for it (see harbor_trial_case). The out dir is
-    never a case, even when it sits inside cases_dir.
+    A plain directory: each non-hidden subdirectory is a case, its dataset id its
+    name. A Harbor job directory (its config.json has a job_name): each trial is a
+    case, read from the artifacts Harbor collected for it (see harbor_trial_case),
+    its dataset id the name of its task's directory (`task init --from-dataset`
+    names each task after its dataset entry). The out dir is never a case, even
+    when it sits inside cases_dir.
     """
     if not cases_dir.is_dir():
         raise CaseError(f"{cases_dir}: cases directory not found; pass --cases DIR")
@@ -72,7 +76,10 @@ def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
         path = Path(entry.path)
         if skip is not None and path.resolve() == skip:
             continue
-        cases.append(Case(entry.name, harbor_trial_case(path) if trials else path))
+        if trials:
+            cases.append(Case(entry.name, harbor_trial_case(path), trial_task_name(path)))
+        else:
+            cases.append(Case(entry.name, path, entry.name))
     return cases
 
 
@@ -87,6 +94,16 @@ def is_harbor_job(directory: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(document, dict) and "job_name" in document
+
+
+def trial_task_name(trial: Path) -> str:
+    """The name of the task directory a trial ran (its config.json's task.path), else
+    the trial's name up to Harbor's `__<suffix>`."""
+    try:
+        task = json.loads((trial / "config.json").read_text(encoding="utf-8"))["task"]["path"]
+        return PurePosixPath(str(task)).name
+    except (OSError, ValueError, TypeError, KeyError):
+        return trial.name.split("__", 1)[0]
 
 
 def harbor_trial_case(trial: Path) -> Path:

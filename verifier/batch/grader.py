@@ -55,7 +55,7 @@ class CaseGrader(NamedTuple):
         try:
             # --out was probed once; a case dir that dies mid-case leaves nothing graded
             prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
-            grading = grade(self.loaded, case.case_dir, self.limits)
+            grading = grade(self.loaded, case.case_dir, self.limits, case_id=case.case_id)
             write_outputs(out, grading)
         except VerifierError as error:
             return CaseOutcome(case.name, CaseStatus.FAILED, error=error.message)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.console import warn_all
+from verifier.dataset import DatasetSurvey, survey
 from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError
 from verifier.grading import load_eval
 from verifier.judges import describe_judge
@@ -20,13 +24,12 @@ def run(options: Options) -> int:
     path = options.config
     try:
         loaded = load_eval(path)
+        config = loaded.config
+        dataset = survey(config.dataset) if config.dataset is not None else None
     except ConfigError as error:
-        problems = getattr(error, "problems", (error,))
-        print(f"{path}: invalid ({len(problems)} problem{'s' * (len(problems) > 1)})")
-        for problem in problems:
-            print(f"  error: {problem.message}")
-        return EXIT_CONFIG
-    config = loaded.config
+        return _invalid(path, getattr(error, "problems", (error,)))
+    if dataset is not None and dataset.problems:
+        return _invalid(path, dataset.problems)
     print(f"{path}: valid")
     print(f"name: {config.name}")
     print("judges:")
@@ -34,8 +37,31 @@ def run(options: Options) -> int:
         print(f"  {judge.name}: {describe(judge, config)}")
     print(f"reward: {config.reward.describe()}")
     print(f"on_error: {config.reward.on_error} ({ON_ERROR_MEANINGS[config.reward.on_error]})")
+    if dataset is not None:
+        print(f"dataset: {describe_dataset(config, dataset)}")
     warn_all(config.warnings)
     return EXIT_OK
+
+
+def _invalid(path: Path, problems: Sequence[ConfigError]) -> int:
+    print(f"{path}: invalid ({len(problems)} problem{'s' * (len(problems) > 1)})")
+    for problem in problems:
+        print(f"  error: {problem.message}")
+    return EXIT_CONFIG
+
+
+def describe_dataset(config: EvalConfig, dataset: DatasetSurvey) -> str:
+    """`dataset/: 4 cases; annotation keys: instruction, oracle (files: ...)`."""
+    assert config.dataset is not None
+    count = len(dataset.case_ids)
+    text = f"{config.dataset.path}/: {count} case{'s' * (count != 1)}"
+    keys = ", ".join(dataset.annotation_keys) or "none"
+    text += f"; annotation keys: {keys}"
+    if dataset.file_keys:
+        text += f" (files, as annotation_<key>_content: {', '.join(dataset.file_keys)})"
+    if dataset.without_input:
+        text += f"; without an input file: {', '.join(dataset.without_input)}"
+    return text
 
 
 def describe(judge: JudgeConfig, config: EvalConfig) -> str:

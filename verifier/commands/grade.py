@@ -26,7 +26,7 @@ def run(options: Options) -> int:
             loaded = load_eval(options.config)
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
-            grading = grade(loaded, options.case, limits)
+            grading = grade(loaded, options.case, limits, case_id=options.case_id)
             _report_warnings(grading)
             written = write_outputs(options.out, grading)
         except OutputError:

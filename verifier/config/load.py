@@ -17,6 +17,7 @@ from verifier.config.fields import Locator, RelativePath
 from verifier.config.judges import parse_judges
 from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeKind, TaskInput
 from verifier.config.reward_block import parse_reward
+from verifier.dataset import ANNOTATION_PREFIX, read_dataset
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
 from verifier.references import TASK_INPUT_FILE
 from verifier.yaml_io import read_yaml
@@ -78,6 +79,7 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     outputs = problems.attempt(_outputs, document.get("outputs"), at.child("outputs"))
     annotations = problems.attempt(_annotations, document.get("annotations"), at)
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
+    dataset = problems.attempt(read_dataset, document.get("dataset"), at.source, at.base_dir)
     problems.raise_if_any()
     models = document.get("models")
     default_model = models.get("judge") if isinstance(models, dict) else None
@@ -91,6 +93,7 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
         default_model=default_model if isinstance(default_model, str) else None,
         warnings=tuple(warnings),
         task_input=task_input,
+        dataset=dataset,
     )
 
 
@@ -108,6 +111,12 @@ def _outputs(value: Any, at: Locator) -> tuple[str, ...]:
         pure = PurePosixPath(raw)
         if pure.is_absolute() or ".." in pure.parts or str(pure) == "." or "\0" in raw:
             raise entry_at.error(f"{raw!r} must be relative to the case dir, without '..', not '.'")
+        if pure.name.startswith(ANNOTATION_PREFIX):
+            raise entry_at.error(
+                f"{raw!r} would make the record key {pure.name}_content, and record keys "
+                f"starting with {ANNOTATION_PREFIX!r} hold the dataset's annotation files; "
+                "rename the output"
+            )
         paths.append(str(pure))
     return tuple(paths)
 

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 from verifier.config.fields import Key, Locator
+from verifier.dataset import Dataset
 from verifier.reward import RewardMode, normalization_range
 from verifier.scale import FeedbackType, Scale, ScoreRange
 
@@ -74,6 +75,7 @@ class EvalConfig(NamedTuple):
     default_model: str | None
     warnings: tuple[str, ...]
     task_input: TaskInput = NO_TASK_INPUT
+    dataset: Dataset | None = None  # eval.yaml's dataset.path: per-case annotations and input
 
     @property
     def base_dir(self) -> Path:

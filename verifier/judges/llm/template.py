@@ -22,6 +22,7 @@ import jinja2
 import jinja2.meta
 from jinja2.sandbox import SandboxedEnvironment
 
+from verifier.dataset import ANNOTATION_PREFIX
 from verifier.errors import did_you_mean
 
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
@@ -100,9 +101,13 @@ def mark_case(value: Any) -> Any:
 
 def mark_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record as `outputs`: the case's parts marked, the verifier's own left as they are
-    (the task input too, when it came from the task author's side)."""
+    (the task input too, when it came from the task author's side, and the dataset's
+    annotation files, `annotation_<key>_content`)."""
     trusted = _TRUSTED_RECORD_KEYS | (_TASK_INPUT_KEYS if record.get("inputs_trusted") else set())
-    return {key: value if key in trusted else mark_case(value) for key, value in record.items()}
+    return {
+        key: value if key in trusted or key.startswith(ANNOTATION_PREFIX) else mark_case(value)
+        for key, value in record.items()
+    }
 
 
 def as_text(value: Any) -> str:
