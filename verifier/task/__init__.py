@@ -6,11 +6,11 @@ A task package graded by this verifier in Harbor's "separate" mode:
     DEST/instruction.md       the agent's prompt
     DEST/environment/         the agent's Dockerfile, or nothing when --agent-image is set
     DEST/solution/solve.sh    the reference solution (Harbor's `oracle` agent)
-    DEST/tests/Dockerfile     FROM the verifier image; COPY eval.yaml and its files to /tests/
-    DEST/tests/eval.yaml      the grading config, and every file it references, at the
-                              same paths relative to it
+    DEST/tests/Dockerfile     FROM the verifier image; `COPY . /tests/`
+    DEST/tests/eval.yaml      the grading config, beside a copy of its whole directory
+                              (verifier.task.tests_dir)
 
-Only eval.yaml and what it references go into tests/, so the agent never sees them.
+tests/ is the verifier's side only: the agent never sees it.
 """
 
 from __future__ import annotations
@@ -18,16 +18,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
 import yaml
 
-from verifier.errors import ConfigError, UsageError
+from verifier.console import warn_all
+from verifier.errors import UsageError
 from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
 from verifier.references import TASK_INPUT_FILE, referenced_files, walk_files
+from verifier.task.tests_dir import TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
+
+__all__ = ["init_task", "referenced_files", "render", "templates_dir"]
 
 # Harbor's own pattern for [task].name (harbor.constants.ORG_NAME_PATTERN).
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
@@ -37,19 +40,6 @@ _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 # Container paths the verifier or Harbor own: the agent's work must not land there.
 _RESERVED_DIRS = ("/tests", "/logs", "/solution", "/case", "/opt/verifier")
-# Names in tests/ that would shadow the package's own files or the image's test.sh.
-_RESERVED_TEST_FILES = frozenset(
-    {
-        "Dockerfile",
-        "Containerfile",
-        "docker-compose.yaml",
-        ".dockerignore",
-        ".containerignore",
-        "test.sh",
-        "test.bat",
-        "eval.yaml",
-    }
-)
 
 
 def init_task(
@@ -64,7 +54,7 @@ def init_task(
     task_input: Path | None = None,
     force: bool = False,
 ) -> Path:
-    """Render the task templates into `dest` and copy eval.yaml and its files.
+    """Render the task templates into `dest` and copy eval.yaml's directory into tests/.
 
     The package is trusted by construction: its tests/ holds the task input judges
     see (eval.yaml's own `task_input` or input.yaml beside it, else `task_input`,
@@ -73,7 +63,7 @@ def init_task(
     Returns `dest`. Raises UsageError for bad arguments or a non-empty `dest` without
     `force` (with `force`, the rendered files overwrite theirs and other files stay),
     ConfigError when eval.yaml cannot be read or references a file that is missing
-    or outside its directory.
+    or outside its directory. Prints a warning for each file left out of tests/.
     """
     dest = Path(dest)
     config = Path(config)
@@ -86,8 +76,8 @@ def init_task(
             raise UsageError(f"{flag} {value!r}: not an image reference")
     instruction_text = _read_instruction(instruction) if instruction is not None else None
 
-    files = _test_files(config)  # every ConfigError before anything is written
-    input_text = _task_input_text(config, files, task_input)
+    plan = plan_tests_dir(config, leave_out=[dest])  # every ConfigError before any write
+    input_text = _task_input_text(config, plan, task_input)
     _check_dest(dest, force)
 
     values = {
@@ -101,9 +91,6 @@ def init_task(
             f"docker_image = {_toml_str(agent_image)}"
             if agent_image
             else "# The agent's image is built from environment/Dockerfile."
-        ),
-        "copy_lines": "\n".join(
-            _copy_lines([*files, *([PurePosixPath(TASK_INPUT_FILE)] if input_text != "" else [])])
         ),
     }
     root = templates_dir()
@@ -127,26 +114,20 @@ def init_task(
         stale.unlink()  # from an earlier init without --agent-image: docker_image rules now
 
     tests = dest / "tests"
-    _copy_file(config, tests / "eval.yaml")
-    for rel in files:
-        source = config.parent / rel
-        if source.is_dir():
-            _copy_tree(source, tests / rel)
-        else:
-            _copy_file(source, tests / rel)
+    for file in plan.files:
+        _copy_file(file.source, tests / file.relative)
     if input_text:
         _write(tests / TASK_INPUT_FILE, input_text)
+    warn_all(plan.warnings)
     return dest
 
 
-def _task_input_text(
-    config: Path, files: list[PurePosixPath], task_input: Path | None
-) -> str | None:
+def _task_input_text(config: Path, plan: TestsPlan, task_input: Path | None) -> str | None:
     """What to write as tests/input.yaml: '' when eval.yaml brings its own task input,
     the --input file's text, or None (the instruction becomes the prompt)."""
     document = read_yaml(config)
     own = isinstance(document, dict) and document.get("task_input") is not None
-    own = own or PurePosixPath(TASK_INPUT_FILE) in files
+    own = own or any(file.relative == PurePosixPath(TASK_INPUT_FILE) for file in plan.files)
     if task_input is None:
         return "" if own else None
     if own:
@@ -181,26 +162,6 @@ def render(text: str, values: dict[str, str]) -> str:
         return values[key]
 
     return _PLACEHOLDER_RE.sub(substitute, text)
-
-
-def _test_files(config: Path) -> list[PurePosixPath]:
-    """What tests/ gets beside eval.yaml: the files it references, none of them a name
-    that the package's tests/ dir reserves."""
-    files = referenced_files(config)
-    for rel in files:
-        if len(rel.parts) == 1 and rel.name in _RESERVED_TEST_FILES:
-            raise ConfigError(
-                str(config),
-                "",
-                f"references {rel}, a name the task's tests/ dir reserves: rename it",
-            )
-    return files
-
-
-def _copy_lines(files: list[PurePosixPath]) -> Iterator[str]:
-    yield 'COPY ["eval.yaml", "/tests/eval.yaml"]'
-    for rel in files:
-        yield f"COPY {json.dumps([str(rel), f'/tests/{rel}'])}"
 
 
 def _check_workdir(workdir: str) -> str:
@@ -253,11 +214,6 @@ def _copy_file(source: Path, target: Path) -> None:
         target.unlink()
     shutil.copyfile(source, target)
     target.chmod(0o644)
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    for path in walk_files(source):
-        _copy_file(path, target / path.relative_to(source))
 
 
 def _toml_str(value: str) -> str:
