@@ -51,12 +51,16 @@ class DatasetCase(NamedTuple):
         """`dataset/task-0010`: the entry as the author knows it (the dataset's dir name)."""
         return f"{self.directory.parent.name}/{self.case_id}"
 
+    def files(self) -> list[PurePosixPath]:
+        """Every file of the entry, relative to it, sorted (ConfigError for a symlink)."""
+        return sorted(_entry_files(self.directory))
+
     def agent_inputs(self) -> list[PurePosixPath]:
         """The entry's files the agent is given (what the harness uploads to its
         workspace): the input and every other file that is neither annotations.yaml
         nor named by an annotation. Relative to the entry, sorted."""
         private = {PurePosixPath(ANNOTATIONS_FILE), *self.annotation_files.values()}
-        return sorted(path for path in _entry_files(self.directory) if path not in private)
+        return [path for path in self.files() if path not in private]
 
 
 class Dataset(NamedTuple):

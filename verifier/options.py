@@ -74,10 +74,19 @@ def parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
-def parse_case_id(text: str) -> str:
+def parse_name(text: str) -> str:
+    """A dataset case id or a step id: one directory name."""
     if not text or "/" in text or "\0" in text or text in (".", ".."):
-        raise ValueError(f"{text!r} is not a case id (a dataset entry's directory name)")
+        raise ValueError(f"{text!r} is not a name (one directory name)")
     return text
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    """`ID,ID,...` -> the names, each checked by parse_name."""
+    names = tuple(parse_name(part.strip()) for part in text.split(",") if part.strip())
+    if not names:
+        raise ValueError(f"{text!r}: name at least one (ID,ID,...)")
+    return names
 
 
 def parse_text(text: str) -> str:
@@ -121,7 +130,7 @@ OPTIONS: dict[str, Option] = {
                DEFAULT_OUT, metavar="DIR"),
         Option("case_id", ("--case-id",),
                "the case's entry in eval.yaml's dataset: its annotations and input",
-               parse_case_id, "VERIFIER_CASE_ID", default_text="the case dir's name",
+               parse_name, "VERIFIER_CASE_ID", default_text="the case dir's name",
                metavar="ID"),
         Option("cases", ("--cases",), "a dir of case dirs, or a Harbor job dir (its trials)",
                parse_path, metavar="DIR"),
@@ -156,6 +165,11 @@ OPTIONS: dict[str, Option] = {
         Option("task_input", ("--input",),
                "a YAML file: the task's input, baked into tests/input.yaml (trusted); "
                "default: the instruction as its prompt", parse_path, metavar="FILE"),
+        Option("from_dataset", ("--from-dataset",),
+               "one task per case of eval.yaml's dataset, in DEST/<case-id>/, and "
+               "DEST/dataset.toml", is_flag=True, default=False),
+        Option("case_ids", ("--cases",), "with --from-dataset: only these cases",
+               parse_names, default_text="every case", metavar="ID,..."),
     )
 }  # fmt: skip
 
@@ -209,12 +223,13 @@ COMMANDS: dict[str, Command] = {
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
             ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
-             "task_input", "force", "debug"),
+             "task_input", "from_dataset", "case_ids", "force", "debug"),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
                 "config": "the eval.yaml that grades the task",
                 "force": "write into a non-empty DEST (its other files stay)",
+                "name": "the task's org/name (with --from-dataset: the org)",
             },
         ),
     )
@@ -245,6 +260,8 @@ class Options(NamedTuple):
     workdir: str = DEFAULT_WORKDIR
     instruction: Path | None = None
     task_input: Path | None = None
+    from_dataset: bool = False
+    case_ids: tuple[str, ...] | None = None
 
 
 def build_options(

@@ -275,6 +275,12 @@ def test_templates_have_only_known_placeholders() -> None:
         "workdir_toml",
         "image",
         "environment_toml",
+        "verifier_env_toml",
+        "metadata_toml",
+        "agent_timeout",
+        "root_toml",
+        "steps_toml",
+        "environment_copy",
     }
     with pytest.raises(KeyError):
         render("{{nope}}", {})

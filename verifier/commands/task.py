@@ -1,16 +1,23 @@
-"""`verifier task init`: a Harbor task package graded by this image."""
+"""`verifier task init`: a Harbor task package graded by this image, or one per case of
+eval.yaml's dataset (--from-dataset)."""
 
 from __future__ import annotations
 
 from verifier.console import warn
-from verifier.errors import EXIT_OK, ConfigError
+from verifier.errors import EXIT_OK, ConfigError, UsageError
 from verifier.grading import load_eval
 from verifier.options import Options
 from verifier.task import init_task
+from verifier.task.cases import init_dataset_tasks
+from verifier.task.manifest import MANIFEST
 
 
 def run_init(options: Options) -> int:
     assert options.dest is not None
+    if options.from_dataset:
+        return _init_from_dataset(options)
+    if options.case_ids is not None:
+        raise UsageError("--cases: only with --from-dataset (the dataset's cases to make tasks of)")
     created = init_task(
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         name=options.name, workdir=options.workdir, instruction=options.instruction,
@@ -18,8 +25,33 @@ def run_init(options: Options) -> int:
     )  # fmt: skip
     print(f"created Harbor task {created}")
     _warn_if_invalid(options)
-    print(f"next: write {created / 'solution' / 'solve.sh'}, then")
+    solution = (
+        "steps/<step>/solution/solve.sh" if (created / "steps").is_dir() else "solution/solve.sh"
+    )
+    print(f"next: write {created / solution}, then")
     print(f"  harbor run -p {created} --agent oracle -e podman --no-delete")
+    return EXIT_OK
+
+
+def _init_from_dataset(options: Options) -> int:
+    assert options.dest is not None
+    for flag, given in (("--instruction", options.instruction), ("--input", options.task_input)):
+        if given is not None:
+            raise UsageError(
+                f"{flag}: --from-dataset renders each case's instruction and input from its "
+                "dataset entry"
+            )
+    created = init_dataset_tasks(
+        options.dest, options.config, image=options.image, agent_image=options.agent_image,
+        org=options.name, workdir=options.workdir, case_ids=options.case_ids,
+        force=options.force,
+    )  # fmt: skip
+    for task in created:
+        print(f"created Harbor task {task}")
+    print(f"wrote {options.dest / MANIFEST} ({len(created)} tasks)")
+    _warn_if_invalid(options)
+    print("next: write each task's solution/solve.sh (for the oracle agent), then")
+    print(f"  harbor run -p {options.dest} --agent oracle -e podman --no-delete")
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from verifier.config.execution import parse_execution
 from verifier.config.fields import Locator, RelativePath
 from verifier.config.judges import parse_judges
 from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeKind, TaskInput
@@ -24,7 +25,7 @@ from verifier.yaml_io import read_yaml
 
 SUITE_LEVEL_KEYS = frozenset({
     "description", "execution", "runner", "models", "permissions", "mlflow", "dataset",
-    "inputs", "traces", "thresholds", "hooks", "generation",
+    "inputs", "traces", "thresholds", "hooks", "generation", "skill", "matrix",
 })  # fmt: skip
 VERIFIER_KEYS = frozenset({"name", "outputs", "judges", "reward", "annotations", "task_input"})
 
@@ -80,6 +81,7 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     annotations = problems.attempt(_annotations, document.get("annotations"), at)
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
     dataset = problems.attempt(read_dataset, document.get("dataset"), at.source, at.base_dir)
+    execution = problems.attempt(parse_execution, document, at)
     problems.raise_if_any()
     models = document.get("models")
     default_model = models.get("judge") if isinstance(models, dict) else None
@@ -94,6 +96,7 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
         warnings=tuple(warnings),
         task_input=task_input,
         dataset=dataset,
+        execution=execution,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
+from verifier.config.execution import Execution
 from verifier.config.fields import Key, Locator
 from verifier.dataset import Dataset
 from verifier.reward import RewardMode, normalization_range
@@ -76,6 +77,7 @@ class EvalConfig(NamedTuple):
     warnings: tuple[str, ...]
     task_input: TaskInput = NO_TASK_INPUT
     dataset: Dataset | None = None  # eval.yaml's dataset.path: per-case annotations and input
+    execution: Execution = Execution()  # how the harness invokes the agent; its steps
 
     @property
     def base_dir(self) -> Path:
