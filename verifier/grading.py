@@ -14,10 +14,10 @@ from typing import Any, NamedTuple
 from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, TaskInput, load_config
 from verifier.engine import Limits, run_judges
-from verifier.errors import ConfigError, JudgesErrored
+from verifier.errors import ConfigError, JudgesErrored, UsageError
 from verifier.judges import KINDS, PreparedJudge, prepare_judges
-from verifier.results import Grading
-from verifier.reward import compose
+from verifier.results import Composition, Grading
+from verifier.reward import DefaultReward, RewardMode, compose
 
 
 class LoadedEval(NamedTuple):
@@ -68,19 +68,48 @@ def case_sources(config: EvalConfig, case_id: str) -> CaseSources:
     )
 
 
+class StepPlan(NamedTuple):
+    """What one grading runs: the judges, and the reward mode that composes them."""
+
+    judges: tuple[PreparedJudge, ...]
+    reward: RewardMode
+
+
+def step_plan(loaded: LoadedEval, step: str | None) -> StepPlan:
+    """Every judge and the reward block; or, for one step of a multi-step eval (a Harbor
+    task's per-step verifier), that step's judges (the final step: with those scoped to
+    no step) and, on the final step only, the reward block; an earlier step's judges
+    are composed the default way. UsageError for a step eval.yaml does not define."""
+    config = loaded.config
+    if step is None:
+        return StepPlan(loaded.judges, config.reward)
+    ids = config.execution.step_ids
+    if step not in ids:
+        defined = f"its steps are {', '.join(ids)}" if ids else "it has no execution.steps"
+        raise UsageError(f"--step {step!r}: not a step of {config.path} ({defined})")
+    names = set(config.step_judges(step))
+    judges = tuple(judge for judge in loaded.judges if judge.config.name in names)
+    if step == config.execution.final_step:
+        return StepPlan(judges, config.reward)
+    return StepPlan(judges, DefaultReward(on_error=config.reward.on_error))
+
+
 def grade(
     loaded: LoadedEval,
     case_dir: Path,
     limits: Limits | None = None,
     *,
     case_id: str | None = None,
+    step: str | None = None,
 ) -> Grading:
     """Grade one case dir (CaseError when it is missing or unreadable; ConfigError when
     eval.yaml lies inside it or its dataset entry cannot be used; JudgesErrored when a
     judge errored under on_error: fail).
 
-    `case_id` names the case's dataset entry (default: the case dir's name)."""
+    `case_id` names the case's dataset entry (default: the case dir's name); `step`,
+    the execution step whose judges are graded (default: every judge; see step_plan)."""
     config = loaded.config
+    plan = step_plan(loaded, step)
     refuse_config_inside_case(config.path, case_dir)
     resolved = check_case_dir(case_dir)
     case_id = case_id if case_id is not None else Path(os.path.abspath(case_dir)).name
@@ -89,8 +118,14 @@ def grade(
         resolved, config.outputs, sources.annotations, sources.task_input,
         annotation_contents=sources.annotation_contents,
     )  # fmt: skip
-    results = run_judges(loaded.judges, case.record, limits)
-    composition = compose(config.reward, results, config.scales())
+    results = run_judges(plan.judges, case.record, limits)
+    composition = compose(plan.reward, results, config.scales())
+    if step is not None and not plan.judges:
+        composition = Composition(
+            reward=0.0, mode=plan.reward.mode, gate_enabled=False, gate_failed=(),
+            contributions={},
+            warnings=(f"no judge grades step {step!r}: the step is unjudged, its reward 0.0",),
+        )  # fmt: skip
     if config.reward.on_error == "fail" and composition.errored:
         reasons = "; ".join(
             f"{result.name}: {result.status.value}: {result.error}"
@@ -107,6 +142,7 @@ def grade(
         task_input_trusted=case.task_input.trusted,
         case_id=case_id if config.dataset is not None else None,
         dataset_entry=sources.dataset_entry,
+        step=step,
     )
 
 

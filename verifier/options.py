@@ -132,6 +132,9 @@ OPTIONS: dict[str, Option] = {
                "the case's entry in eval.yaml's dataset: its annotations and input",
                parse_name, "VERIFIER_CASE_ID", default_text="the case dir's name",
                metavar="ID"),
+        Option("step", ("--step",),
+               "grade only this execution step's judges (a multi-step task's verifier)",
+               parse_name, "VERIFIER_STEP", metavar="STEP"),
         Option("cases", ("--cases",), "a dir of case dirs, or a Harbor job dir (its trials)",
                parse_path, metavar="DIR"),
         Option("jobs", ("--jobs", "-j"), "worker processes", parse_positive_int,
@@ -201,7 +204,7 @@ COMMANDS: dict[str, Command] = {
             "grade",
             "Grade one case dir and write reward.json, reward.txt, judges.json and "
             "reward-details.json.",
-            ("config", "case", "out", "case_id", "memory_mb", "llm_parallel", "no_llm",
+            ("config", "case", "out", "case_id", "step", "memory_mb", "llm_parallel", "no_llm",
              "termination_log", "debug"),
         ),
         Command(
@@ -244,6 +247,7 @@ class Options(NamedTuple):
     case: Path = DEFAULT_CASE
     out: Path = DEFAULT_OUT
     case_id: str | None = None
+    step: str | None = None
     cases: Path | None = None
     jobs: int | None = None
     shard: tuple[int, int] | None = None

@@ -101,6 +101,8 @@ def judges_json(grading: Grading) -> dict[str, Any]:
     }
     if grading.case_id is not None:
         document["dataset"] = {"case_id": grading.case_id, "entry": grading.dataset_entry}
+    if grading.step is not None:
+        document["step"] = grading.step
     return document
 
 

@@ -98,6 +98,7 @@ class Grading(NamedTuple):
     task_input_trusted: bool = False
     case_id: str | None = None  # the id the dataset was asked for (None: eval.yaml has none)
     dataset_entry: str | None = None  # the dataset entry that id found (None: none)
+    step: str | None = None  # the execution step graded (None: the whole eval)
 
     @property
     def reward(self) -> float:

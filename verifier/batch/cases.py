@@ -48,11 +48,13 @@ class Shard(NamedTuple):
 
 class Case(NamedTuple):
     """One case: `name` is its directory under --out, `case_dir` what the judges read,
-    `case_id` its entry in eval.yaml's dataset."""
+    `case_id` its entry in eval.yaml's dataset, `step` the execution step it is (one
+    step of a multi-step Harbor trial)."""
 
     name: str
     case_dir: Path
     case_id: str
+    step: str | None = None
 
 
 def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
@@ -62,8 +64,10 @@ def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
     name. A Harbor job directory (its config.json has a job_name): each trial is a
     case, read from the artifacts Harbor collected for it (see harbor_trial_case),
     its dataset id the name of its task's directory (`task init --from-dataset`
-    names each task after its dataset entry). The out dir is never a case, even
-    when it sits inside cases_dir.
+    names each task after its dataset entry); each step of a multi-step trial is a
+    case `<trial>/steps/<step>`, read from the artifacts collected after that step
+    (steps/<step>/artifacts). The out dir is never a case, even when it sits
+    inside cases_dir.
     """
     if not cases_dir.is_dir():
         raise CaseError(f"{cases_dir}: cases directory not found; pass --cases DIR")
@@ -77,7 +81,7 @@ def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
         if skip is not None and path.resolve() == skip:
             continue
         if trials:
-            cases.append(Case(entry.name, harbor_trial_case(path), trial_task_name(path)))
+            cases.extend(trial_cases(path))
         else:
             cases.append(Case(entry.name, path, entry.name))
     return cases
@@ -96,6 +100,19 @@ def is_harbor_job(directory: Path) -> bool:
     return isinstance(document, dict) and "job_name" in document
 
 
+def trial_cases(trial: Path) -> list[Case]:
+    """A trial's case, or one per step of a multi-step trial."""
+    task = trial_task_name(trial)
+    steps = trial / "steps"
+    if not steps.is_dir() or steps.is_symlink():
+        return [Case(trial.name, harbor_trial_case(trial), task)]
+    return [
+        Case(f"{trial.name}/steps/{step.name}", harbor_trial_case(step), task, step.name)
+        for step in sorted(steps.iterdir())
+        if step.is_dir() and not step.is_symlink()
+    ]
+
+
 def trial_task_name(trial: Path) -> str:
     """The name of the task directory a trial ran (its config.json's task.path), else
     the trial's name up to Harbor's `__<suffix>`."""
@@ -107,7 +124,8 @@ def trial_task_name(trial: Path) -> str:
 
 
 def harbor_trial_case(trial: Path) -> Path:
-    """The case of one Harbor trial: what the verifier container would see as its case.
+    """The case of one Harbor trial (or one step of it, steps/<step>): what the
+    verifier container would see as its case.
 
     artifacts/manifest.json lists what Harbor collected; the one declared artifact
     (e.g. /app, at artifacts/app) is the case. With none but the agent's

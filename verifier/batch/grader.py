@@ -55,7 +55,10 @@ class CaseGrader(NamedTuple):
         try:
             # --out was probed once; a case dir that dies mid-case leaves nothing graded
             prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
-            grading = grade(self.loaded, case.case_dir, self.limits, case_id=case.case_id)
+            step = case.step if self.loaded.config.execution.steps else None
+            grading = grade(
+                self.loaded, case.case_dir, self.limits, case_id=case.case_id, step=step
+            )
             write_outputs(out, grading)
         except VerifierError as error:
             return CaseOutcome(case.name, CaseStatus.FAILED, error=error.message)

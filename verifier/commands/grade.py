@@ -26,7 +26,9 @@ def run(options: Options) -> int:
             loaded = load_eval(options.config)
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
-            grading = grade(loaded, options.case, limits, case_id=options.case_id)
+            grading = grade(
+                loaded, options.case, limits, case_id=options.case_id, step=options.step
+            )
             _report_warnings(grading)
             written = write_outputs(options.out, grading)
         except OutputError:

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from verifier.config.execution import parse_execution
+from verifier.config.execution import Execution, parse_execution
 from verifier.config.fields import Locator, RelativePath
 from verifier.config.judges import parse_judges
-from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeKind, TaskInput
+from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKind, TaskInput
 from verifier.config.reward_block import parse_reward
 from verifier.dataset import ANNOTATION_PREFIX, read_dataset
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
@@ -82,6 +82,11 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
     dataset = problems.attempt(read_dataset, document.get("dataset"), at.source, at.base_dir)
     execution = problems.attempt(parse_execution, document, at)
+    if execution is not None:
+        for problem in _judge_step_problems(judges, execution, at):
+            problems.add(problem)
+        if reward is not None:
+            warnings.extend(_step_warnings(judges, execution, reward, at))
     problems.raise_if_any()
     models = document.get("models")
     default_model = models.get("judge") if isinstance(models, dict) else None
@@ -98,6 +103,59 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
         dataset=dataset,
         execution=execution,
     )
+
+
+def _judge_step_problems(
+    judges: Sequence[JudgeConfig], execution: Execution, at: Locator
+) -> list[ConfigError]:
+    """A judge's `step:` must name a step of execution.steps: a typo would leave the
+    judge out of every step's verifier."""
+    problems = []
+    for judge in judges:
+        if judge.step is None:
+            continue
+        where = Locator(at.source, f"{judge.key}.step", at.base_dir)
+        if not execution.steps:
+            problems.append(where.error(
+                f"names step {judge.step!r}, but eval.yaml has no execution.steps; remove it "
+                "or define the steps"
+            ))  # fmt: skip
+        elif judge.step not in execution.step_ids:
+            problems.append(where.error(
+                f"{judge.step!r} is not a step of execution.steps "
+                f"({', '.join(execution.step_ids)}){did_you_mean(judge.step, execution.step_ids)}"
+            ))  # fmt: skip
+    return problems
+
+
+def _step_warnings(
+    judges: Sequence[JudgeConfig], execution: Execution, reward: Any, at: Locator
+) -> list[str]:
+    """The reward block is composed by the final step's verifier (Harbor's
+    multi_step_reward_strategy = final): a judge of an earlier step it names has no
+    value there, and a final step without judges gives every trial 0.0."""
+    if not execution.steps:
+        return []
+    earlier = {
+        judge.name: judge.step for judge in judges if judge.step not in (None, execution.final_step)
+    }
+    referenced = dict(reward.referenced_names())
+    if reward.mode == "judge":
+        referenced["reward.judge"] = frozenset({reward.judge})
+    warnings = []
+    for key, names in referenced.items():
+        for name in sorted(set(names) & set(earlier)):
+            warnings.append(
+                f"{at.source}: {key}: {name} is graded in step {earlier[name]!r}, but the "
+                f"reward is composed in the final step {execution.final_step!r}, where it has "
+                "no value"
+            )
+    if judges and not any(judge.step in (None, execution.final_step) for judge in judges):
+        warnings.append(
+            f"{at.source}: no judge is graded in the final step {execution.final_step!r} (none "
+            "is scoped to it or to no step): it composes the trial's reward, which is then 0.0"
+        )
+    return warnings
 
 
 def _outputs(value: Any, at: Locator) -> tuple[str, ...]:

@@ -79,6 +79,16 @@ class EvalConfig(NamedTuple):
     dataset: Dataset | None = None  # eval.yaml's dataset.path: per-case annotations and input
     execution: Execution = Execution()  # how the harness invokes the agent; its steps
 
+    def step_judges(self, step: str) -> tuple[str, ...]:
+        """The judges a step's verifier grades: those scoped to it, and on the final step
+        those scoped to none (they grade the finished work)."""
+        final = step == self.execution.final_step
+        return tuple(
+            judge.name
+            for judge in self.judges
+            if judge.step == step or (final and judge.step is None)
+        )
+
     @property
     def base_dir(self) -> Path:
         return self.path.parent
