@@ -143,6 +143,7 @@ def grade(
         case_id=case_id if config.dataset is not None else None,
         dataset_entry=sources.dataset_entry,
         step=step,
+        reward_rule=plan.reward.describe(),
     )
 
 

@@ -99,6 +99,7 @@ class Grading(NamedTuple):
     case_id: str | None = None  # the id the dataset was asked for (None: eval.yaml has none)
     dataset_entry: str | None = None  # the dataset entry that id found (None: none)
     step: str | None = None  # the execution step graded (None: the whole eval)
+    reward_rule: str = ""  # how the reward was composed, in words (the mode's describe())
 
     @property
     def reward(self) -> float:

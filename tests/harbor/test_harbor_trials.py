@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests.viewer import viewer_accepts
 from verifier.task import init_task
 
 pytestmark = pytest.mark.harbor
@@ -264,62 +265,6 @@ def _remove_trial_images(jobs: Path) -> None:
             _podman("rmi", "--force", image, check=False)
 
 
-def _viewer_accepts(details: Any) -> bool:
-    """harbor view's check (trial page JS) before it renders reward-details.json."""
-
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-    def criterion(c: Any) -> bool:
-        return (
-            isinstance(c, dict)
-            and isinstance(c.get("name"), str)
-            and number(c.get("value"))
-            and number(c.get("weight"))
-        )
-
-    def reward(r: Any) -> bool:
-        return (
-            isinstance(r, dict)
-            and isinstance(r.get("kind"), str)
-            and number(r.get("score"))
-            and isinstance(r.get("criteria"), list)
-            and all(map(criterion, r["criteria"]))
-            and (
-                r.get("warnings") is None
-                or (
-                    isinstance(r["warnings"], list)
-                    and all(isinstance(w, str) for w in r["warnings"])
-                )
-            )
-            and (r.get("judge_output") is None or isinstance(r["judge_output"], str))
-        )
-
-    def group(g: Any) -> bool:
-        return (
-            isinstance(g, dict)
-            and g.get("kind") == "group"
-            and number(g.get("score"))
-            and isinstance(g.get("aggregation"), str)
-            and (g.get("threshold") is None or number(g["threshold"]))
-            and isinstance(g.get("components"), list)
-            and all(
-                isinstance(c, dict)
-                and isinstance(c.get("name"), str)
-                and number(c.get("weight"))
-                and detail(c.get("detail"))
-                for c in g["components"]
-            )
-        )
-
-    def detail(d: Any) -> bool:
-        if isinstance(d, list):
-            return all(map(reward, d))
-        return reward(d) or group(d)
-
-    return isinstance(details, dict) and all(map(detail, details.values()))
-
-
 def test_generated_task_passes_harbor_lint(tmp_path: Path) -> None:
     harbor = HARBOR_VENV / "bin" / "harbor"
     _require(harbor.is_file(), f"{harbor} missing: run .ci/harbor-venv.sh")
@@ -355,9 +300,16 @@ def test_solved_trial_reward_equals_host_reward(trials: dict[str, Any]) -> None:
     judges = json.loads((verifier / "judges.json").read_text())
     assert judges["per_judge"]["notes"]["rationale"] == "10 words in notes.md"
     details = json.loads((verifier / "reward-details.json").read_text())
-    assert _viewer_accepts(details), details
-    assert set(details) == {"answer", "notes"}
+    assert viewer_accepts(details), details
+    assert set(details) == {"answer", "notes", "reward"}
     assert details["notes"]["criteria"][0]["reasoning"] == "10 words in notes.md"
+    composition = details["reward"]
+    assert composition["score"] == host["reward"]
+    assert {part["name"]: part["weight"] for part in composition["components"]} == {
+        "answer": 3.0,
+        "notes": 1.0,
+    }
+    assert composition["aggregation"].startswith("weighted (answer=3, notes=1)")
 
 
 def test_useless_solution_gets_zero_not_an_error(trials: dict[str, Any]) -> None:
