@@ -101,13 +101,15 @@ def grade(
     *,
     case_id: str | None = None,
     step: str | None = None,
+    agent_logs: Path | None = None,
 ) -> Grading:
     """Grade one case dir (CaseError when it is missing or unreadable; ConfigError when
     eval.yaml lies inside it or its dataset entry cannot be used; JudgesErrored when a
     judge errored under on_error: fail).
 
     `case_id` names the case's dataset entry (default: the case dir's name); `step`,
-    the execution step whose judges are graded (default: every judge; see step_plan)."""
+    the execution step whose judges are graded (default: every judge; see step_plan);
+    `agent_logs`, Harbor's agent logs dir, whose trajectory.json is the agent's."""
     config = loaded.config
     plan = step_plan(loaded, step)
     refuse_config_inside_case(config.path, case_dir)
@@ -116,7 +118,7 @@ def grade(
     sources = case_sources(config, case_id)
     case = read_case(
         resolved, config.outputs, sources.annotations, sources.task_input,
-        annotation_contents=sources.annotation_contents,
+        annotation_contents=sources.annotation_contents, agent_logs=agent_logs,
     )  # fmt: skip
     results = run_judges(plan.judges, case.record, limits)
     composition = compose(plan.reward, results, config.scales())

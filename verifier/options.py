@@ -21,6 +21,7 @@ from verifier.errors import UsageError
 DEFAULT_CONFIG = Path("/tests/eval.yaml")
 DEFAULT_CASE = Path("/case")
 DEFAULT_OUT = Path("/logs/verifier")
+DEFAULT_AGENT_LOGS = Path("/logs/agent")  # Harbor's agent logs dir
 DEFAULT_IMAGE = "localhost/harbor-verifier:latest"
 DEFAULT_WORKDIR = "/app"
 DEFAULT_MEMORY_MB = 2048
@@ -135,6 +136,10 @@ OPTIONS: dict[str, Option] = {
         Option("step", ("--step",),
                "grade only this execution step's judges (a multi-step task's verifier)",
                parse_name, "VERIFIER_STEP", metavar="STEP"),
+        Option("agent_logs", ("--agent-logs",),
+               "Harbor's agent logs dir: its trajectory.json (ATIF), when there, is the "
+               "agent's conversation", parse_path, "VERIFIER_AGENT_LOGS", DEFAULT_AGENT_LOGS,
+               metavar="DIR"),
         Option("cases", ("--cases",), "a dir of case dirs, or a Harbor job dir (its trials)",
                parse_path, metavar="DIR"),
         Option("jobs", ("--jobs", "-j"), "worker processes", parse_positive_int,
@@ -204,8 +209,8 @@ COMMANDS: dict[str, Command] = {
             "grade",
             "Grade one case dir and write reward.json, reward.txt, judges.json and "
             "reward-details.json.",
-            ("config", "case", "out", "case_id", "step", "memory_mb", "llm_parallel", "no_llm",
-             "termination_log", "debug"),
+            ("config", "case", "out", "case_id", "step", "agent_logs", "memory_mb",
+             "llm_parallel", "no_llm", "termination_log", "debug"),
         ),
         Command(
             "check",
@@ -248,6 +253,7 @@ class Options(NamedTuple):
     out: Path = DEFAULT_OUT
     case_id: str | None = None
     step: str | None = None
+    agent_logs: Path = DEFAULT_AGENT_LOGS
     cases: Path | None = None
     jobs: int | None = None
     shard: tuple[int, int] | None = None

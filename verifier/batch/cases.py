@@ -13,12 +13,14 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from verifier.errors import CaseError, UsageError
 from verifier.options import parse_shard
+from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 
 HARBOR_CONVENTION_SOURCE = "/logs/artifacts"
+AGENT_LOGS_SOURCE = "/logs/agent"
 
 
 class Shard(NamedTuple):
@@ -55,6 +57,7 @@ class Case(NamedTuple):
     case_dir: Path
     case_id: str
     step: str | None = None
+    agent_logs: Path | None = None  # where the trial's artifacts put /logs/agent
 
 
 def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
@@ -105,12 +108,13 @@ def trial_cases(trial: Path) -> list[Case]:
     task = trial_task_name(trial)
     steps = trial / "steps"
     if not steps.is_dir() or steps.is_symlink():
-        return [Case(trial.name, harbor_trial_case(trial), task)]
+        return [Case(trial.name, harbor_trial_case(trial), task, None, agent_logs(trial))]
     return [
-        Case(f"{trial.name}/steps/{step.name}", harbor_trial_case(step), task, step.name)
+        Case(f"{trial.name}/steps/{step.name}", harbor_trial_case(step), task, step.name,
+             agent_logs(step))
         for step in sorted(steps.iterdir())
         if step.is_dir() and not step.is_symlink()
-    ]
+    ]  # fmt: skip
 
 
 def trial_task_name(trial: Path) -> str:
@@ -123,34 +127,58 @@ def trial_task_name(trial: Path) -> str:
         return trial.name.split("__", 1)[0]
 
 
+def agent_logs(trial: Path) -> Path | None:
+    """Where the trial's artifacts hold Harbor's agent logs: what its verifier saw at
+    /logs/agent when the task declared /logs/agent (or its trajectory.json) an artifact."""
+    for entry in _manifest(trial):
+        source = str(entry.get("source", "")).rstrip("/")
+        destination = PurePosixPath(str(entry.get("destination", "")))
+        if destination.is_absolute() or ".." in destination.parts:
+            continue
+        if source == AGENT_LOGS_SOURCE:
+            return trial / destination
+        if source == f"{AGENT_LOGS_SOURCE}/{AGENT_LOGS_TRAJECTORY}":
+            return trial / destination.parent
+    return None
+
+
+def _manifest(trial: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads((trial / "artifacts" / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return (
+        [entry for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
+    )
+
+
 def harbor_trial_case(trial: Path) -> Path:
     """The case of one Harbor trial (or one step of it, steps/<step>): what the
     verifier container would see as its case.
 
     artifacts/manifest.json lists what Harbor collected; the one declared artifact
-    (e.g. /app, at artifacts/app) is the case. With none but the agent's
-    /logs/artifacts, that is the case; with several, the whole artifacts dir.
+    (e.g. /app, at artifacts/app; the agent's logs aside) is the case. With none but
+    the agent's /logs/artifacts, that is the case; with several, the whole artifacts
+    dir.
     """
-    artifacts = trial / "artifacts"
-    try:
-        entries = json.loads((artifacts / "manifest.json").read_text(encoding="utf-8"))
-        declared = [
-            entry["destination"]
-            for entry in entries
-            if entry.get("type") == "directory"
-            and str(entry.get("source", "")).rstrip("/") != HARBOR_CONVENTION_SOURCE
-        ]
-        convention = [
-            entry["destination"]
-            for entry in entries
-            if str(entry.get("source", "")).rstrip("/") == HARBOR_CONVENTION_SOURCE
-        ]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return artifacts
+    entries = _manifest(trial)
+    sources = [str(entry.get("source", "")).rstrip("/") for entry in entries]
+    declared = [
+        entry.get("destination")
+        for entry, source in zip(entries, sources, strict=True)
+        if entry.get("type") == "directory"
+        and source not in (HARBOR_CONVENTION_SOURCE, AGENT_LOGS_SOURCE)
+    ]
+    convention = [
+        entry.get("destination")
+        for entry, source in zip(entries, sources, strict=True)
+        if source == HARBOR_CONVENTION_SOURCE
+    ]
     chosen = declared if declared else convention
-    if len(chosen) != 1:
+    artifacts = trial / "artifacts"
+    if len(chosen) != 1 or not isinstance(chosen[0], str):
         return artifacts
-    relative = PurePosixPath(str(chosen[0]))
+    relative = PurePosixPath(chosen[0])
     if relative.is_absolute() or ".." in relative.parts:
         return artifacts
     return trial / relative

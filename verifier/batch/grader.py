@@ -57,8 +57,9 @@ class CaseGrader(NamedTuple):
             prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
             step = case.step if self.loaded.config.execution.steps else None
             grading = grade(
-                self.loaded, case.case_dir, self.limits, case_id=case.case_id, step=step
-            )
+                self.loaded, case.case_dir, self.limits, case_id=case.case_id, step=step,
+                agent_logs=case.agent_logs,
+            )  # fmt: skip
             write_outputs(out, grading)
         except VerifierError as error:
             return CaseOutcome(case.name, CaseStatus.FAILED, error=error.message)

@@ -27,8 +27,9 @@ def run(options: Options) -> int:
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
             grading = grade(
-                loaded, options.case, limits, case_id=options.case_id, step=options.step
-            )
+                loaded, options.case, limits, case_id=options.case_id, step=options.step,
+                agent_logs=options.agent_logs,
+            )  # fmt: skip
             _report_warnings(grading)
             written = write_outputs(options.out, grading)
         except OutputError:

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from verifier.judges.llm.conversation import conversation_of
+from verifier.judges.llm.conversation import conversation_of, conversation_source
 from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.template import (
     CaseText,
@@ -113,7 +113,10 @@ def material_text(variables: Mapping[str, Any], fence: Any) -> str:
         )
     if variables["conversation"].strip():
         blocks.append("The agent's conversation:\n" + fence.wrap(variables["conversation"]))
-    covered = {"stdout.log": bool(variables["conversation"].strip()), "input.yaml": from_the_case}
+    covered = {"input.yaml": from_the_case}
+    source = conversation_source(variables["outputs"])
+    if source is not None and variables["conversation"].strip():  # shown once, as itself
+        covered[source] = True
     files = variables["outputs"].get("files") or {}
     shown = {path: content for path, content in files.items() if not covered.get(path)}
     if shown:
