@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,34 +24,8 @@ from verifier.task import init_task
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
-TWO_STEPS = """\
-name: two-steps
-execution:
-  mode: case
-  steps:
-    - id: plan
-      prompt: "Write your plan to reach {{ input.goal }} into plan.md"
-    - id: build
-      prompt: "Carry out plan.md: write the answer to answer.txt"
-      timeout: 300
-judges:
-  - name: has_plan
-    step: plan
-    check: return "plan.md" in outputs["files"]
-  - name: plan_words
-    step: plan
-    score_range: [0, 10]
-    check: return min(10, len(outputs["files"].get("plan.md", "").split()))
-  - name: answer
-    check: return outputs["files"].get("answer.txt", "").strip() == "42"
-  - name: kept_plan
-    step: build
-    check: return "plan.md" in outputs["files"]
-reward:
-  weights: {answer: 3, kept_plan: 1}
-  gate: false
-  on_error: zero
-"""
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "two-steps"
+TWO_STEPS = (FIXTURE / "eval.yaml").read_text()
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -62,7 +37,9 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 
 def verifier(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`verifier ARGS`, LLM judges skipped (their own tests grade them)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+    environment["VERIFIER_NO_LLM"] = "1"
     return subprocess.run(
         [VERIFIER, *map(str, args)], capture_output=True, text=True, check=False,
         env={**environment, **(env or {})},
@@ -71,7 +48,7 @@ def verifier(*args: str | Path, env: dict[str, str] | None = None) -> subprocess
 
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
-    return write(tmp_path / "suite", {"eval.yaml": TWO_STEPS, "input.yaml": "goal: 42\n"})
+    return Path(shutil.copytree(FIXTURE, tmp_path / "suite"))
 
 
 def graded(config: Path, case: Path, out: Path, *args: str, **env: str) -> dict:
@@ -91,13 +68,14 @@ def test_each_step_grades_its_own_judges(tmp_path: Path, suite: Path) -> None:
     assert plan["reward"] == 0.4
     # The final step: its own judges and the unscoped ones, composed by the reward block.
     build = graded(config, case, tmp_path / "build", VERIFIER_STEP="build")
-    assert set(build["per_judge"]) == {"answer", "kept_plan"}
-    assert build["composition"]["mode"] == "weighted" and build["reward"] == 1.0
+    assert set(build["per_judge"]) == {"answer", "kept_plan", "agent_turns", "reported"}
+    # answer 2 x 1.0, kept_plan 1 x 1.0, agent_turns 1 x 0.0 (no trajectory)
+    assert build["composition"]["mode"] == "weighted" and build["reward"] == 0.75
     assert build["step"] == "build"
     # Without a step: every judge, on the case as it is, by the reward block.
     whole = graded(config, case, tmp_path / "whole")
-    assert set(whole["per_judge"]) == {"has_plan", "plan_words", "answer", "kept_plan"}
-    assert "step" not in whole and whole["reward"] == 1.0
+    assert set(whole["per_judge"]) == set(plan["per_judge"]) | set(build["per_judge"])
+    assert "step" not in whole and whole["reward"] == 0.75
 
 
 def test_a_step_without_judges_is_unjudged_and_zero(tmp_path: Path) -> None:
@@ -162,7 +140,7 @@ def test_a_judge_step_without_steps_is_a_load_error(tmp_path: Path) -> None:
 
 
 def test_what_only_an_earlier_step_grades_is_worth_a_warning(tmp_path: Path) -> None:
-    text = TWO_STEPS.replace("{answer: 3, kept_plan: 1}", "{answer: 3, plan_words: 1}")
+    text = TWO_STEPS.replace("{answer: 2, kept_plan: 1,", "{answer: 2, plan_words: 1,")
     config = write(tmp_path / "a", {"eval.yaml": text}) / "eval.yaml"
     (warning,) = load_eval(config).config.warnings
     assert "reward.weights: plan_words is graded in step 'plan', but the reward is " in warning
@@ -229,4 +207,4 @@ def test_batch_grades_each_step_of_a_harbor_trial(tmp_path: Path, suite: Path) -
             judges["reward"] == single["reward"] == rows[f"two-steps__Abc/steps/{step}"]["reward"]
         )
     assert rows["two-steps__Abc/steps/plan"]["reward"] == 0.3
-    assert rows["two-steps__Abc/steps/build"]["reward"] == 0.25  # kept_plan only: 1 / (3 + 1)
+    assert rows["two-steps__Abc/steps/build"]["reward"] == 0.25  # kept_plan only: 1 / (2 + 1 + 1)
