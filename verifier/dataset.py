@@ -23,10 +23,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 from verifier.errors import ConfigError
+from verifier.references import ANNOTATION_PREFIX
 from verifier.yaml_io import read_yaml
 
 ANNOTATIONS_FILE = "annotations.yaml"
-ANNOTATION_PREFIX = "annotation_"  # record keys annotation_<key>_content: the dataset's files
 INPUT_FILES = ("input.yaml", "input.yml", "input.json")  # the first present is the input
 # A case id is a directory name, a Harbor task name and a path part of the package.
 CASE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")

@@ -83,13 +83,13 @@ def step_plan(loaded: LoadedEval, step: str | None) -> StepPlan:
     config = loaded.config
     if step is None:
         return StepPlan(loaded.judges, config.reward)
-    ids = config.execution.step_ids
+    ids = config.step_ids
     if step not in ids:
         defined = f"its steps are {', '.join(ids)}" if ids else "it has no execution.steps"
         raise UsageError(f"--step {step!r}: not a step of {config.path} ({defined})")
     names = set(config.step_judges(step))
     judges = tuple(judge for judge in loaded.judges if judge.config.name in names)
-    if step == config.execution.final_step:
+    if step == config.final_step:
         return StepPlan(judges, config.reward)
     return StepPlan(judges, DefaultReward(on_error=config.reward.on_error))
 

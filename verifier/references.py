@@ -19,6 +19,8 @@ from verifier.yaml_io import read_yaml
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 TASK_INPUT_FILE = "input.yaml"  # the trusted task input beside eval.yaml
+# Record keys annotation_<key>_content hold a dataset entry's annotation files.
+ANNOTATION_PREFIX = "annotation_"
 
 
 def referenced_files(config: Path) -> list[PurePosixPath]:

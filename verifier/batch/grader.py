@@ -55,7 +55,7 @@ class CaseGrader(NamedTuple):
         try:
             # --out was probed once; a case dir that dies mid-case leaves nothing graded
             prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
-            step = case.step if self.loaded.config.execution.steps else None
+            step = case.step if self.loaded.config.step_ids else None
             grading = grade(
                 self.loaded, case.case_dir, self.limits, case_id=case.case_id, step=step,
                 agent_logs=case.agent_logs,

@@ -37,6 +37,9 @@ def run(options: Options) -> int:
         print(f"  {judge.name}: {describe(judge, config)}")
     print(f"reward: {config.reward.describe()}")
     print(f"on_error: {config.reward.on_error} ({ON_ERROR_MEANINGS[config.reward.on_error]})")
+    for step in config.step_ids:
+        final = " (final: composes the reward)" if step == config.final_step else ""
+        print(f"step {step}{final}: {', '.join(config.step_judges(step)) or 'no judges'}")
     if dataset is not None:
         print(f"dataset: {describe_dataset(config, dataset)}")
     warn_all(config.warnings)

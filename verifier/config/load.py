@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verifier.config.execution import Execution, parse_execution
 from verifier.config.fields import Locator, RelativePath
 from verifier.config.judges import parse_judges
 from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKind, TaskInput
 from verifier.config.reward_block import parse_reward
-from verifier.dataset import ANNOTATION_PREFIX, read_dataset
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
-from verifier.references import TASK_INPUT_FILE
+from verifier.references import ANNOTATION_PREFIX, TASK_INPUT_FILE
 from verifier.yaml_io import read_yaml
+
+if TYPE_CHECKING:
+    from verifier.config.execution import Execution
+    from verifier.dataset import Dataset
 
 SUITE_LEVEL_KEYS = frozenset({
     "description", "execution", "runner", "models", "permissions", "mlflow", "dataset",
@@ -80,13 +82,12 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     outputs = problems.attempt(_outputs, document.get("outputs"), at.child("outputs"))
     annotations = problems.attempt(_annotations, document.get("annotations"), at)
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
-    dataset = problems.attempt(read_dataset, document.get("dataset"), at.source, at.base_dir)
-    execution = problems.attempt(parse_execution, document, at)
-    if execution is not None:
-        for problem in _judge_step_problems(judges, execution, at):
-            problems.add(problem)
-        if reward is not None:
-            warnings.extend(_step_warnings(judges, execution, reward, at))
+    dataset = problems.attempt(_dataset, document.get("dataset"), at)
+    execution = problems.attempt(_execution, document, at)
+    for problem in _judge_step_problems(judges, execution, at):
+        problems.add(problem)
+    if execution is not None and reward is not None:
+        warnings.extend(_step_warnings(judges, execution, reward, at))
     problems.raise_if_any()
     models = document.get("models")
     default_model = models.get("judge") if isinstance(models, dict) else None
@@ -105,25 +106,45 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     )
 
 
+def _dataset(value: Any, at: Locator) -> Dataset | None:
+    """eval.yaml's dataset (its module is imported only when there is one: grading
+    every other eval never pays for it)."""
+    if value is None:
+        return None
+    from verifier.dataset import read_dataset
+
+    return read_dataset(value, at.source, at.base_dir)
+
+
+def _execution(document: Mapping[str, Any], at: Locator) -> Execution | None:
+    """eval.yaml's execution and runner blocks, when it has them."""
+    if not any(key in document for key in ("execution", "runner", "skill")):
+        return None
+    from verifier.config.execution import parse_execution
+
+    return parse_execution(document, at)
+
+
 def _judge_step_problems(
-    judges: Sequence[JudgeConfig], execution: Execution, at: Locator
+    judges: Sequence[JudgeConfig] | None, execution: Execution | None, at: Locator
 ) -> list[ConfigError]:
     """A judge's `step:` must name a step of execution.steps: a typo would leave the
     judge out of every step's verifier."""
     problems = []
-    for judge in judges:
+    step_ids = execution.step_ids if execution is not None else ()
+    for judge in judges or ():
         if judge.step is None:
             continue
         where = Locator(at.source, f"{judge.key}.step", at.base_dir)
-        if not execution.steps:
+        if not step_ids:
             problems.append(where.error(
                 f"names step {judge.step!r}, but eval.yaml has no execution.steps; remove it "
                 "or define the steps"
             ))  # fmt: skip
-        elif judge.step not in execution.step_ids:
+        elif judge.step not in step_ids:
             problems.append(where.error(
                 f"{judge.step!r} is not a step of execution.steps "
-                f"({', '.join(execution.step_ids)}){did_you_mean(judge.step, execution.step_ids)}"
+                f"({', '.join(step_ids)}){did_you_mean(judge.step, step_ids)}"
             ))  # fmt: skip
     return problems
 

@@ -22,8 +22,8 @@ import jinja2
 import jinja2.meta
 from jinja2.sandbox import SandboxedEnvironment
 
-from verifier.dataset import ANNOTATION_PREFIX
 from verifier.errors import did_you_mean
+from verifier.references import ANNOTATION_PREFIX
 
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
 CASE_VARIABLES = frozenset({"outputs", "inputs", "conversation", "stdout"})
