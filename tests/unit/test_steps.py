@@ -164,7 +164,7 @@ def test_the_package_has_a_step_per_step(tmp_path: Path, suite: Path) -> None:
     assert config["verifier"]["env"] == {"VERIFIER_CASE": "/app"}
     assert (
         task / "steps/plan/instruction.md"
-    ).read_text() == "Write your plan to reach 42 into plan.md"
+    ).read_text() == "Write your plan to reach 42 into plan.md\n"
     assert (task / "steps/build/instruction.md").read_text().startswith("Carry out plan.md")
     for step in ("plan", "build"):
         assert os.access(task / "steps" / step / "solution/solve.sh", os.X_OK)

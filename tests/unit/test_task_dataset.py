@@ -226,3 +226,39 @@ def test_the_command_line(tmp_path: Path, anova: Path) -> None:
         done = run_init(tmp_path / "other", "--config", anova, *args)
         assert done.returncode == 2, (args, done.stderr)
         assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_one_package_for_an_eval_with_a_dataset_is_worth_a_warning(
+    tmp_path: Path, anova: Path
+) -> None:
+    done = run_init(tmp_path / "one", "--config", anova)
+    assert done.returncode == 0, done.stderr
+    assert "has a dataset (dataset/): this one package grades every trial without" in done.stderr
+    done = run_init(tmp_path / "many", "--config", anova, "--from-dataset", "--cases", "task-0010")
+    assert "this one package" not in done.stderr
+
+
+def test_a_multi_step_eval_makes_a_multi_step_package_per_case(tmp_path: Path) -> None:
+    suite = tmp_path / "suite"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "two-steps", suite)
+    (suite / "input.yaml").unlink()
+    (suite / "eval.yaml").write_text(
+        (suite / "eval.yaml")
+        .read_text()
+        .replace("name: two-steps\n", "name: two-steps\ndataset: {path: cases}\n")
+    )
+    for case_id, goal in (("c1", "41"), ("c2", "42")):
+        (suite / "cases" / case_id).mkdir(parents=True)
+        (suite / "cases" / case_id / "input.yaml").write_text(f"goal: {goal}\n")
+    tasks = init_dataset_tasks(tmp_path / "tasks", suite / "eval.yaml")
+    for task, goal in zip(tasks, ("41", "42"), strict=True):
+        config = tomllib.loads((task / "task.toml").read_text())
+        assert config["multi_step_reward_strategy"] == "final"
+        assert [step["name"] for step in config["steps"]] == ["plan", "build"]
+        assert config["steps"][0]["verifier"]["env"] == {"VERIFIER_STEP": "plan"}
+        assert config["verifier"]["env"]["VERIFIER_CASE_ID"] == task.name
+        assert (task / "steps/plan/instruction.md").read_text() == (
+            f"Write your plan to reach {goal} into plan.md\n"
+        )
+        assert not (task / "instruction.md").exists()
+        assert _files(task / "environment") == {"Dockerfile", "input.yaml"}

@@ -58,15 +58,23 @@ def _init_from_dataset(options: Options) -> int:
 def _warn_if_invalid(options: Options) -> None:
     """A package with a broken eval.yaml is still written (it records a verifier error
     in every trial, which is sometimes the point), but its author should know; so
-    should the author of a weighted or expression reward that drops errored judges."""
+    should the author of a weighted or expression reward that drops errored judges,
+    and of one package for an eval with a dataset (every trial is graded as the case
+    the workdir names, /app: "app", which no dataset entry matches)."""
     try:
-        reward = load_eval(options.config).config.reward
+        config = load_eval(options.config).config
     except ConfigError as error:
         warn(f"{error.message}; every trial of this task will record a verifier error")
         return
+    reward = config.reward
     if reward.mode in ("weighted", "expression") and reward.on_error == "drop":
         warn(
             f"{options.config}: reward.on_error is drop: a judge that errors is dropped and "
             "the others renormalize, so an error can raise the reward; for RL training set "
             "reward.on_error: zero"
+        )
+    if config.dataset is not None and not options.from_dataset:
+        warn(
+            f"{options.config} has a dataset ({config.dataset.path}/): this one package grades "
+            "every trial without a dataset entry; pass --from-dataset for one task per case"
         )

@@ -87,7 +87,7 @@ def init_task(
     steps: tuple[StepSpec, ...] = ()
     if execution.steps:
         steps = step_specs(execution, _input_value(config, input_text), str(config))
-        instruction_text = "\n\n".join(step.instruction for step in steps)
+        instruction_text = "\n".join(step.instruction for step in steps)
     elif instruction_text is None:
         placeholder = (templates_dir() / "instruction.md").read_text(encoding="utf-8")
         instruction_text = render(placeholder, {"name": name, "workdir": workdir})

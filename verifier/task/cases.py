@@ -81,14 +81,18 @@ def init_dataset_tasks(
     specs = []
     for entry in entries:
         steps = step_specs(execution, entry.task_input, str(config))
-        instruction = "\n\n".join(step.instruction for step in steps) or render_instruction(
-            execution.invocation, entry.task_input, str(config), "execution"
-        )
+        if steps:  # each step has its own instruction.md; the root has none
+            instruction = "\n".join(step.instruction for step in steps)
+        else:
+            invocation = execution.invocation
+            instruction = (
+                render_instruction(invocation, entry.task_input, str(config), "execution") + "\n"
+            )
         specs.append(
             PackageSpec(
                 dest=dest / entry.case_id, name=f"{org}/{entry.case_id}", image=image,
                 agent_image=agent_image, workdir=workdir, tests=_with_entry(base, dataset, entry),
-                instruction=instruction + "\n", steps=steps,
+                instruction=instruction, steps=steps,
                 agent_files=tuple(
                     TestsFile(relative, entry.directory / relative)
                     for relative in entry.agent_inputs()

@@ -110,13 +110,14 @@ def read_execution(config: Path) -> Execution:
 
 
 def step_specs(execution: Execution, task_input: object, where: str) -> tuple[StepSpec, ...]:
-    """Each step's instruction, rendered from its invocation and the case's input."""
+    """Each step's instruction.md, rendered from its invocation and the case's input."""
     return tuple(
         StepSpec(
             step.id,
             render_instruction(
                 step.invocation, task_input, where, f"execution.steps[{index}] ({step.id})"
-            ),
+            )
+            + "\n",
             step.timeout_s,
         )
         for index, step in enumerate(execution.steps)
@@ -124,4 +125,5 @@ def step_specs(execution: Execution, task_input: object, where: str) -> tuple[St
 
 
 def agent_timeout(execution: Execution) -> float:
+    """The agent's time: execution.timeout, else the package's default."""
     return execution.timeout_s if execution.timeout_s is not None else DEFAULT_AGENT_TIMEOUT_S
