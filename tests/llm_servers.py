@@ -55,9 +55,11 @@ class Reply(NamedTuple):
 
 
 class FakeLLM:
-    """One server of one style. `url` is what goes into $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL."""
+    """One server of one style. `url` is what goes into $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL.
 
-    def __init__(self, style: Style) -> None:
+    It listens on 127.0.0.1, or on `host` (0.0.0.0 for a container to reach it)."""
+
+    def __init__(self, style: Style, host: str = "127.0.0.1") -> None:
         self.style = style
         self.script: collections.deque[Reply] = collections.deque()
         self.default: Reply | None = None
@@ -72,16 +74,19 @@ class FakeLLM:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._flight = threading.Condition()
-        self._server = _Server(("127.0.0.1", 0), _handler(self))
+        self._server = _Server((host, 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
 
     @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
     def url(self) -> str:
-        port = self._server.server_address[1]
-        return f"http://127.0.0.1:{port}" + ("/v1" if self.style == "openai" else "")
+        return f"http://127.0.0.1:{self.port}" + ("/v1" if self.style == "openai" else "")
 
     @property
     def env(self) -> dict[str, str]:

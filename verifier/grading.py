@@ -6,17 +6,19 @@ batch worker call it, so a case grades the same whichever way it is run.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from verifier.case import CaseReading, check_case_dir, read_case
+from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, TaskInput, load_config
 from verifier.engine import Limits, run_judges
-from verifier.errors import ConfigError, JudgesErrored, MissingModelError
+from verifier.errors import ConfigError, JudgesErrored, MissingModelError, UsageError
 from verifier.judges import KINDS, PreparedJudge, prepare_judges
-from verifier.judges.base import Pool
-from verifier.results import Grading, JudgeResult
-from verifier.reward import compose
+from verifier.judges.base import Pool, Record
+from verifier.results import Composition, Grading, JudgeResult
+from verifier.reward import DefaultReward, RewardMode, compose
 
 
 class LoadedEval(NamedTuple):
@@ -85,35 +87,149 @@ def with_llm_cache(loaded: LoadedEval, directory: Path, max_mb: int) -> LoadedEv
     return loaded._replace(judges=judges)
 
 
-def grade(loaded: LoadedEval, case_dir: Path, limits: Limits | None = None) -> Grading:
+class CaseSources(NamedTuple):
+    """What the task author's side says about one case: its annotations, the text of
+    its annotation files, its task input, and which dataset entry they came from."""
+
+    annotations: Mapping[str, Any]
+    annotation_contents: Mapping[str, Any]
+    task_input: TaskInput
+    dataset_entry: str | None  # e.g. dataset/task-0010; None: no dataset, or no entry
+    warnings: tuple[str, ...]
+
+
+def case_sources(config: EvalConfig, case_id: str) -> CaseSources:
+    """eval.yaml's annotations and task input, with the dataset entry of case_id (when
+    eval.yaml has a dataset) over them. ConfigError when the entry cannot be used."""
+    if config.dataset is None:
+        return CaseSources(config.annotations, {}, config.task_input, None, ())
+    entry = config.dataset.case(case_id)
+    if entry is None:
+        warning = (
+            f"case id {case_id!r} has no entry in the dataset {config.dataset.path}/: graded "
+            "without its annotations and input (pass --case-id to name the entry)"
+        )
+        return CaseSources(config.annotations, {}, config.task_input, None, (warning,))
+    task_input = config.task_input
+    if entry.input_file is not None:
+        task_input = TaskInput(entry.task_input, f"{entry.label}/{entry.input_file}", True)
+    return CaseSources(
+        annotations={**config.annotations, **entry.annotations},
+        annotation_contents=entry.contents,
+        task_input=task_input,
+        dataset_entry=entry.label,
+        warnings=(),
+    )
+
+
+class StepPlan(NamedTuple):
+    """What one grading runs: the judges, and the reward mode that composes them."""
+
+    judges: tuple[PreparedJudge, ...]
+    reward: RewardMode
+
+
+def step_plan(loaded: LoadedEval, step: str | None) -> StepPlan:
+    """Every judge and the reward block; or, for one step of a multi-step eval (a Harbor
+    task's per-step verifier), that step's judges (the final step: with those scoped to
+    no step) and, on the final step only, the reward block; an earlier step's judges
+    are composed the default way. UsageError for a step eval.yaml does not define."""
+    config = loaded.config
+    if step is None:
+        return StepPlan(loaded.judges, config.reward)
+    ids = config.step_ids
+    if step not in ids:
+        defined = f"its steps are {', '.join(ids)}" if ids else "it has no execution.steps"
+        raise UsageError(f"--step {step!r}: not a step of {config.path} ({defined})")
+    names = set(config.step_judges(step))
+    judges = tuple(judge for judge in loaded.judges if judge.config.name in names)
+    if step == config.final_step:
+        return StepPlan(judges, config.reward)
+    return StepPlan(judges, DefaultReward(on_error=config.reward.on_error))
+
+
+class CaseContext(NamedTuple):
+    """What the output files say about a case besides its judges: where its material
+    came from. Small: a batch sends it from the worker that read the case to the parent
+    that writes its files."""
+
+    warnings: tuple[str, ...]
+    task_input: TaskInput  # its source and trust (the value is not kept)
+    case_id: str | None  # the id the dataset was asked for (None: eval.yaml has none)
+    dataset_entry: str | None
+    step: str | None
+
+
+class ReadCase(NamedTuple):
+    record: Record
+    context: CaseContext
+
+
+def grade(
+    loaded: LoadedEval,
+    case_dir: Path,
+    limits: Limits | None = None,
+    *,
+    case_id: str | None = None,
+    step: str | None = None,
+    agent_logs: Path | None = None,
+) -> Grading:
     """Grade one case dir (CaseError when it is missing or unreadable; ConfigError when
-    eval.yaml lies inside it; JudgesErrored when a judge errored under on_error: fail)."""
-    case = read(loaded, case_dir)
-    results = run_judges(loaded.judges, case.record, limits)
-    return conclude(loaded, results, case.warnings, case.task_input)
+    eval.yaml lies inside it or its dataset entry cannot be used; JudgesErrored when a
+    judge errored under on_error: fail).
+
+    `case_id` names the case's dataset entry (default: the case dir's name); `step`,
+    the execution step whose judges are graded (default: every judge; see step_plan);
+    `agent_logs`, Harbor's agent logs dir, whose trajectory.json is the agent's."""
+    plan = step_plan(loaded, step)
+    case = read(loaded, case_dir, case_id=case_id, step=step, agent_logs=agent_logs)
+    results = run_judges(plan.judges, case.record, limits)
+    return conclude(loaded, results, case.context)
 
 
-def read(loaded: LoadedEval, case_dir: Path) -> CaseReading:
-    """The case's record, as grade reads it (a batch runs its judges in two stages)."""
+def read(
+    loaded: LoadedEval,
+    case_dir: Path,
+    *,
+    case_id: str | None = None,
+    step: str | None = None,
+    agent_logs: Path | None = None,
+) -> ReadCase:
+    """The case's record and context, as grade reads them (a batch runs its judges in
+    two stages: CPU judges in a worker, LLM judges in one shared stage)."""
     config = loaded.config
     refuse_config_inside_case(config.path, case_dir)
     resolved = check_case_dir(case_dir)
-    return read_case(
-        resolved, config.outputs, config.annotations, config.task_input,
+    case_id = case_id if case_id is not None else Path(os.path.abspath(case_dir)).name
+    sources = case_sources(config, case_id)
+    case = read_case(
+        resolved, config.outputs, sources.annotations, sources.task_input,
+        annotation_contents=sources.annotation_contents, agent_logs=agent_logs,
         tool_outputs=config.tool_outputs,
     )  # fmt: skip
+    context = CaseContext(
+        warnings=(*sources.warnings, *case.warnings),
+        task_input=case.task_input._replace(value=None),
+        case_id=case_id if config.dataset is not None else None,
+        dataset_entry=sources.dataset_entry,
+        step=step,
+    )
+    return ReadCase(case.record, context)
 
 
-def conclude(
-    loaded: LoadedEval,
-    results: tuple[JudgeResult, ...],
-    warnings: tuple[str, ...],
-    task_input: TaskInput,
-) -> Grading:
-    """The graded case from every judge's result, in the config's order (JudgesErrored
-    when a judge errored and the reward block says on_error: fail)."""
+def conclude(loaded: LoadedEval, results: tuple[JudgeResult, ...], context: CaseContext) -> Grading:
+    """The graded case from the results of its step's judges, in the config's order
+    (JudgesErrored when a judge errored and the reward block says on_error: fail)."""
     config = loaded.config
-    composition = compose(config.reward, results, config.scales())
+    plan = step_plan(loaded, context.step)
+    composition = compose(plan.reward, results, config.scales())
+    if context.step is not None and not plan.judges:
+        composition = Composition(
+            reward=0.0, mode=plan.reward.mode, gate_enabled=False, gate_failed=(),
+            contributions={},
+            warnings=(f"no judge grades step {context.step!r}: the step is unjudged, its "
+                      "reward 0.0",),
+        )  # fmt: skip
     if config.reward.on_error == "fail" and composition.errored:
         reasons = "; ".join(
             f"{result.name}: {result.status.value}: {result.error}"
@@ -125,9 +241,13 @@ def conclude(
         config_name=config.name,
         results=results,
         composition=composition,
-        case_warnings=warnings,
-        task_input_source=task_input.source,
-        task_input_trusted=task_input.trusted,
+        case_warnings=context.warnings,
+        task_input_source=context.task_input.source,
+        task_input_trusted=context.task_input.trusted,
+        case_id=context.case_id,
+        dataset_entry=context.dataset_entry,
+        step=context.step,
+        reward_rule=plan.reward.describe(),
     )
 
 

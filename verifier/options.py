@@ -21,6 +21,7 @@ from verifier.errors import UsageError
 DEFAULT_CONFIG = Path("/tests/eval.yaml")
 DEFAULT_CASE = Path("/case")
 DEFAULT_OUT = Path("/logs/verifier")
+DEFAULT_AGENT_LOGS = Path("/logs/agent")  # Harbor's agent logs dir
 DEFAULT_IMAGE = "localhost/harbor-verifier:latest"
 DEFAULT_WORKDIR = "/app"
 DEFAULT_MEMORY_MB = 2048
@@ -76,6 +77,21 @@ def parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
+def parse_name(text: str) -> str:
+    """A dataset case id or a step id: one directory name."""
+    if not text or "/" in text or "\0" in text or text in (".", ".."):
+        raise ValueError(f"{text!r} is not a name (one directory name)")
+    return text
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    """`ID,ID,...` -> the names, each checked by parse_name."""
+    names = tuple(parse_name(part.strip()) for part in text.split(",") if part.strip())
+    if not names:
+        raise ValueError(f"{text!r}: name at least one (ID,ID,...)")
+    return names
+
+
 def parse_text(text: str) -> str:
     if "\0" in text:
         raise ValueError(f"{text!r} contains a NUL byte")
@@ -115,6 +131,17 @@ OPTIONS: dict[str, Option] = {
                parse_path, "VERIFIER_CASE", DEFAULT_CASE, metavar="DIR"),
         Option("out", ("--out",), "where the reward files go", parse_path, "VERIFIER_OUT",
                DEFAULT_OUT, metavar="DIR"),
+        Option("case_id", ("--case-id",),
+               "the case's entry in eval.yaml's dataset: its annotations and input",
+               parse_name, "VERIFIER_CASE_ID", default_text="the case dir's name",
+               metavar="ID"),
+        Option("step", ("--step",),
+               "grade only this execution step's judges (a multi-step task's verifier)",
+               parse_name, "VERIFIER_STEP", metavar="STEP"),
+        Option("agent_logs", ("--agent-logs",),
+               "Harbor's agent logs dir: its trajectory.json (ATIF), when there, is the "
+               "agent's conversation", parse_path, "VERIFIER_AGENT_LOGS", DEFAULT_AGENT_LOGS,
+               metavar="DIR"),
         Option("cases", ("--cases",), "a dir of case dirs, or a Harbor job dir (its trials)",
                parse_path, metavar="DIR"),
         Option("jobs", ("--jobs", "-j"), "worker processes", parse_positive_int,
@@ -163,6 +190,11 @@ OPTIONS: dict[str, Option] = {
         Option("task_input", ("--input",),
                "a YAML file: the task's input, baked into tests/input.yaml (trusted); "
                "default: the instruction as its prompt", parse_path, metavar="FILE"),
+        Option("from_dataset", ("--from-dataset",),
+               "one task per case of eval.yaml's dataset, in DEST/<case-id>/, and "
+               "DEST/dataset.toml", is_flag=True, default=False),
+        Option("case_ids", ("--cases",), "with --from-dataset: only these cases",
+               parse_names, default_text="every case", metavar="ID,..."),
     )
 }  # fmt: skip
 
@@ -194,8 +226,9 @@ COMMANDS: dict[str, Command] = {
             "grade",
             "Grade one case dir and write reward.json, reward.txt, judges.json and "
             "reward-details.json.",
-            ("config", "case", "out", "memory_mb", "llm_parallel", "no_llm", "llm_cache",
-             "no_llm_cache", "llm_cache_mb", "termination_log", "debug"),
+            ("config", "case", "out", "case_id", "step", "agent_logs", "memory_mb",
+             "llm_parallel", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
+             "termination_log", "debug"),
             help_overrides={"llm_cache": "keep model answers in DIR and reuse them (off unless "
                                          "given)"},
         ),
@@ -227,12 +260,13 @@ COMMANDS: dict[str, Command] = {
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
             ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
-             "task_input", "force", "debug"),
+             "task_input", "from_dataset", "case_ids", "force", "debug"),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
                 "config": "the eval.yaml that grades the task",
                 "force": "write into a non-empty DEST (its other files stay)",
+                "name": "the task's org/name (with --from-dataset: the org)",
             },
         ),
     )
@@ -246,6 +280,9 @@ class Options(NamedTuple):
     config: Path = DEFAULT_CONFIG
     case: Path = DEFAULT_CASE
     out: Path = DEFAULT_OUT
+    case_id: str | None = None
+    step: str | None = None
+    agent_logs: Path = DEFAULT_AGENT_LOGS
     cases: Path | None = None
     jobs: int | None = None
     shard: tuple[int, int] | None = None
@@ -268,6 +305,8 @@ class Options(NamedTuple):
     workdir: str = DEFAULT_WORKDIR
     instruction: Path | None = None
     task_input: Path | None = None
+    from_dataset: bool = False
+    case_ids: tuple[str, ...] | None = None
 
 
 def build_options(

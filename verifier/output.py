@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.errors import OutputError, StaleRewardError
-from verifier.results import Grading
+from verifier.results import Grading, JudgeResult
 
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
@@ -89,7 +89,7 @@ def reward_json(grading: Grading) -> dict[str, float]:
 
 
 def judges_json(grading: Grading) -> dict[str, Any]:
-    return {
+    document: dict[str, Any] = {
         "name": grading.config_name,
         "reward": grading.reward,
         "per_judge": {result.name: result.to_json() for result in grading.results},
@@ -100,38 +100,85 @@ def judges_json(grading: Grading) -> dict[str, Any]:
         },
         "case_warnings": list(grading.case_warnings),
     }
+    if grading.case_id is not None:
+        document["dataset"] = {"case_id": grading.case_id, "entry": grading.dataset_entry}
+    if grading.step is not None:
+        document["step"] = grading.step
+    return document
+
+
+COMPOSITION_ROW = "reward"  # a judge cannot be called that: the name is reserved
 
 
 def reward_details(grading: Grading) -> dict[str, Any]:
     """reward-details.json in the shape harbor-rewardkit writes and `harbor view` renders.
 
     One row per judge: {kind, score, criteria: [{name, value, weight, raw, reasoning?,
-    error?}], warnings?, judge?}. score is the judge's normalized contribution when
-    the reward has one, else its value (0.0 when it has none). See docs/harbor.md.
+    error?}], warnings?, judge?}: score is the judge's normalized contribution when the
+    reward has one, else its value (0.0 when it has none); weight is the weight it has
+    in the composition (composition_weights). Then the composition row, `reward`: a
+    rewardkit group {kind: group, score: the reward, aggregation: how the reward was
+    composed, threshold: null, components: each judge with its weight and a short
+    copy of its row}, so `harbor view` shows how the reward came about. See
+    docs/harbor.md.
     """
-    contributions = grading.composition.contributions
+    weights = composition_weights(grading)
     details: dict[str, Any] = {}
+    components = []
     for result in grading.results:
-        value = None if result.value is None else float(result.value)
-        score = contributions.get(result.name, value)
-        score = 0.0 if score is None or not math.isfinite(score) else float(score)
-        criterion: dict[str, Any] = {
-            "name": result.name,
-            "value": score,
-            "weight": 1.0,
-            "raw": result.value,
-        }
-        if result.rationale:
-            criterion["reasoning"] = str(result.rationale)
-        if result.error:
-            criterion["error"] = str(result.error)
-        row: dict[str, Any] = {"kind": result.kind, "score": score, "criteria": [criterion]}
-        if result.status.value != "ok":
-            row["warnings"] = [f"status: {result.status.value}"]
-        if isinstance(result.details.get("model"), str):
-            row["judge"] = {"model": result.details["model"]}
+        row = _judge_row(grading, result, weights[result.name])
         details[result.name] = row
+        criterion = {key: row["criteria"][0][key] for key in ("name", "value", "weight", "raw")}
+        short = {"kind": row["kind"], "score": row["score"], "criteria": [criterion]}
+        components.append({"name": result.name, "weight": weights[result.name], "detail": short})
+    composition = grading.composition
+    aggregation = grading.reward_rule or composition.mode
+    if composition.gate_failed:
+        aggregation += f"; gate failed: {', '.join(composition.gate_failed)}, so 0"
+    details[COMPOSITION_ROW] = {
+        "kind": "group",
+        "score": grading.reward,
+        "aggregation": aggregation,
+        "threshold": None,
+        "components": components,
+        "mode": composition.mode,
+        "gate": composition.to_json()["gate"],
+        "on_error": composition.on_error,
+        "warnings": list(composition.warnings),
+    }
     return details
+
+
+def composition_weights(grading: Grading) -> dict[str, float]:
+    """Each judge's weight in the reward: the declared weights of a weighted reward (1
+    for `reward.judge`); 1 for each judge a default or expression reward composes (the
+    mean's terms, the formula's names); 0 for a judge it does not (a gate, a judge no
+    weight names, a skipped one)."""
+    composition = grading.composition
+    declared = composition.weights or dict.fromkeys(composition.contributions, 1.0)
+    return {result.name: float(declared.get(result.name, 0.0)) for result in grading.results}
+
+
+def _judge_row(grading: Grading, result: JudgeResult, weight: float) -> dict[str, Any]:
+    value = None if result.value is None else float(result.value)
+    score = grading.composition.contributions.get(result.name, value)
+    score = 0.0 if score is None or not math.isfinite(score) else float(score)
+    criterion: dict[str, Any] = {
+        "name": result.name,
+        "value": score,
+        "weight": weight,
+        "raw": result.value,
+    }
+    if result.rationale:
+        criterion["reasoning"] = str(result.rationale)
+    if result.error:
+        criterion["error"] = str(result.error)
+    row: dict[str, Any] = {"kind": result.kind, "score": score, "criteria": [criterion]}
+    if result.status.value != "ok":
+        row["warnings"] = [f"status: {result.status.value}"]
+    if isinstance(result.details.get("model"), str):
+        row["judge"] = {"model": result.details["model"]}
+    return row
 
 
 def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> list[Path]:

@@ -1,8 +1,8 @@
 """What an eval.yaml depends on: the files beside it that grading reads.
 
 Judge `module:`s (and the local modules they import), `prompt_file:`s, `context:`
-files, builtin arguments that name reference files, and a top-level `annotations:`
-path, relative to eval.yaml's directory.
+files, builtin arguments that name reference files, a top-level `annotations:` path
+and the dataset, relative to eval.yaml's directory.
 A Harbor task package copies them and a batch's resume key hashes them, so both
 agree on what "the config" is.
 """
@@ -19,6 +19,8 @@ from verifier.yaml_io import read_yaml
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 TASK_INPUT_FILE = "input.yaml"  # the trusted task input beside eval.yaml
+# Record keys annotation_<key>_content hold a dataset entry's annotation files.
+ANNOTATION_PREFIX = "annotation_"
 
 
 # A builtin's name and its arguments -> the arguments that name files beside eval.yaml.
@@ -32,8 +34,8 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
     parent packages' `__init__.py`, plus the local modules they import), `prompt_file:`,
     `context:` files, the reference files of `builtin:` judges (which arguments those
     are, builtin_files says: the builtin registry knows), top-level `annotations:` and
-    `task_input:` when they are paths, and the trusted task input `input.yaml` beside
-    eval.yaml when there is one.
+    `task_input:` when they are paths, the trusted task input `input.yaml` beside
+    eval.yaml when there is one, and the `dataset.path` dir.
     """
     source = str(config)
     document = read_yaml(config)
@@ -46,6 +48,9 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
     for key in ("annotations", "task_input"):
         if isinstance(document.get(key), str):
             found.add(_local_path(base, document[key], source, key))
+    dataset = document.get("dataset")
+    if isinstance(dataset, dict) and isinstance(dataset.get("path"), str) and dataset["path"]:
+        found.add(_local_path(base, dataset["path"], source, "dataset.path"))
     if (base / TASK_INPUT_FILE).is_file():
         found.add(PurePosixPath(TASK_INPUT_FILE))
 

@@ -96,6 +96,10 @@ class Grading(NamedTuple):
     case_warnings: tuple[str, ...] = ()
     task_input_source: str | None = None  # where `inputs` came from (None: nowhere)
     task_input_trusted: bool = False
+    case_id: str | None = None  # the id the dataset was asked for (None: eval.yaml has none)
+    dataset_entry: str | None = None  # the dataset entry that id found (None: none)
+    step: str | None = None  # the execution step graded (None: the whole eval)
+    reward_rule: str = ""  # how the reward was composed, in words (the mode's describe())
 
     @property
     def reward(self) -> float:

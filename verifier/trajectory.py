@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from verifier.casefiles import read_case_file
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
+AGENT_LOGS_TRAJECTORY = "trajectory.json"  # in Harbor's agent logs dir, /logs/agent
 # Where a trajectory may be, relative to the case dir, in the order they are tried.
 CASE_TRAJECTORY_PATHS = (
     "trajectory.json",

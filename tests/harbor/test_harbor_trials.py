@@ -9,37 +9,36 @@ solution, and the verifier image grades each in its own container ("separate" mo
            eval.yaml in its workdir; the reward is still the true one
 - invalid: tests/eval.yaml does not load; a verifier error, no reward
 
-Needs: Harbor in its own venv ($HARBOR_VENV, default /opt/harbor-venv: see
-.ci/harbor-venv.sh), podman with podman-compose, and the verifier image
-($VERIFIER_IMAGE, default localhost/harbor-verifier:latest: `make image`).
-The agent's image is $HARBOR_AGENT_IMAGE, else localhost/verifier-base:bookworm when
-present (what `make image` bootstraps where no registry is reachable), else the
-verifier image itself, run as root.
+What the trials need, and how they run: tests/harbor/runner.py.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.harbor.runner import (
+    HARBOR,
+    LOCAL_BASE,
+    VERIFIER_IMAGE,
+    WORKDIR,
+    agent_image,
+    harbor,
+    host_grade,
+    remove_trial_images,
+    require,
+    require_harbor,
+    run_as_root,
+    run_job,
+)
+from tests.viewer import viewer_accepts
 from verifier.task import init_task
 
 pytestmark = pytest.mark.harbor
-
-REPO = Path(__file__).resolve().parents[2]
-HARBOR_VENV = Path(os.environ.get("HARBOR_VENV", "/opt/harbor-venv"))
-VERIFIER_IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
-LOCAL_BASE = "localhost/verifier-base:bookworm"
-WORKDIR = "/app"
-JOB_TIMEOUT_S = 1800
 
 EVAL_YAML = """\
 name: answer-task
@@ -97,22 +96,6 @@ judges:
 """
 
 
-def _require(condition: bool, why: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(why)
-    pytest.skip(why)
-
-
-def _podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, check=check)
-
-
-def _image_exists(image: str) -> bool:
-    return _podman("image", "exists", image, check=False).returncode == 0
-
-
 def _solve_sh(files: dict[str, str], extra: str = "") -> str:
     lines = ["#!/bin/bash", "set -euo pipefail", f"mkdir -p {WORKDIR}", f"cd {WORKDIR}"]
     for name, text in files.items():
@@ -123,38 +106,11 @@ def _solve_sh(files: dict[str, str], extra: str = "") -> str:
 
 def _host_reward(config: Path, files: dict[str, str], tmp: Path) -> dict[str, float]:
     """What `verifier grade` gives on the host for the same files."""
-    case, out = tmp / "case", tmp / "out"
+    case = tmp / "case"
     case.mkdir(parents=True)
     for name, text in files.items():
         (case / name).write_text(text)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verifier",
-            "grade",
-            "--config",
-            str(config),
-            "--case",
-            str(case),
-            "--out",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    return json.loads((out / "reward.json").read_text())
-
-
-def _agent_image() -> tuple[str, bool]:
-    """(image, needs root): the agent's container image, from local storage."""
-    if os.environ.get("HARBOR_AGENT_IMAGE"):
-        return os.environ["HARBOR_AGENT_IMAGE"], False
-    if _image_exists(LOCAL_BASE):
-        return LOCAL_BASE, False
-    return VERIFIER_IMAGE, True  # runs as a non-root USER: the agent needs root
+    return host_grade(config, case, tmp / "out")
 
 
 def _make_task(dest: Path, config: Path, agent_image: str, as_root: bool, solve: str) -> Path:
@@ -170,19 +126,14 @@ def _make_task(dest: Path, config: Path, agent_image: str, as_root: bool, solve:
     )
     (dest / "solution" / "solve.sh").write_text(solve)
     if as_root:
-        toml = dest / "task.toml"
-        toml.write_text(toml.read_text().replace("[agent]\n", '[agent]\nuser = "root"\n', 1))
+        run_as_root(dest)
     return dest
 
 
 @pytest.fixture(scope="session")
 def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Run the four tasks in one Harbor job; {task: (trial dir, result.json, host reward)}."""
-    harbor = HARBOR_VENV / "bin" / "harbor"
-    _require(harbor.is_file(), f"{harbor} missing: run .ci/harbor-venv.sh")
-    _require(shutil.which("podman") is not None, "podman is not installed")
-    _require(_image_exists(VERIFIER_IMAGE), f"{VERIFIER_IMAGE} missing: run `make image`")
-
+    require_harbor()
     root = tmp_path_factory.mktemp("harbor")
     source = root / "source"
     (source / "judges").mkdir(parents=True)
@@ -194,7 +145,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     invalid.mkdir()
     (invalid / "eval.yaml").write_text(INVALID_EVAL)
 
-    agent_image, as_root = _agent_image()
+    image, as_root = agent_image()
     dataset = root / "dataset"
     specs = {
         "solved": (source, _solve_sh(SOLVED), SOLVED),
@@ -204,134 +155,27 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
     host: dict[str, dict[str, float] | None] = {}
     for name, (src, solve, files) in specs.items():
-        _make_task(dataset / name, src / "eval.yaml", agent_image, as_root, solve)
+        _make_task(dataset / name, src / "eval.yaml", image, as_root, solve)
         host[name] = _host_reward(src / "eval.yaml", files, root / "host" / name) if files else None
 
     jobs = root / "jobs"
-    env = {
-        **os.environ,
-        "PATH": f"{HARBOR_VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    }
-    command = [
-        str(harbor),
-        "run",
-        "-p",
-        str(dataset),
-        "--agent",
-        "oracle",
-        "-e",
-        "podman",
-        "--no-delete",
-        "-n",
-        "2",
-        "-o",
-        str(jobs),
-        "--job-name",
-        "trials",
-    ]
     try:
-        run = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, cwd=root
-        )
-        assert run.returncode == 0, (
-            f"harbor run failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
-        )
-        results = {}
-        for trial in sorted((jobs / "trials").iterdir()):
-            result_file = trial / "result.json"
-            if trial.is_dir() and result_file.is_file():
-                result = json.loads(result_file.read_text())
-                results[result["task_name"].rsplit("/", 1)[-1]] = (trial, result)
-        assert set(results) >= set(specs), f"trials found: {sorted(results)}\n{run.stdout[-4000:]}"
-        yield {name: (*results[name], host[name]) for name in specs}
+        found = run_job(dataset, jobs, "trials")
+        assert set(found) >= set(specs), f"trials found: {sorted(found)}"
+        yield {name: (found[name].directory, found[name].result, host[name]) for name in specs}
     finally:
-        _remove_trial_images(jobs)
-
-
-def _remove_trial_images(jobs: Path) -> None:
-    """--no-delete keeps the images Harbor built for these trials; remove just those."""
-    if not jobs.is_dir():
-        return
-    trials = {p.name.lower() for p in jobs.glob("*/*") if p.is_dir()}
-    listed = _podman("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout
-    for image in listed.split():
-        repository = image.rsplit(":", 1)[0].rsplit("/", 1)[-1]
-        if any(
-            repository.startswith(f"{trial}__") or repository.startswith(f"{trial}_")
-            for trial in trials
-        ):
-            _podman("rmi", "--force", image, check=False)
-
-
-def _viewer_accepts(details: Any) -> bool:
-    """harbor view's check (trial page JS) before it renders reward-details.json."""
-
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-    def criterion(c: Any) -> bool:
-        return (
-            isinstance(c, dict)
-            and isinstance(c.get("name"), str)
-            and number(c.get("value"))
-            and number(c.get("weight"))
-        )
-
-    def reward(r: Any) -> bool:
-        return (
-            isinstance(r, dict)
-            and isinstance(r.get("kind"), str)
-            and number(r.get("score"))
-            and isinstance(r.get("criteria"), list)
-            and all(map(criterion, r["criteria"]))
-            and (
-                r.get("warnings") is None
-                or (
-                    isinstance(r["warnings"], list)
-                    and all(isinstance(w, str) for w in r["warnings"])
-                )
-            )
-            and (r.get("judge_output") is None or isinstance(r["judge_output"], str))
-        )
-
-    def group(g: Any) -> bool:
-        return (
-            isinstance(g, dict)
-            and g.get("kind") == "group"
-            and number(g.get("score"))
-            and isinstance(g.get("aggregation"), str)
-            and (g.get("threshold") is None or number(g["threshold"]))
-            and isinstance(g.get("components"), list)
-            and all(
-                isinstance(c, dict)
-                and isinstance(c.get("name"), str)
-                and number(c.get("weight"))
-                and detail(c.get("detail"))
-                for c in g["components"]
-            )
-        )
-
-    def detail(d: Any) -> bool:
-        if isinstance(d, list):
-            return all(map(reward, d))
-        return reward(d) or group(d)
-
-    return isinstance(details, dict) and all(map(detail, details.values()))
+        remove_trial_images(jobs)
 
 
 def test_generated_task_passes_harbor_lint(tmp_path: Path) -> None:
-    harbor = HARBOR_VENV / "bin" / "harbor"
-    _require(harbor.is_file(), f"{harbor} missing: run .ci/harbor-venv.sh")
+    require(HARBOR.is_file(), f"{HARBOR} missing: run .ci/harbor-venv.sh")
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "eval.yaml").write_text(INVALID_EVAL)
-    for agent_image in (None, LOCAL_BASE):
+    for image in (None, LOCAL_BASE):
         task = init_task(
-            tmp_path / f"task-{bool(agent_image)}",
-            tmp_path / "src" / "eval.yaml",
-            agent_image=agent_image,
+            tmp_path / f"task-{bool(image)}", tmp_path / "src" / "eval.yaml", agent_image=image
         )
-        lint = subprocess.run([str(harbor), "lint", str(task)], capture_output=True, text=True)
+        lint = harbor("lint", str(task))
         assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
@@ -355,9 +199,16 @@ def test_solved_trial_reward_equals_host_reward(trials: dict[str, Any]) -> None:
     judges = json.loads((verifier / "judges.json").read_text())
     assert judges["per_judge"]["notes"]["rationale"] == "10 words in notes.md"
     details = json.loads((verifier / "reward-details.json").read_text())
-    assert _viewer_accepts(details), details
-    assert set(details) == {"answer", "notes"}
+    assert viewer_accepts(details), details
+    assert set(details) == {"answer", "notes", "reward"}
     assert details["notes"]["criteria"][0]["reasoning"] == "10 words in notes.md"
+    composition = details["reward"]
+    assert composition["score"] == host["reward"]
+    assert {part["name"]: part["weight"] for part in composition["components"]} == {
+        "answer": 3.0,
+        "notes": 1.0,
+    }
+    assert composition["aggregation"].startswith("weighted (answer=3, notes=1)")
 
 
 def test_useless_solution_gets_zero_not_an_error(trials: dict[str, Any]) -> None:

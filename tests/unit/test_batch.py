@@ -473,7 +473,7 @@ def crash_on_b(case: Case) -> CaseOutcome:
 
 
 def test_a_dying_worker_is_replaced_and_its_case_is_an_error(tmp_path: Path) -> None:
-    cases = [Case(name, tmp_path / name) for name in "abcdefgh"]
+    cases = [Case(name, tmp_path / name, name) for name in "abcdefgh"]
     seen: list[str] = []
     result = run_pool(cases, crash_on_b, 2, lambda row: seen.append(row.name))
     outcomes = result.outcomes

@@ -217,6 +217,9 @@ def test_annotations_may_be_a_yaml_file_beside_eval_yaml(
 
 
 def test_step_and_description_are_accepted(load: Callable[[str], object]) -> None:
-    config = load("judges:\n  - {name: a, check: 'return 1', step: s1, description: d}\n")
+    config = load(
+        "execution: {steps: [{id: s1, prompt: go}]}\n"
+        "judges:\n  - {name: a, check: 'return 1', step: s1, description: d}\n"
+    )
     assert config.judges[0].step == "s1"  # type: ignore[attr-defined]
     assert config.warnings == ()  # type: ignore[attr-defined]

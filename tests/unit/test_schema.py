@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -36,6 +37,7 @@ EVAL_FILES = [
     REPO / "examples" / "eval.yaml",
     REPO / "deploy" / "kubernetes" / "common" / "eval.yaml",
     *sorted(HARNESS.glob("*.yaml")),
+    REPO / "tests" / "fixtures" / "anova-example" / "eval.yaml",
 ]
 DOCS = [REPO / "README.md", REPO / "docs" / "eval-yaml.md"]
 SCHEMA = eval_schema(KINDS)
@@ -73,9 +75,13 @@ def test_it_describes_every_top_level_key_and_reward_key_the_loader_knows() -> N
 
 
 @pytest.mark.parametrize("path", EVAL_FILES, ids=lambda path: str(path.relative_to(REPO)))
-def test_the_example_evals_are_valid_for_both(path: Path) -> None:
+def test_the_example_evals_are_valid_for_both(path: Path, tmp_path: Path) -> None:
     document = yaml.safe_load(path.read_text())
     assert list(VALIDATOR.iter_errors(document)) == []
+    dataset = (document.get("dataset") or {}).get("path")
+    if dataset and not (path.parent / dataset).is_dir():  # a copy without its cases
+        (tmp_path / dataset).mkdir(parents=True)
+        path = Path(shutil.copy(path, tmp_path / "eval.yaml"))
     assert check_eval(path).problems == ()
 
 
@@ -123,7 +129,9 @@ AGREED = [
     ("judges:\n  - {name: pairwise, anything: [1]}\n  - {name: a, check: 'return 1'}\n", None, True),
     (JUDGE + "outputs: [report.md, {path: ./out/, schema: 'not read'}, {path: ...}, {path: a/./b}]\n", None, True),
     (JUDGE + "outputs: null\nreward: null\nannotations: null\nname: null\n", None, True),
-    (JUDGE + "annotations: {expected: 4}\nmodels: {judge: m}\nmatrix: {x: 1}\ndataset: d\n", None, True),
+    (JUDGE + "annotations: {expected: 4}\nmodels: {judge: m}\nmatrix: {x: 1}\n"
+     "dataset: {schema: x}\n", None, True),
+    (JUDGE + "dataset: d\n", None, False),
     (JUDGE + "reward: {judge: a, normalize: true, gate: true, score_range: [0, 10]}\n", None, True),
     (JUDGE + "reward: {weights: {a: 0, b: 2}}\n", None, True),
     (JUDGE + "reward: {formula: ' weighted ', weights: {a: 1}, raw: [a], gate: null}\n", None, True),

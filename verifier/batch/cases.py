@@ -13,12 +13,14 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from verifier.errors import CaseError, UsageError
 from verifier.options import parse_shard
+from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 
 HARBOR_CONVENTION_SOURCE = "/logs/artifacts"
+AGENT_LOGS_SOURCE = "/logs/agent"
 
 
 class Shard(NamedTuple):
@@ -48,21 +50,30 @@ class Shard(NamedTuple):
 
 class Case(NamedTuple):
     """One entry of --cases: `name` is its directory under --out, `case_dir` what the
-    judges read; `skipped` says why it is not a case (then it is never graded)."""
+    judges read, `case_id` its entry in eval.yaml's dataset, `step` the execution step
+    it is (one step of a multi-step Harbor trial); `skipped` says why it is not a case
+    (then it is never graded)."""
 
     name: str
     case_dir: Path
+    case_id: str
+    step: str | None = None
+    agent_logs: Path | None = None  # where the trial's artifacts put /logs/agent
     skipped: str | None = None
 
 
 def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
     """Every entry under cases_dir, sorted by name: cases, and skipped entries with a reason.
 
-    A plain directory: each subdirectory is a case (a symlink to one inside cases_dir
-    too); a plain file, a dangling symlink or a symlink leaving cases_dir is a skipped
-    entry, so none is silently dropped. A Harbor job directory (its config.json has
-    a job_name): each trial is a case, read from the artifacts Harbor collected for it
-    (see harbor_trial_case); Harbor's own files there are not entries. Names starting
+    A plain directory: each subdirectory is a case, its dataset id its name (a
+    symlink to one inside cases_dir too); a plain file, a dangling symlink or a
+    symlink leaving cases_dir is a skipped entry, so none is silently dropped. A
+    Harbor job directory (its config.json has a job_name): each trial is a case, read
+    from the artifacts Harbor collected for it (see harbor_trial_case), its dataset id
+    the name of its task's directory (`task init --from-dataset` names each task after
+    its dataset entry); each step of a multi-step trial is a case
+    `<trial>/steps/<step>`, read from the artifacts collected after that step
+    (steps/<step>/artifacts); Harbor's own files there are not entries. Names starting
     with "." and the out dir (even inside cases_dir) are never entries.
     """
     if not cases_dir.is_dir():
@@ -78,8 +89,12 @@ def discover_cases(cases_dir: Path, out_dir: Path | None = None) -> list[Case]:
         reason = _not_a_case(entry, root)
         if reason == _NOT_A_DIRECTORY and trials:
             continue  # config.json, result.json, job.log: Harbor's, not trials
-        case_dir = harbor_trial_case(path) if trials and reason is None else path
-        found.append(Case(entry.name, case_dir, reason))
+        if reason is not None:
+            found.append(Case(entry.name, path, entry.name, skipped=reason))
+        elif trials:
+            found.extend(trial_cases(path))
+        else:
+            found.append(Case(entry.name, path, entry.name))
     return found
 
 
@@ -114,33 +129,82 @@ def is_harbor_job(directory: Path) -> bool:
     return isinstance(document, dict) and "job_name" in document
 
 
+def trial_cases(trial: Path) -> list[Case]:
+    """A trial's case, or one per step of a multi-step trial."""
+    task = trial_task_name(trial)
+    steps = trial / "steps"
+    if not steps.is_dir() or steps.is_symlink():
+        return [Case(trial.name, harbor_trial_case(trial), task, None, agent_logs(trial))]
+    return [
+        Case(f"{trial.name}/steps/{step.name}", harbor_trial_case(step), task, step.name,
+             agent_logs(step))
+        for step in sorted(steps.iterdir())
+        if step.is_dir() and not step.is_symlink()
+    ]  # fmt: skip
+
+
+def trial_task_name(trial: Path) -> str:
+    """The name of the task directory a trial ran (its config.json's task.path), else
+    the trial's name up to Harbor's `__<suffix>`."""
+    try:
+        task = json.loads((trial / "config.json").read_text(encoding="utf-8"))["task"]["path"]
+        return PurePosixPath(str(task)).name
+    except (OSError, ValueError, TypeError, KeyError):
+        return trial.name.split("__", 1)[0]
+
+
+def agent_logs(trial: Path) -> Path | None:
+    """Where the trial's artifacts hold Harbor's agent logs: what its verifier saw at
+    /logs/agent when the task declared /logs/agent (or its trajectory.json) an artifact."""
+    for entry in _manifest(trial):
+        source = str(entry.get("source", "")).rstrip("/")
+        destination = PurePosixPath(str(entry.get("destination", "")))
+        if destination.is_absolute() or ".." in destination.parts:
+            continue
+        if source == AGENT_LOGS_SOURCE:
+            return trial / destination
+        if source == f"{AGENT_LOGS_SOURCE}/{AGENT_LOGS_TRAJECTORY}":
+            return trial / destination.parent
+    return None
+
+
+def _manifest(trial: Path) -> list[dict[str, Any]]:
+    try:
+        entries = json.loads((trial / "artifacts" / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return (
+        [entry for entry in entries if isinstance(entry, dict)] if isinstance(entries, list) else []
+    )
+
+
 def harbor_trial_case(trial: Path) -> Path:
-    """The case of one Harbor trial: what the verifier container would see as its case.
+    """The case of one Harbor trial (or one step of it, steps/<step>): what the
+    verifier container would see as its case.
 
     artifacts/manifest.json lists what Harbor collected; the one declared artifact
-    (e.g. /app, at artifacts/app) is the case. With none but the agent's
-    /logs/artifacts, that is the case; with several, the whole artifacts dir.
+    (e.g. /app, at artifacts/app; the agent's logs aside) is the case. With none but
+    the agent's /logs/artifacts, that is the case; with several, the whole artifacts
+    dir.
     """
-    artifacts = trial / "artifacts"
-    try:
-        entries = json.loads((artifacts / "manifest.json").read_text(encoding="utf-8"))
-        declared = [
-            entry["destination"]
-            for entry in entries
-            if entry.get("type") == "directory"
-            and str(entry.get("source", "")).rstrip("/") != HARBOR_CONVENTION_SOURCE
-        ]
-        convention = [
-            entry["destination"]
-            for entry in entries
-            if str(entry.get("source", "")).rstrip("/") == HARBOR_CONVENTION_SOURCE
-        ]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return artifacts
+    entries = _manifest(trial)
+    sources = [str(entry.get("source", "")).rstrip("/") for entry in entries]
+    declared = [
+        entry.get("destination")
+        for entry, source in zip(entries, sources, strict=True)
+        if entry.get("type") == "directory"
+        and source not in (HARBOR_CONVENTION_SOURCE, AGENT_LOGS_SOURCE)
+    ]
+    convention = [
+        entry.get("destination")
+        for entry, source in zip(entries, sources, strict=True)
+        if source == HARBOR_CONVENTION_SOURCE
+    ]
     chosen = declared if declared else convention
-    if len(chosen) != 1:
+    artifacts = trial / "artifacts"
+    if len(chosen) != 1 or not isinstance(chosen[0], str):
         return artifacts
-    relative = PurePosixPath(str(chosen[0]))
+    relative = PurePosixPath(chosen[0])
     if relative.is_absolute() or ".." in relative.parts:
         return artifacts
     return trial / relative

@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from verifier import __version__
 from verifier.batch.cases import Case
 from verifier.batch.summary import COUNTS, CaseOutcome, CaseStatus
-from verifier.config import TaskInput
 from verifier.engine import Limits, run_judges
 from verifier.errors import ConfigError, VerifierError
-from verifier.grading import LoadedEval, conclude, read
+from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
 from verifier.judges.base import Pool, PreparedJudge, Record
 from verifier.judges.builtins import builtin_reference_files
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
@@ -52,8 +51,7 @@ class PendingCase(NamedTuple):
     name: str
     started: float  # time.monotonic() when its grading started
     results: Mapping[int, JudgeResult]  # by judge index, every judge that needs no request
-    warnings: tuple[str, ...]
-    task_input: TaskInput  # where `inputs` came from (its value left out: not needed here)
+    context: CaseContext
     tasks: tuple[LLMTask, ...]
 
 
@@ -79,13 +77,18 @@ class CaseGrader(NamedTuple):
         try:
             # --out was probed once; a case dir that dies mid-case leaves nothing graded
             prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
-            reading = read(self.loaded, case.case_dir)
+            step = case.step if self.loaded.config.step_ids else None
+            reading = read(self.loaded, case.case_dir, case_id=case.case_id, step=step,
+                           agent_logs=case.agent_logs)  # fmt: skip
             judges = self.loaded.judges
-            engine = [index for index in range(len(judges)) if index not in self.llm]
+            graded = step_indices(self.loaded, step)
+            engine = [index for index in graded if index not in self.llm]
             found = run_judges([judges[index] for index in engine], reading.record, self.limits)
             results: dict[int, JudgeResult] = dict(zip(engine, found, strict=True))
             tasks = []
             for index, judge in self.llm.items():
+                if index not in graded:
+                    continue
                 task = _llm_task(index, judges[index], judge, reading.record)
                 if isinstance(task, JudgeResult):
                     results[index] = task
@@ -93,9 +96,7 @@ class CaseGrader(NamedTuple):
                     tasks.append(task)
         except Exception as error:  # one bad case never stops the batch
             return self._failed(case.name, out, error, started)
-        task_input = reading.task_input._replace(value=None)
-        pending = PendingCase(case.name, started, results, reading.warnings, task_input,
-                              tuple(tasks))  # fmt: skip
+        pending = PendingCase(case.name, started, results, reading.context, tuple(tasks))
         return pending if tasks else self.finish(pending, ())
 
     def finish(self, pending: PendingCase, done: Sequence[LLMDone]) -> CaseOutcome:
@@ -103,8 +104,8 @@ class CaseGrader(NamedTuple):
         out = self.out_root / pending.name
         results = {**pending.results, **{judged.index: judged.result for judged in done}}
         try:
-            ordered = tuple(results[index] for index in range(len(self.loaded.judges)))
-            grading = conclude(self.loaded, ordered, pending.warnings, pending.task_input)
+            ordered = tuple(results[index] for index in sorted(results))
+            grading = conclude(self.loaded, ordered, pending.context)
             write_outputs(out, grading)
         except Exception as error:
             return self._failed(pending.name, out, error, pending.started)
@@ -131,6 +132,12 @@ class CaseGrader(NamedTuple):
         )
         write_marker(out, self.config_hash, outcome)
         return outcome
+
+
+def step_indices(loaded: LoadedEval, step: str | None) -> list[int]:
+    """The indices of the judges a case's grading runs (all, or its step's: step_plan)."""
+    names = {judge.config.name for judge in step_plan(loaded, step).judges}
+    return [index for index, judge in enumerate(loaded.judges) if judge.config.name in names]
 
 
 def llm_judges(loaded: LoadedEval, limits: Limits) -> dict[int, LLMJudge]:

@@ -28,7 +28,10 @@ def run(options: Options) -> int:
             prepare_out_dir(options.out)
             if options.llm_cache is not None and not options.no_llm_cache:
                 loaded = with_llm_cache(loaded, options.llm_cache, options.llm_cache_mb)
-            grading = grade(loaded, options.case, limits)
+            grading = grade(
+                loaded, options.case, limits, case_id=options.case_id, step=options.step,
+                agent_logs=options.agent_logs,
+            )  # fmt: skip
             _report_warnings(grading)
             written = write_outputs(options.out, grading)
         except OutputError:

@@ -1,16 +1,23 @@
-"""`verifier task init`: a Harbor task package graded by this image."""
+"""`verifier task init`: a Harbor task package graded by this image, or one per case of
+eval.yaml's dataset (--from-dataset)."""
 
 from __future__ import annotations
 
 from verifier.console import warn, warn_all
-from verifier.errors import EXIT_OK, ConfigErrors
+from verifier.errors import EXIT_OK, ConfigErrors, UsageError
 from verifier.grading import check_eval
 from verifier.options import Options
 from verifier.task import init_task
+from verifier.task.cases import init_dataset_tasks
+from verifier.task.manifest import MANIFEST
 
 
 def run_init(options: Options) -> int:
     assert options.dest is not None
+    if options.from_dataset:
+        return _init_from_dataset(options)
+    if options.case_ids is not None:
+        raise UsageError("--cases: only with --from-dataset (the dataset's cases to make tasks of)")
     created = init_task(
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         name=options.name, workdir=options.workdir, instruction=options.instruction,
@@ -18,30 +25,60 @@ def run_init(options: Options) -> int:
     )  # fmt: skip
     print(f"created Harbor task {created}")
     _warn_if_invalid(options)
-    print(f"next: write {created / 'solution' / 'solve.sh'}, then")
+    solution = (
+        "steps/<step>/solution/solve.sh" if (created / "steps").is_dir() else "solution/solve.sh"
+    )
+    print(f"next: write {created / solution}, then")
     print(f"  harbor run -p {created} --agent oracle -e podman --no-delete")
+    return EXIT_OK
+
+
+def _init_from_dataset(options: Options) -> int:
+    assert options.dest is not None
+    for flag, given in (("--instruction", options.instruction), ("--input", options.task_input)):
+        if given is not None:
+            raise UsageError(
+                f"{flag}: --from-dataset renders each case's instruction and input from its "
+                "dataset entry"
+            )
+    created = init_dataset_tasks(
+        options.dest, options.config, image=options.image, agent_image=options.agent_image,
+        org=options.name, workdir=options.workdir, case_ids=options.case_ids,
+        force=options.force,
+    )  # fmt: skip
+    for task in created:
+        print(f"created Harbor task {task}")
+    print(f"wrote {options.dest / MANIFEST} ({len(created)} tasks)")
+    _warn_if_invalid(options)
+    print("next: write each task's solution/solve.sh (for the oracle agent), then")
+    print(f"  harbor run -p {options.dest} --agent oracle -e podman --no-delete")
     return EXIT_OK
 
 
 def _warn_if_invalid(options: Options) -> None:
     """A package with a broken eval.yaml is still written (it records a verifier error
-    in every trial, which is sometimes the point), but its author should know; so should
-    the author of a weighted or expression reward that drops errored judges. A model left
-    to $EVAL_JUDGE_MODEL is only a warning: task.toml's [verifier] env may set it."""
+    in every trial, which is sometimes the point), but its author should know; so
+    should the author of a weighted or expression reward that drops errored judges,
+    and of one package for an eval with a dataset (every trial is graded as the case
+    the workdir names, /app: "app", which no dataset entry matches). A model left to
+    $EVAL_JUDGE_MODEL is only a warning: task.toml's [verifier] env may set it."""
     checked = check_eval(options.config)
     if checked.problems:
         message = ConfigErrors(checked.problems).message
         warn(f"{message}; every trial of this task will record a verifier error")
         return
     warn_all(checked.warnings)
-    reward = checked.config.reward if checked.config is not None else None
-    if (
-        reward is not None
-        and reward.mode in ("weighted", "expression")
-        and reward.on_error == "drop"
-    ):
+    config = checked.config
+    assert config is not None
+    reward = config.reward
+    if reward.mode in ("weighted", "expression") and reward.on_error == "drop":
         warn(
             f"{options.config}: reward.on_error is drop: a judge that errors is dropped and "
             "the others renormalize, so an error can raise the reward; for RL training set "
             "reward.on_error: zero"
+        )
+    if config.dataset is not None and not options.from_dataset:
+        warn(
+            f"{options.config} has a dataset ({config.dataset.path}/): this one package grades "
+            "every trial without a dataset entry; pass --from-dataset for one task per case"
         )

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from verifier.config.fields import RELATIVE_PATH_PATTERN, Locator, RelativePath, Text, nullable
 from verifier.config.judges import judges_schema, parse_judges
-from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeKind, TaskInput
+from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKind, TaskInput
 from verifier.config.reward_block import parse_reward, reward_schema
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
-from verifier.references import TASK_INPUT_FILE
+from verifier.references import ANNOTATION_PREFIX, TASK_INPUT_FILE
 from verifier.yaml_io import read_yaml
+
+if TYPE_CHECKING:
+    from verifier.config.execution import Execution
+    from verifier.dataset import Dataset
 
 SUITE_LEVEL_KEYS = frozenset({
     "description", "execution", "runner", "models", "permissions", "mlflow", "dataset",
-    "inputs", "traces", "thresholds", "hooks", "generation",
+    "inputs", "traces", "thresholds", "hooks", "generation", "skill", "matrix",
 })  # fmt: skip
 VERIFIER_KEYS = frozenset({"name", "outputs", "judges", "reward", "annotations", "task_input"})
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"  # what editors support best
@@ -42,6 +46,12 @@ class OutputEntry(NamedTuple):
         pure = PurePosixPath(raw)
         if pure.is_absolute() or ".." in pure.parts or str(pure) == "." or "\0" in raw:
             raise at.error(f"{raw!r} must be relative to the case dir, without '..', not '.'")
+        if pure.name.startswith(ANNOTATION_PREFIX):
+            raise at.error(
+                f"{raw!r} would make the record key {pure.name}_content, and record keys "
+                f"starting with {ANNOTATION_PREFIX!r} hold the dataset's annotation files; "
+                "rename the output"
+            )
         return str(pure)
 
     def schema(self) -> dict[str, Any]:
@@ -111,6 +121,12 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     )
     annotations = problems.attempt(_annotations, document.get("annotations"), at)
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
+    dataset = problems.attempt(_dataset, document.get("dataset"), at)
+    execution = problems.attempt(_execution, document, at)
+    for problem in _judge_step_problems(judges, execution, at):
+        problems.add(problem)
+    if execution is not None and reward is not None:
+        warnings.extend(_step_warnings(judges, execution, reward, at))
     problems.raise_if_any()
     models = document.get("models")
     default_model = models.get("judge") if isinstance(models, dict) else None
@@ -125,7 +141,82 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
         default_model=default_model if isinstance(default_model, str) else None,
         warnings=tuple(warnings),
         task_input=task_input,
+        dataset=dataset,
+        execution=execution,
     )
+
+
+def _dataset(value: Any, at: Locator) -> Dataset | None:
+    """eval.yaml's dataset (its module is imported only when there is one: grading
+    every other eval never pays for it)."""
+    if value is None:
+        return None
+    from verifier.dataset import read_dataset
+
+    return read_dataset(value, at.source, at.base_dir)
+
+
+def _execution(document: Mapping[str, Any], at: Locator) -> Execution | None:
+    """eval.yaml's execution and runner blocks, when it has them."""
+    if not any(key in document for key in ("execution", "runner", "skill")):
+        return None
+    from verifier.config.execution import parse_execution
+
+    return parse_execution(document, at)
+
+
+def _judge_step_problems(
+    judges: Sequence[JudgeConfig] | None, execution: Execution | None, at: Locator
+) -> list[ConfigError]:
+    """A judge's `step:` must name a step of execution.steps: a typo would leave the
+    judge out of every step's verifier."""
+    problems = []
+    step_ids = execution.step_ids if execution is not None else ()
+    for judge in judges or ():
+        if judge.step is None:
+            continue
+        where = Locator(at.source, f"{judge.key}.step", at.base_dir)
+        if not step_ids:
+            problems.append(where.error(
+                f"names step {judge.step!r}, but eval.yaml has no execution.steps; remove it "
+                "or define the steps"
+            ))  # fmt: skip
+        elif judge.step not in step_ids:
+            problems.append(where.error(
+                f"{judge.step!r} is not a step of execution.steps "
+                f"({', '.join(step_ids)}){did_you_mean(judge.step, step_ids)}"
+            ))  # fmt: skip
+    return problems
+
+
+def _step_warnings(
+    judges: Sequence[JudgeConfig], execution: Execution, reward: Any, at: Locator
+) -> list[str]:
+    """The reward block is composed by the final step's verifier (Harbor's
+    multi_step_reward_strategy = final): a judge of an earlier step it names has no
+    value there, and a final step without judges gives every trial 0.0."""
+    if not execution.steps:
+        return []
+    earlier = {
+        judge.name: judge.step for judge in judges if judge.step not in (None, execution.final_step)
+    }
+    referenced = dict(reward.referenced_names())
+    if reward.mode == "judge":
+        referenced["reward.judge"] = frozenset({reward.judge})
+    warnings = []
+    for key, names in referenced.items():
+        for name in sorted(set(names) & set(earlier)):
+            warnings.append(
+                f"{at.source}: {key}: {name} is graded in step {earlier[name]!r}, but the "
+                f"reward is composed in the final step {execution.final_step!r}, where it has "
+                "no value"
+            )
+    if judges and not any(judge.step in (None, execution.final_step) for judge in judges):
+        warnings.append(
+            f"{at.source}: no judge is graded in the final step {execution.final_step!r} (none "
+            "is scoped to it or to no step): it composes the trial's reward, which is then 0.0"
+        )
+    return warnings
 
 
 def _outputs(value: Any, at: Locator) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -196,6 +287,14 @@ def eval_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
     suite_level = {
         key: {"description": "suite-level (agent-eval-harness): accepted, not read"}
         for key in sorted(SUITE_LEVEL_KEYS)
+    }
+    suite_level["dataset"] = {
+        "description": "the cases (agent-eval-harness): dataset.path, a dir beside eval.yaml, "
+        "gives each case its entry's annotations and input",
+        "anyOf": [
+            {"type": "object", "properties": {"path": nullable({"type": "string"})}},
+            {"type": "null"},
+        ],
     }
     suite_level["models"] = {
         "description": "suite-level; models.judge is the default model of LLM judges",

@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from verifier.config.fields import Key, Locator
 from verifier.reward import RewardMode, normalization_range
 from verifier.scale import FeedbackType, Scale, ScoreRange
+
+if TYPE_CHECKING:  # imported by the loader only when eval.yaml has these blocks
+    from verifier.config.execution import Execution
+    from verifier.dataset import Dataset
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -100,6 +104,27 @@ class EvalConfig(NamedTuple):
     warnings: tuple[str, ...]
     task_input: TaskInput = NO_TASK_INPUT
     tool_outputs: tuple[str, ...] = ()  # `{tool: NAME}` entries of outputs
+    dataset: Dataset | None = None  # eval.yaml's dataset.path: per-case annotations and input
+    execution: Execution | None = None  # how the harness invokes the agent; its steps
+
+    @property
+    def step_ids(self) -> tuple[str, ...]:
+        """The ids of execution.steps, in order (none: a single-step eval)."""
+        return self.execution.step_ids if self.execution is not None else ()
+
+    @property
+    def final_step(self) -> str | None:
+        return self.step_ids[-1] if self.step_ids else None
+
+    def step_judges(self, step: str) -> tuple[str, ...]:
+        """The judges a step's verifier grades: those scoped to it, and on the final step
+        those scoped to none (they grade the finished work)."""
+        final = step == self.final_step
+        return tuple(
+            judge.name
+            for judge in self.judges
+            if judge.step == step or (final and judge.step is None)
+        )
 
     @property
     def base_dir(self) -> Path:

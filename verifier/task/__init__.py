@@ -6,51 +6,41 @@ A task package graded by this verifier in Harbor's "separate" mode:
     DEST/instruction.md       the agent's prompt
     DEST/environment/         the agent's Dockerfile, or nothing when --agent-image is set
     DEST/solution/solve.sh    the reference solution (Harbor's `oracle` agent)
-    DEST/tests/Dockerfile     FROM the verifier image; COPY eval.yaml and its files to /tests/
-    DEST/tests/eval.yaml      the grading config, and every file it references, at the
-                              same paths relative to it
+    DEST/tests/Dockerfile     FROM the verifier image; `COPY . /tests/`
+    DEST/tests/eval.yaml      the grading config, beside a copy of its whole directory
+                              (verifier.task.tests_dir)
 
-Only eval.yaml and what it references go into tests/, so the agent never sees them.
+tests/ is the verifier's side only: the agent never sees it. An eval.yaml with
+`execution.steps` makes a multi-step package (verifier.task.package); with
+`--from-dataset`, one package per dataset case (verifier.task.cases).
 """
 
 from __future__ import annotations
 
-import json
-import re
-import shutil
-from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path, PurePosixPath
 
 import yaml
 
-from verifier.errors import ConfigError, UsageError
-from verifier.judges.builtins import builtin_reference_files
+from verifier.console import warn_all
+from verifier.errors import UsageError
 from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
-from verifier.references import TASK_INPUT_FILE, referenced_files, walk_files
+from verifier.references import TASK_INPUT_FILE, referenced_files
+from verifier.task.instruction import agent_timeout, read_execution, step_specs
+from verifier.task.package import (
+    NAME_RE,
+    PackageSpec,
+    StepSpec,
+    check_arguments,
+    check_dest,
+    render,
+    safe_name,
+    templates_dir,
+    write_package,
+)
+from verifier.task.tests_dir import TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
 
-# Harbor's own pattern for [task].name (harbor.constants.ORG_NAME_PATTERN).
-_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
-# A workdir that needs no quoting in TOML, sh or a Dockerfile.
-_WORKDIR_RE = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
-_IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-_PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
-# Container paths the verifier or Harbor own: the agent's work must not land there.
-_RESERVED_DIRS = ("/tests", "/logs", "/solution", "/case", "/opt/verifier")
-# Names in tests/ that would shadow the package's own files or the image's test.sh.
-_RESERVED_TEST_FILES = frozenset(
-    {
-        "Dockerfile",
-        "Containerfile",
-        "docker-compose.yaml",
-        ".dockerignore",
-        ".containerignore",
-        "test.sh",
-        "test.bat",
-        "eval.yaml",
-    }
-)
+__all__ = ["init_task", "referenced_files", "render", "templates_dir"]
 
 
 def init_task(
@@ -65,89 +55,63 @@ def init_task(
     task_input: Path | None = None,
     force: bool = False,
 ) -> Path:
-    """Render the task templates into `dest` and copy eval.yaml and its files.
+    """Render the task templates into `dest` and copy eval.yaml's directory into tests/.
 
     The package is trusted by construction: its tests/ holds the task input judges
     see (eval.yaml's own `task_input` or input.yaml beside it, else `task_input`,
-    else the instruction as `{prompt: ...}`), never the agent's.
+    else the instruction as `{prompt: ...}`), never the agent's. With
+    `execution.steps`, each step's instruction is rendered from its prompt and
+    that input (verifier.task.instruction).
 
     Returns `dest`. Raises UsageError for bad arguments or a non-empty `dest` without
     `force` (with `force`, the rendered files overwrite theirs and other files stay),
     ConfigError when eval.yaml cannot be read or references a file that is missing
-    or outside its directory.
+    or outside its directory. Prints a warning for each file left out of tests/.
     """
-    dest = Path(dest)
-    config = Path(config)
-    workdir = _check_workdir(workdir)
-    name = name if name is not None else _default_name(dest)
-    if not _NAME_RE.match(name) or ".." in name:
+    dest, config = Path(dest), Path(config)
+    workdir = check_arguments(workdir, image, agent_image)
+    name = name if name is not None else f"local/{safe_name(dest.resolve().name)}"
+    if not NAME_RE.match(name) or ".." in name:
         raise UsageError(f"--name {name!r}: use org/name (letters, digits, '.', '_', '-')")
-    for flag, value in (("--image", image), ("--agent-image", agent_image)):
-        if value is not None and not _IMAGE_RE.match(value):
-            raise UsageError(f"{flag} {value!r}: not an image reference")
     instruction_text = _read_instruction(instruction) if instruction is not None else None
 
-    files = _test_files(config)  # every ConfigError before anything is written
-    input_text = _task_input_text(config, files, task_input)
-    _check_dest(dest, force)
-
-    values = {
-        "name": name,
-        "name_toml": _toml_str(name),
-        "workdir": workdir,
-        "workdir_toml": _toml_str(workdir),
-        "image": image,
-        "environment_toml": (
-            "# The agent's image (no environment/Dockerfile).\n"
-            f"docker_image = {_toml_str(agent_image)}"
-            if agent_image
-            else "# The agent's image is built from environment/Dockerfile."
-        ),
-        "copy_lines": "\n".join(
-            _copy_lines([*files, *([PurePosixPath(TASK_INPUT_FILE)] if input_text != "" else [])])
-        ),
-    }
-    root = templates_dir()
-    dest.mkdir(parents=True, exist_ok=True)
-    for template in sorted(walk_files(root)):
-        rel = template.relative_to(root)
-        if agent_image and rel.parts[0] == "environment":
-            continue
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if rel == Path("instruction.md") and instruction_text is not None:
-            text = instruction_text
-        else:
-            text = render(template.read_text(encoding="utf-8"), values)
-        _write(target, text, executable=template.suffix == ".sh")
-        if rel == Path("instruction.md") and input_text is None:
-            input_text = yaml.safe_dump({"prompt": text}, allow_unicode=True, sort_keys=False)
-    (dest / "environment").mkdir(exist_ok=True)
-    stale = dest / "environment" / "Dockerfile"
-    if agent_image and (stale.is_file() or stale.is_symlink()):
-        stale.unlink()  # from an earlier init without --agent-image: docker_image rules now
-
-    tests = dest / "tests"
-    _copy_file(config, tests / "eval.yaml")
-    for rel in files:
-        source = config.parent / rel
-        if source.is_dir():
-            _copy_tree(source, tests / rel)
-        else:
-            _copy_file(source, tests / rel)
-    if input_text:
-        _write(tests / TASK_INPUT_FILE, input_text)
+    # Every ConfigError before anything is written.
+    execution = read_execution(config)
+    plan = plan_tests_dir(config, leave_out=[dest])
+    input_text = _task_input_text(config, plan, task_input)
+    if execution.steps and instruction is not None:
+        raise UsageError(
+            f"--instruction {instruction}: {config} has execution.steps; each step's "
+            "instruction is rendered from its prompt"
+        )
+    steps: tuple[StepSpec, ...] = ()
+    if execution.steps:
+        steps = step_specs(execution, _input_value(config, input_text), str(config))
+        instruction_text = "\n".join(step.instruction for step in steps)
+    elif instruction_text is None:
+        placeholder = (templates_dir() / "instruction.md").read_text(encoding="utf-8")
+        instruction_text = render(placeholder, {"name": name, "workdir": workdir})
+    if input_text is None:
+        input_text = yaml.safe_dump({"prompt": instruction_text}, allow_unicode=True,
+                                    sort_keys=False)  # fmt: skip
+    check_dest(dest, force)
+    write_package(
+        PackageSpec(
+            dest=dest, name=name, image=image, agent_image=agent_image, workdir=workdir,
+            tests=plan, instruction=instruction_text, task_input=input_text or None,
+            steps=steps, agent_timeout_s=agent_timeout(execution),
+        )
+    )  # fmt: skip
+    warn_all(plan.warnings)
     return dest
 
 
-def _task_input_text(
-    config: Path, files: list[PurePosixPath], task_input: Path | None
-) -> str | None:
+def _task_input_text(config: Path, plan: TestsPlan, task_input: Path | None) -> str | None:
     """What to write as tests/input.yaml: '' when eval.yaml brings its own task input,
     the --input file's text, or None (the instruction becomes the prompt)."""
     document = read_yaml(config)
     own = isinstance(document, dict) and document.get("task_input") is not None
-    own = own or PurePosixPath(TASK_INPUT_FILE) in files
+    own = own or any(file.relative == PurePosixPath(TASK_INPUT_FILE) for file in plan.files)
     if task_input is None:
         return "" if own else None
     if own:
@@ -158,71 +122,19 @@ def _task_input_text(
     return task_input.read_text(encoding="utf-8")
 
 
-def templates_dir() -> Path:
-    """The task templates: package data when installed, task-templates/ in a checkout."""
-    try:
-        packaged = Path(str(resources.files("verifier") / "templates"))
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - zip imports
-        packaged = None
-    if packaged is not None and (packaged / "task.toml").is_file():
-        return packaged
-    checkout = Path(__file__).resolve().parents[2] / "task-templates"
-    if (checkout / "task.toml").is_file():
-        return checkout
-    raise FileNotFoundError("task templates not found: reinstall harbor-verifier")
-
-
-def render(text: str, values: dict[str, str]) -> str:
-    """Replace every {{name}}; an unknown name is a bug in the templates, not input."""
-
-    def substitute(match: re.Match[str]) -> str:
-        key = match.group(1)
-        if key not in values:
-            raise KeyError(f"template placeholder {{{{{key}}}}} has no value")
-        return values[key]
-
-    return _PLACEHOLDER_RE.sub(substitute, text)
-
-
-def _test_files(config: Path) -> list[PurePosixPath]:
-    """What tests/ gets beside eval.yaml: the files it references, none of them a name
-    that the package's tests/ dir reserves."""
-    files = referenced_files(config, builtin_reference_files)
-    for rel in files:
-        if len(rel.parts) == 1 and rel.name in _RESERVED_TEST_FILES:
-            raise ConfigError(
-                str(config),
-                "",
-                f"references {rel}, a name the task's tests/ dir reserves: rename it",
-            )
-    return files
-
-
-def _copy_lines(files: list[PurePosixPath]) -> Iterator[str]:
-    yield 'COPY ["eval.yaml", "/tests/eval.yaml"]'
-    for rel in files:
-        yield f"COPY {json.dumps([str(rel), f'/tests/{rel}'])}"
-
-
-def _check_workdir(workdir: str) -> str:
-    if not _WORKDIR_RE.match(workdir) or ".." in workdir.split("/"):
-        raise UsageError(
-            f"--workdir {workdir!r}: use an absolute path of letters, digits, '.', '_', '-'"
-        )
-    workdir = workdir.rstrip("/")
-    for reserved in _RESERVED_DIRS:
-        if (
-            workdir == reserved
-            or workdir.startswith(reserved + "/")
-            or (reserved.startswith(workdir + "/"))
-        ):
-            raise UsageError(f"--workdir {workdir}: overlaps {reserved}, which the verifier uses")
-    return workdir
-
-
-def _default_name(dest: Path) -> str:
-    short = re.sub(r"[^a-zA-Z0-9._-]+", "-", dest.resolve().name).strip(".-_") or "task"
-    return f"local/{short}"
+def _input_value(config: Path, input_text: str | None) -> object:
+    """The task input the steps' instructions are rendered with: --input's, else
+    eval.yaml's own (task_input, or input.yaml beside it), else none."""
+    if input_text:
+        return yaml.safe_load(input_text)
+    if input_text is None:
+        return None
+    document = read_yaml(config)
+    own = document.get("task_input") if isinstance(document, dict) else None
+    if isinstance(own, dict):
+        return own
+    beside = config.parent / (own if isinstance(own, str) else TASK_INPUT_FILE)
+    return read_yaml(beside) if beside.is_file() else None
 
 
 def _read_instruction(path: Path) -> str:
@@ -230,37 +142,3 @@ def _read_instruction(path: Path) -> str:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--instruction {path}: cannot be read: {exc}") from None
-
-
-def _check_dest(dest: Path, force: bool) -> None:
-    if dest.exists() and not dest.is_dir():
-        raise UsageError(f"{dest} exists and is not a directory")
-    if dest.is_dir() and any(dest.iterdir()) and not force:
-        raise UsageError(f"{dest} is not empty: pass --force to overwrite the task's files")
-
-
-def _write(target: Path, text: str, *, executable: bool = False) -> None:
-    if target.is_symlink():
-        target.unlink()
-    target.write_text(text, encoding="utf-8")
-    target.chmod(0o755 if executable else 0o644)
-
-
-def _copy_file(source: Path, target: Path) -> None:
-    # Content only, with world-readable modes: the verifier image runs as a
-    # non-root user and must read what COPY puts in /tests.
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_symlink():
-        target.unlink()
-    shutil.copyfile(source, target)
-    target.chmod(0o644)
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    for path in walk_files(source):
-        _copy_file(path, target / path.relative_to(source))
-
-
-def _toml_str(value: str) -> str:
-    # A JSON string is a valid TOML basic string.
-    return json.dumps(value, ensure_ascii=False)

@@ -1,28 +1,63 @@
 """The `conversation` a prompt sees: what the agent said, recovered from the case.
 
-Agent CLIs run by agent-eval style harnesses write their transcript to stdout as
-JSON lines (Claude Code's `--output-format stream-json`, Codex's `exec --json`);
-stdout.log then holds events, and the conversation is the agent's own text turns
-in order. When stdout.log is plain text it is the conversation as it is.
+The agent's trajectory comes first (the record's `trajectory`: Harbor's ATIF
+trajectory.json, from the trial's agent logs or the case, or the harness's events):
+its text turns in order, each followed by its tool calls. Without one, stdout.log:
+agent CLIs run by agent-eval style harnesses write their transcript there as JSON
+lines (Claude Code's `--output-format stream-json`, Codex's `exec --json`), and the
+conversation is the agent's own text turns; plain text is the conversation as it is.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 
-def conversation_of(record: dict[str, Any]) -> str:
-    """A `conversation` key of the record if the case reader set one, else from stdout.log."""
+def conversation_of(record: Mapping[str, Any]) -> str:
+    """A `conversation` key of the record if the case reader set one, else the agent's
+    trajectory, else stdout.log."""
     explicit = record.get("conversation")
     if isinstance(explicit, str):
         return explicit
+    from_trajectory = _trajectory_text(record.get("trajectory"))
+    if from_trajectory:
+        return from_trajectory
     stdout = record.get("stdout")
     if not isinstance(stdout, str):
         return ""
     turns = list(_assistant_turns(stdout))
     return "\n\n".join(turns) if turns else stdout
+
+
+def conversation_source(record: Mapping[str, Any]) -> str | None:
+    """The file the conversation was read from (a rubric's material shows it once, as
+    the conversation, not again among the files), None when not from a file."""
+    if isinstance(record.get("conversation"), str):
+        return None
+    trajectory = record.get("trajectory")
+    if _trajectory_text(trajectory):
+        return str(trajectory["source"])  # type: ignore[index]
+    return "stdout.log" if isinstance(record.get("stdout"), str) else None
+
+
+def _trajectory_text(trajectory: Any) -> str:
+    """The trajectory's turns, each with its tool calls, as text ('' when it has none)."""
+    if not isinstance(trajectory, Mapping) or not isinstance(trajectory.get("turns"), list):
+        return ""
+    calls: dict[int, list[str]] = {}
+    for call in trajectory.get("tool_calls") or ():
+        if isinstance(call, Mapping) and isinstance(call.get("turn"), int):
+            arguments = json.dumps(call.get("arguments"), ensure_ascii=False, default=str)
+            calls.setdefault(call["turn"], []).append(f"[tool call] {call.get('name')} {arguments}")
+    parts = []
+    for turn, text in enumerate(trajectory["turns"], start=1):
+        lines = [text.strip()] if isinstance(text, str) and text.strip() else []
+        lines += calls.get(turn, [])
+        if lines:
+            parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def _assistant_turns(stdout: str) -> Iterator[str]:

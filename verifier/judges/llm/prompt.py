@@ -23,9 +23,10 @@ import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from verifier.judges.llm.conversation import conversation_of
+from verifier.judges.llm.conversation import conversation_of, conversation_source
 from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.template import PromptTemplate, as_text, mark_trusted
+from verifier.references import ANNOTATION_PREFIX
 
 _FORGED_TAG = re.compile(r"<(/?)case-material")
 MAX_BLOCKS = 200  # fences per prompt: beyond it their overhead, not the material, would grow
@@ -87,13 +88,18 @@ class PromptPlan(NamedTuple):
 
 
 def template_variables(record: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """What a template can name; only eval.yaml's arguments and annotations, and the task
-    input when it came from the task author's side, are trusted."""
+    """What a template can name; only eval.yaml's arguments and annotations, the dataset's
+    annotation files (`annotation_<key>_content`), and the task input when it came from
+    the task author's side, are trusted."""
     annotations = mark_trusted(record.get("annotations") or {})
     inputs = record.get("inputs")
     if record.get("inputs_trusted"):
         inputs = mark_trusted(inputs)
-    outputs = {**record, "annotations": annotations, "inputs": inputs}
+    annotation_files = {
+        key: mark_trusted(value) for key, value in record.items()
+        if key.startswith(ANNOTATION_PREFIX)
+    }  # fmt: skip
+    outputs = {**record, **annotation_files, "annotations": annotations, "inputs": inputs}
     return {
         "outputs": outputs,
         "annotations": annotations,
@@ -120,7 +126,10 @@ def material_text(variables: Mapping[str, Any], fence: Any) -> str:
         )
     if variables["conversation"].strip():
         blocks.append("The agent's conversation:\n" + fence.wrap(variables["conversation"]))
-    covered = {"stdout.log": bool(variables["conversation"].strip()), "input.yaml": from_the_case}
+    covered = {"input.yaml": from_the_case}
+    source = conversation_source(variables["outputs"])
+    if source is not None and variables["conversation"].strip():  # shown once, as itself
+        covered[source] = True
     files = variables["outputs"].get("files") or {}
     shown = {path: content for path, content in files.items() if not covered.get(path)}
     if shown:

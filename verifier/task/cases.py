@@ -1,0 +1,145 @@
+"""`verifier task init DIR --from-dataset`: one Harbor task per dataset case, as
+agent-eval-harness makes them (`generate_tasks` in its agent_eval/harbor/tasks.py).
+
+Each DIR/<case-id>/ is a complete package (verifier.task.package) whose:
+
+- instruction.md is the eval's invocation filled with the case's input (or, for a
+  multi-step eval, steps/<id>/instruction.md per step: verifier.task.instruction);
+- environment/ carries what the harness gives the agent: the case's input file and
+  every other file of its entry that is not annotations.yaml or named by an
+  annotation (Harbor uploads environment/ into the agent's workdir when the agent's
+  image is given; environment/Dockerfile COPYs them there otherwise);
+- tests/ is eval.yaml's directory with only this case's dataset entry (its
+  annotations, annotated files and input: the trusted task input), and task.toml
+  tells the verifier the case's id (`VERIFIER_CASE_ID`).
+
+DIR/dataset.toml lists them all (verifier.task.manifest), so `harbor run -p DIR` runs
+every task and `harbor publish` can publish them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from verifier.console import warn_all
+from verifier.dataset import CASE_ID_PATTERN, Dataset, DatasetCase, read_dataset
+from verifier.errors import UsageError
+from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
+from verifier.task.instruction import (
+    agent_timeout,
+    read_execution,
+    render_instruction,
+    step_specs,
+)
+from verifier.task.manifest import write_manifest
+from verifier.task.package import (
+    PackageSpec,
+    check_arguments,
+    check_dest,
+    safe_name,
+    write_package,
+)
+from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
+from verifier.yaml_io import read_yaml
+
+
+def init_dataset_tasks(
+    dest: Path,
+    config: Path,
+    *,
+    image: str = DEFAULT_IMAGE,
+    agent_image: str | None = None,
+    org: str | None = None,
+    workdir: str = DEFAULT_WORKDIR,
+    case_ids: Sequence[str] | None = None,
+    force: bool = False,
+) -> list[Path]:
+    """Write DEST/<case-id>/ for every dataset case (or those in case_ids) and
+    DEST/dataset.toml; return the task dirs.
+
+    Tasks are named `ORG/<case-id>`, ORG being `org` (default: eval.yaml's name).
+    UsageError for bad arguments, an unknown case id or a non-empty DEST without
+    `force`; ConfigError for an eval.yaml or a dataset entry that cannot be used:
+    every case is rendered before anything is written."""
+    dest, config = Path(dest), Path(config)
+    workdir = check_arguments(workdir, image, agent_image)
+    document = read_yaml(config)
+    eval_name = str(document.get("name") or config.resolve().parent.name)
+    org = org if org is not None else safe_name(eval_name)
+    if "/" in org or safe_name(org) != org:
+        raise UsageError(
+            f"--name {org!r}: with --from-dataset, --name is the org only (each task is "
+            "named ORG/<case-id>): letters, digits, '.', '_', '-'"
+        )
+    dataset = read_dataset(document.get("dataset"), str(config), config.resolve().parent)
+    if dataset is None:
+        raise UsageError(f"--from-dataset: {config} has no dataset.path")
+    entries = _entries(dataset, case_ids)
+    execution = read_execution(config)
+    base = plan_tests_dir(config, leave_out=[dest, dataset.root])
+    specs = []
+    for entry in entries:
+        steps = step_specs(execution, entry.task_input, str(config))
+        if steps:  # each step has its own instruction.md; the root has none
+            instruction = "\n".join(step.instruction for step in steps)
+        else:
+            invocation = execution.invocation
+            instruction = (
+                render_instruction(invocation, entry.task_input, str(config), "execution") + "\n"
+            )
+        specs.append(
+            PackageSpec(
+                dest=dest / entry.case_id, name=f"{org}/{entry.case_id}", image=image,
+                agent_image=agent_image, workdir=workdir, tests=_with_entry(base, dataset, entry),
+                instruction=instruction, steps=steps,
+                agent_files=tuple(
+                    TestsFile(relative, entry.directory / relative)
+                    for relative in entry.agent_inputs()
+                ),
+                verifier_env={"VERIFIER_CASE_ID": entry.case_id},
+                metadata={"eval_name": eval_name, "case_id": entry.case_id},
+                agent_timeout_s=agent_timeout(execution),
+            )
+        )  # fmt: skip
+    check_dest(dest, force)
+    written = [write_package(spec) for spec in specs]
+    write_manifest(dest, f"{org}/{safe_name(eval_name)}", f"{eval_name}: {dataset.path}/")
+    warn_all(base.warnings)
+    return written
+
+
+def _entries(dataset: Dataset, case_ids: Sequence[str] | None) -> list[DatasetCase]:
+    """The dataset's entries, all or those named (in the dataset's order)."""
+    available = dataset.case_ids()
+    if case_ids:
+        unknown = [case_id for case_id in case_ids if case_id not in available]
+        if unknown:
+            raise UsageError(
+                f"--cases: {', '.join(unknown)} not in the dataset {dataset.root} "
+                f"(it has {', '.join(available) or 'no cases'})"
+            )
+    wanted = [case_id for case_id in available if not case_ids or case_id in case_ids]
+    bad = [case_id for case_id in wanted if not CASE_ID_PATTERN.match(case_id)]
+    if bad:
+        raise UsageError(
+            f"{dataset.root}: {', '.join(map(repr, bad))} cannot name a Harbor task: use "
+            "letters, digits, '.', '_' and '-' (or leave them out with --cases)"
+        )
+    if not wanted:
+        raise UsageError(f"--from-dataset: the dataset {dataset.root} has no cases")
+    entries = []
+    for case_id in wanted:
+        entry = dataset.case(case_id)
+        assert entry is not None  # listed, and a usable id
+        entries.append(entry)
+    return entries
+
+
+def _with_entry(base: TestsPlan, dataset: Dataset, entry: DatasetCase) -> TestsPlan:
+    """tests/ with this case's dataset entry, where eval.yaml's dataset.path finds it."""
+    prefix = PurePosixPath(dataset.path) / entry.case_id
+    files = tuple(
+        TestsFile(prefix / relative, entry.directory / relative) for relative in entry.files()
+    )
+    return base._replace(files=base.files + files)

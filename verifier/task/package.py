@@ -1,0 +1,232 @@
+"""One Harbor task package on disk, rendered from task-templates/.
+
+Whatever asks for a package (`task init` for one eval.yaml, `task init --from-dataset`
+for each dataset case, either of them single- or multi-step) describes it as a
+PackageSpec; write_package is the one place that renders the templates and copies
+files, so every package has the same layout and the same guarantees: files readable
+by the verifier's non-root user, scripts executable, nothing left from a template
+placeholder.
+
+A multi-step package (schema 1.4) has a `[[steps]]` entry per step in task.toml and
+`steps/<id>/instruction.md` and `steps/<id>/solution/solve.sh` instead of the root
+instruction.md and solution/. Every step's verifier is built from the same tests/
+(tests/Dockerfile; a step's own tests/ would come first) and told its step by
+`[steps.verifier] env = {VERIFIER_STEP = ...}`; `multi_step_reward_strategy =
+"final"` makes the last step's reward, which the eval's reward block composes, the
+trial's (verifier.grading.step_plan).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
+
+from verifier.errors import UsageError
+from verifier.references import TASK_INPUT_FILE, walk_files
+from verifier.task.tests_dir import TestsFile, TestsPlan
+
+_PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+DEFAULT_AGENT_TIMEOUT_S = 900.0
+# Harbor's own pattern for [task].name (harbor.constants.ORG_NAME_PATTERN).
+NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
+# A workdir that needs no quoting in TOML, sh or a Dockerfile.
+_WORKDIR_RE = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
+_IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+# Container paths the verifier or Harbor own: the agent's work must not land there.
+_RESERVED_DIRS = ("/tests", "/logs", "/solution", "/case", "/opt/verifier")
+
+
+class StepSpec(NamedTuple):
+    id: str
+    instruction: str
+    timeout_s: float | None  # the agent's time for the step (None: the task's)
+
+
+class PackageSpec(NamedTuple):
+    """Everything that differs between two packages."""
+
+    dest: Path
+    name: str  # [task].name, org/name
+    image: str  # the verifier image tests/Dockerfile builds FROM
+    agent_image: str | None  # [environment].docker_image; None: environment/Dockerfile
+    workdir: str  # the agent's work dir: the artifact, and the verifier's case
+    tests: TestsPlan
+    instruction: str  # instruction.md (a multi-step package has one per step instead)
+    task_input: str | None = None  # tests/input.yaml; None: none written
+    steps: tuple[StepSpec, ...] = ()
+    agent_files: tuple[TestsFile, ...] = ()  # environment/ files, put in the agent's workdir
+    verifier_env: Mapping[str, str] = MappingProxyType({})  # besides VERIFIER_CASE
+    metadata: Mapping[str, str] = MappingProxyType({})  # [metadata] besides the verifier
+    agent_timeout_s: float = DEFAULT_AGENT_TIMEOUT_S
+
+
+def write_package(spec: PackageSpec) -> Path:
+    """Render the templates and copy the files of `spec` into spec.dest (files of an
+    earlier package there are overwritten; others stay)."""
+    dest = spec.dest
+    values = _template_values(spec)
+    root = templates_dir()
+    dest.mkdir(parents=True, exist_ok=True)
+    for template in sorted(walk_files(root)):
+        relative = template.relative_to(root)
+        if spec.agent_image and relative.parts[0] == "environment":
+            continue
+        text = render(template.read_text(encoding="utf-8"), values)
+        executable = template.suffix == ".sh"
+        if relative == Path("instruction.md"):
+            text = spec.instruction
+        if spec.steps and relative.parts[0] in ("instruction.md", "solution"):
+            for step in spec.steps:
+                step_text = step.instruction if relative.parts[0] == "instruction.md" else text
+                write_text(dest / "steps" / step.id / relative, step_text, executable=executable)
+            continue
+        write_text(dest / relative, text, executable=executable)
+    (dest / "environment").mkdir(exist_ok=True)
+    stale = dest / "environment" / "Dockerfile"
+    if spec.agent_image and (stale.is_file() or stale.is_symlink()):
+        stale.unlink()  # from an earlier init without --agent-image: docker_image rules now
+    for file in spec.agent_files:
+        copy_file(file.source, dest / "environment" / file.relative)
+    for file in spec.tests.files:
+        copy_file(file.source, dest / "tests" / file.relative)
+    if spec.task_input:
+        write_text(dest / "tests" / TASK_INPUT_FILE, spec.task_input)
+    return dest
+
+
+def _template_values(spec: PackageSpec) -> dict[str, str]:
+    environment = ["# The agent's image is built from environment/Dockerfile."]
+    if spec.agent_image:
+        environment = ["# The agent's image (no environment/Dockerfile).",
+                       f"docker_image = {toml_str(spec.agent_image)}"]  # fmt: skip
+        if spec.agent_files:
+            environment += ["# Harbor uploads environment/ (the case's inputs) into it.",
+                            f"workdir = {toml_str(spec.workdir)}"]  # fmt: skip
+    verifier_env = {"VERIFIER_CASE": spec.workdir, **spec.verifier_env}
+    return {
+        "name": spec.name,
+        "name_toml": toml_str(spec.name),
+        "workdir": spec.workdir,
+        "workdir_toml": toml_str(spec.workdir),
+        "image": spec.image,
+        "environment_toml": "\n".join(environment),
+        "verifier_env_toml": _inline_table(verifier_env),
+        "metadata_toml": "".join(f"\n{key} = {toml_str(v)}" for key, v in spec.metadata.items()),
+        "agent_timeout": repr(float(spec.agent_timeout_s)),
+        "root_toml": _root_toml(spec),
+        "steps_toml": "".join(_step_toml(step) for step in spec.steps),
+        "environment_copy": "".join(
+            f"\nCOPY {json.dumps([str(f.relative), f'{spec.workdir}/{f.relative}'])}"
+            for f in spec.agent_files
+        ),
+    }
+
+
+def _root_toml(spec: PackageSpec) -> str:
+    if not spec.steps:
+        return ""
+    return (
+        "\n# One [[steps]] entry per step of eval.yaml's execution.steps, each graded by its\n"
+        "# own verifier; the final step's composes the reward block: the trial's reward.\n"
+        'multi_step_reward_strategy = "final"\n'
+    )
+
+
+def _step_toml(step: StepSpec) -> str:
+    lines = ["", "", "[[steps]]", f"name = {toml_str(step.id)}"]
+    if step.timeout_s is not None:
+        lines += ["", "[steps.agent]", f"timeout_sec = {float(step.timeout_s)!r}"]
+    lines += ["", "[steps.verifier]",
+              f"env = {_inline_table({'VERIFIER_STEP': step.id})}"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _inline_table(entries: Mapping[str, str]) -> str:
+    return "{ " + ", ".join(f"{key} = {toml_str(value)}" for key, value in entries.items()) + " }"
+
+
+def templates_dir() -> Path:
+    """The task templates: package data when installed, task-templates/ in a checkout."""
+    try:
+        packaged = Path(str(resources.files("verifier") / "templates"))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - zip imports
+        packaged = None
+    if packaged is not None and (packaged / "task.toml").is_file():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / "task-templates"
+    if (checkout / "task.toml").is_file():
+        return checkout
+    raise FileNotFoundError("task templates not found: reinstall harbor-verifier")
+
+
+def render(text: str, values: Mapping[str, str]) -> str:
+    """Replace every {{name}}; an unknown name is a bug in the templates, not input."""
+
+    def substitute(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"template placeholder {{{{{key}}}}} has no value")
+        return values[key]
+
+    return _PLACEHOLDER_RE.sub(substitute, text)
+
+
+def write_text(target: Path, text: str, *, executable: bool = False) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink():
+        target.unlink()
+    target.write_text(text, encoding="utf-8")
+    target.chmod(0o755 if executable else 0o644)
+
+
+def copy_file(source: Path, target: Path) -> None:
+    """Content only, with world-readable modes: the verifier image runs as a non-root
+    user and must read what COPY puts in /tests."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink():
+        target.unlink()
+    shutil.copyfile(source, target)
+    target.chmod(0o644)
+
+
+def toml_str(value: str) -> str:
+    """A JSON string is a valid TOML basic string (DEL aside, which TOML wants escaped)."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def check_arguments(workdir: str, image: str, agent_image: str | None) -> str:
+    """The workdir as the package uses it; UsageError for a bad workdir or image."""
+    for flag, value in (("--image", image), ("--agent-image", agent_image)):
+        if value is not None and not _IMAGE_RE.match(value):
+            raise UsageError(f"{flag} {value!r}: not an image reference")
+    if not _WORKDIR_RE.match(workdir) or ".." in workdir.split("/"):
+        raise UsageError(
+            f"--workdir {workdir!r}: use an absolute path of letters, digits, '.', '_', '-'"
+        )
+    workdir = workdir.rstrip("/")
+    for reserved in _RESERVED_DIRS:
+        if (
+            workdir == reserved
+            or workdir.startswith(reserved + "/")
+            or (reserved.startswith(workdir + "/"))
+        ):
+            raise UsageError(f"--workdir {workdir}: overlaps {reserved}, which the verifier uses")
+    return workdir
+
+
+def safe_name(text: str) -> str:
+    """text as one part of a Harbor task name (letters, digits, '.', '_', '-')."""
+    return re.sub(r"[^a-zA-Z0-9._-]+", "-", text).strip(".-_") or "task"
+
+
+def check_dest(dest: Path, force: bool) -> None:
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{dest} exists and is not a directory")
+    if dest.is_dir() and any(dest.iterdir()) and not force:
+        raise UsageError(f"{dest} is not empty: pass --force to overwrite the task's files")
