@@ -92,6 +92,14 @@ def parse_names(text: str) -> tuple[str, ...]:
     return names
 
 
+def parse_globs(text: str) -> tuple[str, ...]:
+    """`GLOB,GLOB,...` -> the globs (verifier.globs checks each where it is used)."""
+    globs = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not globs or any("\0" in glob for glob in globs):
+        raise ValueError(f"{text!r}: name at least one glob (GLOB,GLOB,...)")
+    return globs
+
+
 def parse_text(text: str) -> str:
     if "\0" in text:
         raise ValueError(f"{text!r} contains a NUL byte")
@@ -195,6 +203,10 @@ OPTIONS: dict[str, Option] = {
                "DEST/dataset.toml", is_flag=True, default=False),
         Option("case_ids", ("--cases",), "with --from-dataset: only these cases",
                parse_names, default_text="every case", metavar="ID,..."),
+        Option("protect", ("--protect",),
+               "copy the files of environment/ these globs match into tests/protected/: "
+               "the trusted copies guard/files_unchanged compares the case with",
+               parse_globs, metavar="GLOB,..."),
     )
 }  # fmt: skip
 
@@ -260,7 +272,7 @@ COMMANDS: dict[str, Command] = {
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
             ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
-             "task_input", "from_dataset", "case_ids", "force", "debug"),
+             "task_input", "from_dataset", "case_ids", "protect", "force", "debug"),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
@@ -307,6 +319,7 @@ class Options(NamedTuple):
     task_input: Path | None = None
     from_dataset: bool = False
     case_ids: tuple[str, ...] | None = None
+    protect: tuple[str, ...] | None = None
 
 
 def build_options(

@@ -21,7 +21,7 @@ def run_init(options: Options) -> int:
     created = init_task(
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         name=options.name, workdir=options.workdir, instruction=options.instruction,
-        task_input=options.task_input, force=options.force,
+        task_input=options.task_input, protect=options.protect or (), force=options.force,
     )  # fmt: skip
     print(f"created Harbor task {created}")
     _warn_if_invalid(options)
@@ -44,7 +44,7 @@ def _init_from_dataset(options: Options) -> int:
     created = init_dataset_tasks(
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         org=options.name, workdir=options.workdir, case_ids=options.case_ids,
-        force=options.force,
+        protect=options.protect or (), force=options.force,
     )  # fmt: skip
     for task in created:
         print(f"created Harbor task {task}")

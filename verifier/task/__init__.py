@@ -17,6 +17,7 @@ tests/ is the verifier's side only: the agent never sees it. An eval.yaml with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 import yaml
@@ -37,6 +38,7 @@ from verifier.task.package import (
     templates_dir,
     write_package,
 )
+from verifier.task.protect import environment_files, guard_missing, protected_files
 from verifier.task.tests_dir import TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
 
@@ -53,6 +55,7 @@ def init_task(
     workdir: str = DEFAULT_WORKDIR,
     instruction: Path | None = None,
     task_input: Path | None = None,
+    protect: Sequence[str] = (),
     force: bool = False,
 ) -> Path:
     """Render the task templates into `dest` and copy eval.yaml's directory into tests/.
@@ -62,6 +65,10 @@ def init_task(
     else the instruction as `{prompt: ...}`), never the agent's. With
     `execution.steps`, each step's instruction is rendered from its prompt and
     that input (verifier.task.instruction).
+
+    `protect`: globs of the agent's files (those the author put in DEST/environment/,
+    which the package's Dockerfile copies into the work dir) copied into
+    tests/protected/ for a tamper guard (verifier.task.protect).
 
     Returns `dest`. Raises UsageError for bad arguments or a non-empty `dest` without
     `force` (with `force`, the rendered files overwrite theirs and other files stay),
@@ -94,15 +101,20 @@ def init_task(
     if input_text is None:
         input_text = yaml.safe_dump({"prompt": instruction_text}, allow_unicode=True,
                                     sort_keys=False)  # fmt: skip
+    agent_files = environment_files(dest) if protect else ()
+    protected = protected_files(agent_files, protect) if protect else ()
     check_dest(dest, force)
     write_package(
         PackageSpec(
             dest=dest, name=name, image=image, agent_image=agent_image, workdir=workdir,
             tests=plan, instruction=instruction_text, task_input=input_text or None,
-            steps=steps, agent_timeout_s=agent_timeout(execution),
+            steps=steps, agent_timeout_s=agent_timeout(execution), agent_files=agent_files,
+            protected=protected,
         )
     )  # fmt: skip
     warn_all(plan.warnings)
+    if protect:
+        warn_all([warning for warning in [guard_missing(read_yaml(config))] if warning])
     return dest
 
 

@@ -40,6 +40,7 @@ from verifier.task.package import (
     safe_name,
     write_package,
 )
+from verifier.task.protect import guard_missing, protected_files
 from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
 
@@ -53,6 +54,7 @@ def init_dataset_tasks(
     org: str | None = None,
     workdir: str = DEFAULT_WORKDIR,
     case_ids: Sequence[str] | None = None,
+    protect: Sequence[str] = (),
     force: bool = False,
 ) -> list[Path]:
     """Write DEST/<case-id>/ for every dataset case (or those in case_ids) and
@@ -88,15 +90,15 @@ def init_dataset_tasks(
             instruction = (
                 render_instruction(invocation, entry.task_input, str(config), "execution") + "\n"
             )
+        agent_files = tuple(
+            TestsFile(relative, entry.directory / relative) for relative in entry.agent_inputs()
+        )
         specs.append(
             PackageSpec(
                 dest=dest / entry.case_id, name=f"{org}/{entry.case_id}", image=image,
                 agent_image=agent_image, workdir=workdir, tests=_with_entry(base, dataset, entry),
-                instruction=instruction, steps=steps,
-                agent_files=tuple(
-                    TestsFile(relative, entry.directory / relative)
-                    for relative in entry.agent_inputs()
-                ),
+                instruction=instruction, steps=steps, agent_files=agent_files,
+                protected=protected_files(agent_files, protect) if protect else (),
                 verifier_env={"VERIFIER_CASE_ID": entry.case_id},
                 metadata={"eval_name": eval_name, "case_id": entry.case_id},
                 agent_timeout_s=agent_timeout(execution),
@@ -106,6 +108,8 @@ def init_dataset_tasks(
     written = [write_package(spec) for spec in specs]
     write_manifest(dest, f"{org}/{safe_name(eval_name)}", f"{eval_name}: {dataset.path}/")
     warn_all(base.warnings)
+    if protect:
+        warn_all([warning for warning in [guard_missing(document)] if warning])
     return written
 
 

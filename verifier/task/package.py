@@ -31,6 +31,7 @@ from verifier.errors import UsageError
 from verifier.references import TASK_INPUT_FILE, walk_files
 from verifier.task.tests_dir import TestsFile, TestsPlan
 
+PROTECTED_DIR = "protected"  # tests/protected/: the trusted copies of `task init --protect`
 _PLACEHOLDER_RE = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 DEFAULT_AGENT_TIMEOUT_S = 900.0
 # Harbor's own pattern for [task].name (harbor.constants.ORG_NAME_PATTERN).
@@ -64,6 +65,7 @@ class PackageSpec(NamedTuple):
     verifier_env: Mapping[str, str] = MappingProxyType({})  # besides VERIFIER_CASE
     metadata: Mapping[str, str] = MappingProxyType({})  # [metadata] besides the verifier
     agent_timeout_s: float = DEFAULT_AGENT_TIMEOUT_S
+    protected: tuple[TestsFile, ...] = ()  # agent files copied to tests/protected/ (--protect)
 
 
 def write_package(spec: PackageSpec) -> Path:
@@ -92,9 +94,15 @@ def write_package(spec: PackageSpec) -> Path:
     if spec.agent_image and (stale.is_file() or stale.is_symlink()):
         stale.unlink()  # from an earlier init without --agent-image: docker_image rules now
     for file in spec.agent_files:
-        copy_file(file.source, dest / "environment" / file.relative)
+        target = dest / "environment" / file.relative
+        if file.source.resolve() != target.resolve():  # already there: the author's own
+            copy_file(file.source, target)
     for file in spec.tests.files:
         copy_file(file.source, dest / "tests" / file.relative)
+    if spec.protected:
+        shutil.rmtree(dest / "tests" / PROTECTED_DIR, ignore_errors=True)  # not a stale copy
+    for file in spec.protected:
+        copy_file(file.source, dest / "tests" / PROTECTED_DIR / file.relative)
     if spec.task_input:
         write_text(dest / "tests" / TASK_INPUT_FILE, spec.task_input)
     return dest
