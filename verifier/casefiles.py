@@ -46,6 +46,8 @@ def resolve_inside(case_dir: Path, relative: str) -> tuple[Path | None, str | No
 
 def read_case_file(case_dir: Path, relative: str, max_bytes: int) -> CaseFile:
     """A regular file of the case, at most max_bytes of it, or the fact that stops it."""
+    if _absent(case_dir, relative):  # the common miss, without resolving the path
+        return CaseFile(None, "does not exist")
     path, problem = resolve_inside(case_dir, relative)
     if path is None:
         return CaseFile(None, problem)
@@ -67,6 +69,20 @@ def read_case_file(case_dir: Path, relative: str, max_bytes: int) -> CaseFile:
     if len(data) > max_bytes:
         return CaseFile(None, f"is over the {max_bytes}-byte cap")
     return CaseFile(data, None)
+
+
+def _absent(case_dir: Path, relative: str) -> bool:
+    """Nothing at all at a plain relative path (not even a dangling link): nothing to
+    resolve. A path with '..' or an absolute one is resolved, to say where it leads."""
+    if relative.startswith("/") or ".." in relative.split("/"):
+        return False
+    try:
+        os.lstat(os.path.join(case_dir, relative))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def existence_problem(case_dir: Path, relative: str) -> str | None:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
 
 
+@functools.cache
 def available_cpus() -> int:
     """CPUs this process may use, capped by a cgroup CPU limit.
 
     In a pod the affinity mask shows the node's CPUs, not the container's limit;
     one worker (or one judge at a time) per node CPU under a 2-CPU limit would
-    only thrash.
+    only thrash. Read once per process: the limit does not change under it.
     """
     count = len(os.sched_getaffinity(0)) or 1
     quota = _cgroup_cpu_quota()

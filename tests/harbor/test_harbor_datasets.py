@@ -318,7 +318,10 @@ def test_batch_over_the_jobs_gives_the_trials_rewards(run: Run) -> None:
                  "ANTHROPIC_API_KEY": API_KEY},
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        rows = {row["case"]: row for row in json.loads((out / "summary.json").read_text())["cases"]}
+        rows = {
+            row["case"]: row
+            for row in json.loads((out / ".batch" / "summary.json").read_text())["cases"]
+        }
         for task, trial in run.trials.items():
             if trial.directory.parent.name != job:
                 continue

@@ -250,6 +250,18 @@ def test_resume_skips_graded_cases_and_retries_errors(tmp_path: Path) -> None:
     assert document["resumed"] == 49 and document["count"] == 60
 
 
+def test_a_reward_lost_or_torn_since_is_graded_again(small) -> None:
+    """A batch flushes its files to disk once, at its end: after a crash a case's
+    reward.json may be empty though its marker survived. It is not resumed."""
+    (small["out"] / "pass-0000" / "reward.json").write_text("")
+    (small["out"] / "fail-0002" / "reward.json").write_text('{"reward": 0.123}\n')
+    second = batch(small["config"], small["cases"], small["out"], keep_errors=True)
+    assert rows(second)["pass-0000"].resumed is False
+    assert rows(second)["fail-0002"].resumed is False
+    assert second.count(resumed=True) == 58
+    assert json.loads((small["out"] / "pass-0000" / "reward.json").read_text())["reward"] == 1.0
+
+
 def test_keep_errors_resumes_cases_whose_judges_errored(small) -> None:
     second = batch(small["config"], small["cases"], small["out"], keep_errors=True)
     assert second.count(resumed=True) == 60

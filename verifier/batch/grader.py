@@ -106,7 +106,7 @@ class CaseGrader(NamedTuple):
         try:
             ordered = tuple(results[index] for index in sorted(results))
             grading = conclude(self.loaded, ordered, pending.context)
-            write_outputs(out, grading)
+            write_outputs(out, grading, durable=False)  # the batch syncs once, at its end
         except Exception as error:
             return self._failed(pending.name, out, error, pending.started)
         counts = {name: sum(getattr(judged.spend, name) for judged in done) for name in COUNTS}
@@ -207,15 +207,18 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 def read_marker(out: Path, digest: str, *, keep_errors: bool = False) -> CaseOutcome | None:
     """The earlier outcome when this case was graded with the same resume key and its
-    reward is still there; cases that errored are tried again, and so are cases whose
-    judges errored (an endpoint that was down) unless keep_errors."""
+    reward.json still says the reward it recorded (a batch flushes its files once, at
+    its end: a crash before may have lost some); cases that errored are tried again,
+    and so are cases whose judges errored (an endpoint that was down) unless
+    keep_errors."""
     try:
         record = json.loads((out / MARKER).read_text(encoding="utf-8"))
         if record.get("config_hash") != digest or record.get("status") != CaseStatus.REWARDED:
             return None
         if record.get("errored_judges") and not keep_errors:
             return None
-        if not (out / REWARD_JSON).is_file():
+        written = json.loads((out / REWARD_JSON).read_text(encoding="utf-8"))
+        if written.get("reward") != record.get("reward"):  # lost or torn in a crash
             return None
         return CaseOutcome.from_json(record)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):

@@ -7,6 +7,7 @@ whole run (verifier.batch.layout).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -92,6 +93,7 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         progress = Progress(len(cases), stream)
         result = run_pool(cases, grader, request.jobs, progress.update, plan)
         progress.close()
+        os.sync()  # the cases' files, written without a flush each, reach the disk together
         figures = None
         if plan is not None:
             figures = LLMFigures.tally(

@@ -307,15 +307,20 @@ class _Runner:
         return self._result(run, status, duration, error=reason)
 
     def _close(self, run: _Running) -> int:
-        """Kill the judge's tree (and orphans carrying its token), reap it, take what is
-        left in its pipes, close them; the judge process's wait status."""
-        orphans = [pid for pid in self._new_children()
-                   if pid not in self.running and token_of(pid) == run.token]  # fmt: skip
-        kill_trees([run.pid, *orphans])
+        """Kill the judge's process group and reap the judge; then what it started in
+        other groups or sessions (orphans carrying its token, which fell to this
+        subreaper when it died) and their trees; take what is left in its pipes, close
+        them. Returns the judge process's wait status."""
+        with contextlib.suppress(OSError):  # the judge leads its own process group
+            os.killpg(run.pid, signal.SIGKILL)
         status = 0
         with contextlib.suppress(ChildProcessError):
             _, status = os.waitpid(run.pid, 0)
-        reap(orphans)
+        orphans = [pid for pid in self._new_children()
+                   if pid not in self.running and token_of(pid) == run.token]  # fmt: skip
+        if orphans:
+            kill_trees(orphans)
+            reap(orphans)
         del self.running[run.pid]
         for fd in (run.result_fd, run.output_fd):
             with contextlib.suppress(KeyError, ValueError):
