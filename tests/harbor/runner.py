@@ -133,3 +133,18 @@ def host_grade(
         check=True, capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},
     )  # fmt: skip
     return json.loads((out / "reward.json").read_text())
+
+
+def agent_image_with_workdir(root: Path, tag: str) -> tuple[str, bool]:
+    """(image, needs root): the agent's image with WORKDIR, built as `tag`: Harbor execs
+    the agent in [environment].workdir, which a package sets when Harbor uploads
+    environment/ there. The caller removes the image (podman rmi)."""
+    base, as_root = agent_image()
+    context = root / "agent-image"
+    context.mkdir()
+    (context / "Containerfile").write_text(
+        f"FROM {base}\nUSER root\nRUN mkdir -p {WORKDIR} && chmod 0777 {WORKDIR}\n"
+    )
+    built = podman("build", "--pull=never", "-t", tag, str(context), check=False)
+    assert built.returncode == 0, built.stderr
+    return tag, as_root

@@ -32,9 +32,8 @@ import pytest
 from tests.harbor.runner import (
     HARBOR_VENV,
     VERIFIER_IMAGE,
-    WORKDIR,
     Trial,
-    agent_image,
+    agent_image_with_workdir,
     harbor,
     host_grade,
     podman,
@@ -183,20 +182,6 @@ def _write(case: Path, files: dict[str, str]) -> Path:
     return case
 
 
-def _image_with_workdir(root: Path) -> tuple[str, bool]:
-    """The agent's image, with /app: Harbor execs the agent in [environment].workdir,
-    which a package sets when Harbor uploads the case's inputs there."""
-    base, as_root = agent_image()
-    context = root / "agent-image"
-    context.mkdir()
-    (context / "Containerfile").write_text(
-        f"FROM {base}\nUSER root\nRUN mkdir -p {WORKDIR} && chmod 0777 {WORKDIR}\n"
-    )
-    built = podman("build", "--pull=never", "-t", AGENT_IMAGE, str(context), check=False)
-    assert built.returncode == 0, built.stderr
-    return AGENT_IMAGE, as_root
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     require_harbor()
@@ -205,7 +190,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     server = FakeLLM("anthropic", host="0.0.0.0")
     server.route = _route(server, mixups)
     server.start()
-    image, as_root = _image_with_workdir(root)
+    image, as_root = agent_image_with_workdir(root, AGENT_IMAGE)
     jobs = root / "issue10-jobs"
     jobs.mkdir()
     env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": API_KEY}

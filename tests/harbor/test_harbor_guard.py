@@ -14,7 +14,7 @@ import pytest
 from tests.harbor.runner import (
     VERIFIER_IMAGE,
     WORKDIR,
-    agent_image,
+    agent_image_with_workdir,
     podman,
     remove_trial_images,
     require_harbor,
@@ -51,19 +51,6 @@ SOLUTIONS = {
 }
 
 
-def _image_with_workdir(root: Path) -> tuple[str, bool]:
-    """The agent's image with the work dir Harbor uploads environment/ into."""
-    base, as_root = agent_image()
-    context = root / "agent-image"
-    context.mkdir()
-    (context / "Containerfile").write_text(
-        f"FROM {base}\nUSER root\nRUN mkdir -p {WORKDIR} && chmod 0777 {WORKDIR}\n"
-    )
-    built = podman("build", "--pull=never", "-t", AGENT_IMAGE, str(context), check=False)
-    assert built.returncode == 0, built.stderr
-    return AGENT_IMAGE, as_root
-
-
 @pytest.fixture(scope="module")
 def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     require_harbor()
@@ -71,7 +58,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     source = root / "source"
     (source / "protected").mkdir(parents=True)  # task init --protect fills the package's
     (source / "eval.yaml").write_text(EVAL_YAML)
-    image, as_root = _image_with_workdir(root)
+    image, as_root = agent_image_with_workdir(root, AGENT_IMAGE)
     jobs = root / "jobs"
     try:
         for name, solution in SOLUTIONS.items():

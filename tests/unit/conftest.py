@@ -52,16 +52,21 @@ def make_case(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
     def make(files: dict[str, str | bytes], name: str = "case") -> Path:
         case = tmp_path / name
         case.mkdir()
-        for relative, content in files.items():
-            path = case / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content)
+        write_files(case, files)
         return case
 
     return make
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    """Each file (relative path -> text or bytes) under root, with its parent dirs."""
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
 
 
 def results(**values: bool | float | str | None) -> list[JudgeResult]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.conftest import write_files
 from verifier.batch.grader import config_hash
 from verifier.engine import Limits
 from verifier.errors import ConfigError
@@ -40,7 +41,7 @@ class Grader:
 
     def config(self, builtin: str, arguments: str, references: Files | None = None,
                extra: str = "") -> Path:  # fmt: skip
-        write(self.config_dir, references or {})
+        write_files(self.config_dir, references or {})
         path = self.config_dir / f"eval{next(self.counter)}.yaml"
         path.write_text(
             f"judges:\n  - name: j\n    builtin: {builtin}\n    arguments: {arguments}\n{extra}"
@@ -58,16 +59,6 @@ class Grader:
         result = grade(load_eval(config), case_dir, limits=limits or Limits()).results[0]
         assert result.status is Status.OK, result.error
         return result
-
-
-def write(root: Path, files: Files) -> None:
-    for relative, content in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
 
 
 @pytest.fixture
@@ -436,7 +427,9 @@ def test_a_deleted_or_symlinked_test_file_fails_the_guard(run: Grader) -> None:
 def test_a_test_dir_replaced_by_a_symlink_fails_the_guard(run: Grader, tmp_path: Path) -> None:
     case = run.case({path: text for path, text in PROJECT.items() if not path.startswith("tests")})
     elsewhere = tmp_path / "fake-tests"
-    write(elsewhere, {"test_app.py": PROJECT["tests/test_app.py"], "data/cases.json": "[1, 2]"})
+    write_files(
+        elsewhere, {"test_app.py": PROJECT["tests/test_app.py"], "data/cases.json": "[1, 2]"}
+    )
     (case / "tests").symlink_to(elsewhere)
     result = run("guard/files_unchanged", GUARD, case, TRUSTED)
     assert result.value is False
