@@ -85,34 +85,18 @@ class Graded(NamedTuple):
 
 
 @builtin("tests", *ARGUMENTS, runs_case_code=True, score_range=PARTIAL_CREDIT)
-def pass_rate(
-    context: BuiltinContext,
-    report: str | Glob,
-    format: str | None,
-    command: str | list[str] | None,
-    timeout: float,
-    env: dict[str, str] | None,
-    min_tests: int,
-) -> JudgeAnswer:
+def pass_rate(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     """passed / (passed + failed + errored) of the report; 0.0 when it is unusable."""
-    graded = grade_reports(context, report, format, command, timeout, env, min_tests)
+    graded = grade_reports(context, **arguments)
     counts = graded.counts
     value = counts.passed / counts.ran if counts is not None else 0.0
     return JudgeAnswer(value, graded.rationale, graded.details)
 
 
 @builtin("tests", *ARGUMENTS, runs_case_code=True)
-def all_passed(
-    context: BuiltinContext,
-    report: str | Glob,
-    format: str | None,
-    command: str | list[str] | None,
-    timeout: float,
-    env: dict[str, str] | None,
-    min_tests: int,
-) -> JudgeAnswer:
+def all_passed(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     """True when the report is usable, enough tests ran, and none failed or errored."""
-    graded = grade_reports(context, report, format, command, timeout, env, min_tests)
+    graded = grade_reports(context, **arguments)
     counts = graded.counts
     passed = counts is not None and counts.passed == counts.ran
     return JudgeAnswer(passed, graded.rationale, graded.details)
@@ -120,7 +104,7 @@ def all_passed(
 
 def grade_reports(
     context: BuiltinContext,
-    location: str | Glob,
+    report: str | Glob,
     format: str | None,
     command: str | list[str] | None,
     timeout: float,
@@ -129,8 +113,8 @@ def grade_reports(
 ) -> Graded:
     """Run the command (when there is one), read the reports, and judge their counts."""
     if command is None:
-        return judge_reading(read_reports(context.case_dir, location, format), min_tests, {})
-    probe = FreshReports(location, format)
+        return judge_reading(read_reports(context.case_dir, report, format), min_tests, {})
+    probe = FreshReports(report, format)
     run = run_in_sandbox(command, context.case_dir, timeout=timeout, env=env, probe=probe)
     details: dict[str, Any] = {"sandbox": run.confinement, "command": _ending(run)}
     if run.timed_out:
