@@ -17,11 +17,12 @@ import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.casefiles import kind_of, read_case_file, resolve_inside
 from verifier.config import TaskInput
 from verifier.errors import CaseError
+from verifier.named import NamedTuple
 from verifier.trajectory import (
     AGENT_LOGS_TRAJECTORY,
     Trajectory,

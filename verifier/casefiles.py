@@ -13,7 +13,8 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import NamedTuple
+
+from verifier.named import NamedTuple
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 

@@ -20,9 +20,10 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.errors import ConfigError
+from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX
 from verifier.yaml_io import read_yaml
 

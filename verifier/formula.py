@@ -16,7 +16,8 @@ import ast
 import math
 from collections.abc import Iterable, Mapping
 from types import CodeType
-from typing import NamedTuple
+
+from verifier.named import NamedTuple
 
 MAX_NODES = 200
 MAX_SOURCE_CHARS = 5000

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import NamedTuple
+
+from verifier.named import NamedTuple
 
 
 class Glob(NamedTuple):

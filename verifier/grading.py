@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, TaskInput, load_config
@@ -17,6 +17,7 @@ from verifier.engine import Limits, run_judges
 from verifier.errors import ConfigError, JudgesErrored, MissingModelError, UsageError
 from verifier.judges import KINDS, PreparedJudge, prepare_judges
 from verifier.judges.base import Pool, Record
+from verifier.named import NamedTuple
 from verifier.results import Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
 

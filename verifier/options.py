@@ -14,9 +14,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.errors import UsageError
+from verifier.named import NamedTuple
 
 DEFAULT_CONFIG = Path("/tests/eval.yaml")
 DEFAULT_CASE = Path("/case")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
+
+from verifier.named import NamedTuple
 
 
 class Status(enum.StrEnum):

@@ -18,10 +18,11 @@ the pipeline refuses to write one, see verifier.grading).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from verifier.errors import ConfigError, did_you_mean
 from verifier.formula import Formula, FormulaError, FormulaRuntimeError, parse_formula
+from verifier.named import NamedTuple
 from verifier.results import Composition, JudgeResult
 from verifier.scale import DEFAULT_SCORE_RANGE, JudgeValue, Scale, ScoreRange
 from verifier.values import finite_float

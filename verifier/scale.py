@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
+
+from verifier.named import NamedTuple
 
 FeedbackType = Literal["bool", "int", "float"]
 ScoreRange = tuple[float, float]

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.casefiles import read_case_file
+from verifier.named import NamedTuple
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
 AGENT_LOGS_TRAJECTORY = "trajectory.json"  # in Harbor's agent logs dir, /logs/agent

@@ -1,6 +1,8 @@
 """One safe YAML reader for every file the verifier parses.
 
-Safe means no Python objects; libyaml's C parser is used when it is installed
+Safe means no Python objects. Text in the plain block subset that eval.yaml files
+are written in is read by yaml_plain (PyYAML's import alone is a quarter of a
+grade); anything else by PyYAML, with libyaml's C parser when it is installed
 (several times faster on big files). The task author's files (read_yaml) are read
 strictly: a key given twice in one mapping is an error (YAML silently keeps the
 last), and every read error is a ConfigError naming the file and, for syntax
@@ -9,43 +11,56 @@ errors, the line and column.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from verifier import yaml_plain
 from verifier.errors import ConfigError
 
-YAMLError = yaml.YAMLError
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
 
-class DuplicateKeyError(yaml.MarkedYAMLError):
-    pass
+@functools.cache
+def _loaders() -> tuple[type[yaml.SafeLoader], type[yaml.SafeLoader]]:
+    """PyYAML's safe loader and a strict one, refusing a key given twice in one mapping."""
+    import yaml
+
+    safe: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class StrictLoader(safe):  # type: ignore[misc, valid-type]
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, list | dict):
+                    continue  # unhashable: the base constructor reports it
+                if key in seen:
+                    raise yaml.MarkedYAMLError(
+                        "while constructing a mapping", node.start_mark,
+                        f"duplicate key {key!r} (the later one would silently win)",
+                        key_node.start_mark,
+                    )  # fmt: skip
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return safe, StrictLoader
 
 
-class _StrictLoader(_SafeLoader):  # type: ignore[misc, valid-type]
-    """The safe loader, refusing a key given twice in one mapping."""
+def _pyyaml_load(text: str, *, strict: bool) -> Any:
+    import yaml
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, list | dict):
-                continue  # unhashable: the base constructor reports it
-            if key in seen:
-                raise DuplicateKeyError(
-                    "while constructing a mapping", node.start_mark,
-                    f"duplicate key {key!r} (the later one would silently win)",
-                    key_node.start_mark,
-                )  # fmt: skip
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+    safe, strict_loader = _loaders()
+    return yaml.load(text, Loader=strict_loader if strict else safe)
 
 
 def parse_yaml(text: str) -> Any:
-    """Safe YAML (no Python objects), with libyaml's C parser when it is installed."""
-    return yaml.load(text, Loader=_SafeLoader)
+    """Safe YAML (no Python objects); raises PyYAML's errors."""
+    try:
+        return yaml_plain.load(text)
+    except yaml_plain.NotPlain:
+        return _pyyaml_load(text, strict=False)
 
 
 def read_yaml(path: Path, *, missing: str = "file not found") -> Any:
@@ -60,7 +75,16 @@ def read_yaml(path: Path, *, missing: str = "file not found") -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(source, "", f"cannot be read: {error}") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        return yaml_plain.load(text)
+    except yaml_plain.NotPlain:
+        return _read_with_pyyaml(source, text)
+
+
+def _read_with_pyyaml(source: str, text: str) -> Any:
+    import yaml
+
+    try:
+        return _pyyaml_load(text, strict=True)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -78,10 +102,16 @@ def parse_untrusted_yaml(data: bytes, max_expansion: int) -> tuple[Any, str | No
 
     Not valid YAML, absurdly nested, or an alias bomb (see _oversized) are facts.
     """
+    text = data.decode("utf-8", errors="replace")
     try:
-        document = parse_yaml(data.decode("utf-8", errors="replace"))
-    except (yaml.YAMLError, ValueError, RecursionError):
-        return None, "not valid YAML"
+        document = yaml_plain.load(text)
+    except yaml_plain.NotPlain:
+        import yaml
+
+        try:
+            document = _pyyaml_load(text, strict=False)
+        except (yaml.YAMLError, ValueError, RecursionError):
+            return None, "not valid YAML"
     problem = _oversized(document, max_expansion)
     return (None, problem) if problem is not None else (document, None)
 

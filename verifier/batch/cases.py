@@ -13,9 +13,10 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.errors import CaseError, UsageError
+from verifier.named import NamedTuple
 from verifier.options import parse_shard
 from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 

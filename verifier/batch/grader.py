@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from verifier import __version__
 from verifier.batch.cases import Case
@@ -34,6 +34,7 @@ from verifier.errors import ConfigError, VerifierError
 from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
 from verifier.judges.base import Pool, PreparedJudge, Record
 from verifier.judges.builtins import builtin_reference_files
+from verifier.named import NamedTuple
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
 from verifier.references import referenced_files
 from verifier.results import JudgeResult, Status

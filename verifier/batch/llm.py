@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.batch.processes import fork, reap
 from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, interpret
@@ -34,6 +34,7 @@ from verifier.judges.llm.client import Client
 from verifier.judges.llm.gate import GateFigures
 from verifier.judges.llm.judge import LLMJudge, Sample, Spend
 from verifier.judges.llm.prompt import Prompt
+from verifier.named import NamedTuple
 from verifier.results import JudgeResult, Status
 
 

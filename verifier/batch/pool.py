@@ -24,13 +24,14 @@ import signal
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from verifier.batch.cases import Case
 from verifier.batch.grader import PendingCase
 from verifier.batch.processes import describe_exit, fork, reap, subreaper, sweep
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.judges.base import PreparedJudge
+from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     from verifier.batch.llm import LLMDone, LLMSettings, LLMStage

@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO
 
 from verifier.batch.cases import Case, Shard, discover_cases, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
@@ -29,6 +29,7 @@ from verifier.batch.summary import (
 from verifier.console import warn_all
 from verifier.engine import Limits
 from verifier.grading import load_eval
+from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY, Options
 from verifier.output import prepare_out_dir
 from verifier.system import available_cpus

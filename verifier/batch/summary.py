@@ -21,12 +21,13 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any
 
 from verifier import __version__
 from verifier.batch.cases import Shard
 from verifier.batch.layout import summary_paths
 from verifier.judges.llm.redact import redact
+from verifier.named import NamedTuple
 from verifier.output import write_atomic
 
 if TYPE_CHECKING:

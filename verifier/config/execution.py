@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config.fields import Locator, Number
+from verifier.named import NamedTuple
 
 DEFAULT_RUNNER = "claude-code"
 # A step id names Harbor's steps/<id>/ directory: a portable name, also safe in TOML.

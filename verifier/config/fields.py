@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from verifier.errors import ConfigError
+from verifier.named import NamedTuple
 from verifier.values import finite_float
 
 MAX_TIMEOUT_S = 24 * 3600.0

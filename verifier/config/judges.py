@@ -10,7 +10,7 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config.fields import (
     MAX_TIMEOUT_S,
@@ -28,6 +28,7 @@ from verifier.config.fields import (
 from verifier.config.records import DEFAULT_TIMEOUT_S, JudgeConfig, JudgeKind
 from verifier.errors import ConfigError, did_you_mean
 from verifier.formula import FUNCTIONS
+from verifier.named import NamedTuple
 
 RESERVED_NAMES = frozenset({"reward", *FUNCTIONS})
 SUITE_LEVEL_JUDGE = "pairwise"

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from verifier.config.fields import RELATIVE_PATH_PATTERN, Locator, RelativePath, Text, nullable
 from verifier.config.judges import judges_schema, parse_judges
 from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKind, TaskInput
 from verifier.config.reward_block import parse_reward, reward_schema
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
+from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX, TASK_INPUT_FILE
 from verifier.yaml_io import read_yaml
 

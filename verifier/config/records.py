@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.config.fields import Key, Locator
+from verifier.named import NamedTuple
 from verifier.reward import RewardMode, normalization_range
 from verifier.scale import FeedbackType, Scale, ScoreRange
 

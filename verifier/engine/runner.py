@@ -21,11 +21,11 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from verifier.engine.child import FORKED, judge_main
 from verifier.errors import UsageError
 from verifier.judges.base import Pool, PreparedJudge, Record
+from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.processes import (
     become_subreaper,

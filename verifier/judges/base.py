@@ -12,9 +12,10 @@ import builtins
 import enum
 from collections.abc import Callable, Mapping
 from types import CodeType, MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config import JudgeConfig
+from verifier.named import NamedTuple
 from verifier.scale import JudgeValue, ScaleError
 
 MAX_RATIONALE_CHARS = 20_000

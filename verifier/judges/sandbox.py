@@ -26,9 +26,10 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from verifier.casefiles import resolve_inside
+from verifier.named import NamedTuple
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
     confine_with_landlock,

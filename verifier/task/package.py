@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import NamedTuple
 
 from verifier.errors import UsageError
+from verifier.named import NamedTuple
 from verifier.references import TASK_INPUT_FILE, walk_files
 from verifier.task.tests_dir import TestsFile, TestsPlan
 

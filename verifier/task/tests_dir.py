@@ -16,10 +16,10 @@ import fnmatch
 import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
 
 from verifier.errors import ConfigError
 from verifier.judges.builtins import builtin_reference_files
+from verifier.named import NamedTuple
 from verifier.references import referenced_files
 
 # Directories nothing grading reads: version control, caches, virtual environments.

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config import Locator
 from verifier.config.fields import RelativePath
 from verifier.globs import Glob, GlobError, compile_glob
+from verifier.named import NamedTuple
 
 
 class CasePath(NamedTuple):

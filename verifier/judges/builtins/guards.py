@@ -17,7 +17,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
 
 from verifier.casefiles import CaseListing, list_case, read_case_file
 from verifier.config import Key
@@ -25,6 +24,7 @@ from verifier.globs import Glob
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.fields import Globs, ReferencePath
 from verifier.judges.builtins.registry import BuiltinContext, builtin
+from verifier.named import NamedTuple
 from verifier.references import SKIPPED_NAMES
 
 MAX_PROTECTED_BYTES = 64 * 1024 * 1024  # one protected file

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
 from verifier.judges.base import JudgeAnswer, Record
 from verifier.judges.builtins.fields import ReferencePath
+from verifier.named import NamedTuple
 
 # What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
 # which adds details for judges.json).

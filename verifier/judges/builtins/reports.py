@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 from xml.parsers import expat
+
+from verifier.named import NamedTuple
 
 FORMATS = ("junit", "pytest-json", "go-json")
 PASSED, FAILED, ERRORED, SKIPPED = "passed", "failed", "errored", "skipped"

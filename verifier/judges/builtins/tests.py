@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.casefiles import list_case, read_case_file, resolve_inside
 from verifier.config import Key
@@ -43,6 +43,7 @@ from verifier.judges.builtins.reports import (
     parse_report,
 )
 from verifier.judges.sandbox import CommandRun, run_in_sandbox
+from verifier.named import NamedTuple
 
 MAX_REPORTS = 1000  # files one glob may match
 MAX_TOTAL_BYTES = 64 * 1024 * 1024  # read across them

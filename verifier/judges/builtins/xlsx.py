@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from verifier.casefiles import read_case_file
 from verifier.config import Key, Locator
@@ -22,6 +22,7 @@ from verifier.config.fields import Text
 from verifier.judges.builtins.data_files import EXPECTED, json_equal
 from verifier.judges.builtins.files import PATH
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     import zipfile

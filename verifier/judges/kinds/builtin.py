@@ -8,11 +8,12 @@ argument, or an argument of the wrong type, fails the config once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text, object_schema
 from verifier.judges.base import Pool, Record
+from verifier.named import NamedTuple
 
 
 class BuiltinSpec(NamedTuple):

@@ -10,11 +10,12 @@ import ast
 import builtins
 import textwrap
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
 from verifier.judges.base import Pool, Record
+from verifier.named import NamedTuple
 
 
 class CheckSpec(NamedTuple):

@@ -8,13 +8,14 @@ imports verifier.judges.llm only when a config has an LLM judge.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Number, OneOrMany, RelativePath, Text
 from verifier.judges.base import Pool, Record
 from verifier.judges.kinds.builtin import is_prompt_builtin
 from verifier.judges.llm.spec import LLMSpec
+from verifier.named import NamedTuple
 
 PROMPT_KEYS = ("llm_rubric", "prompt", "prompt_file")
 MAX_SAMPLES = 25

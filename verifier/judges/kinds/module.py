@@ -10,11 +10,12 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
 from verifier.judges.base import Pool, Record
+from verifier.named import NamedTuple
 
 
 class ModuleSpec(NamedTuple):

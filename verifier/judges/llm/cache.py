@@ -23,10 +23,11 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.errors import OutputError
 from verifier.judges.llm.redact import redact_tree
+from verifier.named import NamedTuple
 
 BUCKETS = 256
 NONCE_PLACEHOLDER = "<nonce>"

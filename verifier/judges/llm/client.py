@@ -13,13 +13,14 @@ so a rerun finds what an earlier run stored whatever it had to learn first.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.gate import Gate, GateFigures
 from verifier.judges.llm.providers import Endpoint, Generation, Quirks, learn_quirk
 from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy, post_json
+from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     from verifier.judges.llm.prompt import Prompt

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import NamedTuple
+
+from verifier.named import NamedTuple
 
 
 class GateFigures(NamedTuple):

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.judges.base import JudgeAnswer, Record
 from verifier.judges.llm.cache import ResponseCache
@@ -32,6 +32,7 @@ from verifier.judges.llm.sampling import reduce_samples
 from verifier.judges.llm.scale import AnswerError
 from verifier.judges.llm.template import TemplateProblem
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy
+from verifier.named import NamedTuple
 
 
 class LLMJudgeError(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import Any, NamedTuple, get_args
+from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from verifier.config import EvalConfig, JudgeConfig, Locator
@@ -24,6 +24,7 @@ from verifier.judges.llm.scale import AnswerScale, OutputMode
 from verifier.judges.llm.spec import LLMSpec
 from verifier.judges.llm.template import TemplateProblem, compile_template
 from verifier.judges.llm.transport import RetryPolicy
+from verifier.named import NamedTuple
 
 MAX_CONTEXT_BYTES = 1024 * 1024
 DEFAULT_MAX_CASE_CHARS = 100_000

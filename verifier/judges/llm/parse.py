@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from verifier.judges.llm.scale import AnswerError, AnswerScale
+from verifier.named import NamedTuple
 
 EXCERPT_CHARS = 300
 _TRUE_WORDS = frozenset({"true", "yes", "pass", "passed", "passes"})

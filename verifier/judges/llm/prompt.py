@@ -21,11 +21,12 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.judges.llm.conversation import conversation_of, conversation_source
 from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.template import PromptTemplate, as_text, mark_trusted
+from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX
 
 _FORGED_TAG = re.compile(r"<(/?)case-material")

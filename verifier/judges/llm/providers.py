@@ -17,11 +17,12 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from verifier.judges.llm.parse import Reply, excerpt
 from verifier.judges.llm.scale import TOOL_NAME, AnswerError, AnswerScale, OutputMode
+from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     from verifier.judges.llm.prompt import Prompt

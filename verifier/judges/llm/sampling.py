@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from verifier.judges.llm.scale import AnswerScale
+from verifier.named import NamedTuple
 
 
 class Reduced(NamedTuple):

@@ -9,9 +9,10 @@ wild sample cannot hide inside a median.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from verifier.config import EvalConfig, JudgeConfig
+from verifier.named import NamedTuple
 from verifier.scale import JudgeValue, Scale, ScaleError
 
 OutputMode = Literal["tool", "json", "text"]

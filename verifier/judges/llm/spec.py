@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import NamedTuple
+
+from verifier.named import NamedTuple
 
 
 class LLMSpec(NamedTuple):

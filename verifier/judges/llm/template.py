@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import jinja2
 import jinja2.meta
@@ -30,6 +30,7 @@ from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from verifier.errors import did_you_mean
+from verifier.named import NamedTuple
 
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
 CASE_VARIABLES = frozenset({"outputs", "inputs", "conversation", "stdout"})

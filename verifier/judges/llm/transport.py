@@ -24,9 +24,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from verifier.judges.llm.gate import Gate
+from verifier.named import NamedTuple
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_ERROR_BYTES = 64 * 1024
