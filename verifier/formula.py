@@ -7,17 +7,22 @@ of silently costing CPU or returning 0.0 on every case. Its cost is bounded at
 load: at most MAX_SOURCE_CHARS characters and MAX_NODES syntax nodes, and every
 arithmetic operation works on floats (its operands are converted when it runs),
 so no integer can grow without bound: `x = x * x` repeated stays cheap and
-overflows to inf, which the evaluation reports.
+overflows to inf, which the evaluation reports. The ast module is imported only
+when a formula is parsed: the grading path of an eval without one needs none.
 """
 
 from __future__ import annotations
 
-import ast
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from types import CodeType
+from typing import TYPE_CHECKING
 
 from verifier.named import NamedTuple
+
+if TYPE_CHECKING:
+    import ast
 
 MAX_NODES = 200
 MAX_SOURCE_CHARS = 5000
@@ -39,17 +44,21 @@ FUNCTIONS: Mapping[str, object] = {
     "mean": _mean,
 }
 
-_OPERATORS = (
-    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
-    ast.UAdd, ast.USub, ast.Not, ast.And, ast.Or,
-    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-    ast.Load, ast.Store,
-)  # fmt: skip
-_EXPRESSIONS = (
-    ast.Module, ast.Expr, ast.Assign, ast.Name, ast.Constant,
-    ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Call,
-    ast.List, ast.Tuple,
-)  # fmt: skip
+
+@functools.cache
+def _allowed_nodes() -> tuple[type[ast.AST], ...]:
+    """The expressions and operators a formula may use."""
+    import ast
+
+    return (
+        ast.Module, ast.Expr, ast.Assign, ast.Name, ast.Constant,
+        ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Call,
+        ast.List, ast.Tuple,
+        ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
+        ast.UAdd, ast.USub, ast.Not, ast.And, ast.Or,
+        ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+        ast.Load, ast.Store,
+    )  # fmt: skip
 
 
 class FormulaError(ValueError):
@@ -86,6 +95,8 @@ class Formula(NamedTuple):
 
 def parse_formula(source: str) -> Formula:
     """Validate and compile a formula, or raise FormulaError naming the problem."""
+    import ast
+
     if len(source) > MAX_SOURCE_CHARS:
         raise FormulaError(f"is {len(source)} characters long; at most {MAX_SOURCE_CHARS}")
     try:
@@ -110,7 +121,7 @@ def parse_formula(source: str) -> Formula:
                 f"line {statement.lineno}: only assignments may precede the final expression"
             )
     _check_node(module, parent=None)
-    module = ast.fix_missing_locations(_FloatArithmetic().visit(module))
+    module = ast.fix_missing_locations(_float_arithmetic(module))
     *setup, last = module.body
     assigned = {
         target.id
@@ -140,24 +151,26 @@ def parse_formula(source: str) -> Formula:
 _AS_FLOAT = "_float"  # formulas cannot name it: names starting with '_' are refused
 
 
-class _FloatArithmetic(ast.NodeTransformer):
+def _float_arithmetic(module: ast.Module) -> ast.Module:
     """`a * b` becomes `_float(a) * _float(b)`: ints (from constants, len, round or
     booleans) never meet in arithmetic, so none can grow without bound."""
+    import ast
 
-    def visit_BinOp(self, node: ast.BinOp) -> ast.BinOp:
-        self.generic_visit(node)
-        node.left = _as_float(node.left)
-        node.right = _as_float(node.right)
-        return node
+    def as_float(node: ast.expr) -> ast.expr:
+        call = ast.Call(func=ast.Name(_AS_FLOAT, ast.Load()), args=[node], keywords=[])
+        return ast.copy_location(call, node)
 
-
-def _as_float(node: ast.expr) -> ast.expr:
-    call = ast.Call(func=ast.Name(_AS_FLOAT, ast.Load()), args=[node], keywords=[])
-    return ast.copy_location(call, node)
+    for node in ast.walk(module):
+        if isinstance(node, ast.BinOp):
+            node.left = as_float(node.left)
+            node.right = as_float(node.right)
+    return module
 
 
 def _check_node(node: ast.AST, parent: ast.AST | None) -> None:
-    if not isinstance(node, _EXPRESSIONS + _OPERATORS):
+    import ast
+
+    if not isinstance(node, _allowed_nodes()):
         raise FormulaError(f"{_describe(node)} is not allowed{_line(node)}")
     if isinstance(node, ast.Constant):
         _check_constant(node)
@@ -194,6 +207,8 @@ def _check_constant(node: ast.Constant) -> None:
 
 
 def _describe(node: ast.AST) -> str:
+    import ast
+
     names = {
         ast.Pow: "'**'",
         ast.Attribute: "attribute access",

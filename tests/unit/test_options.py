@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from verifier.cli.fast import grade_parser, simple_grade_arguments
 from verifier.errors import UsageError
 from verifier.options import COMMANDS, OPTIONS, build_options
 
@@ -105,8 +106,9 @@ def test_version_flags_print_the_version(flag: str) -> None:
     assert completed.stdout.strip() == "0.1.0"
 
 
-def test_grading_imports_neither_typer_nor_attrs(tmp_path: Path) -> None:
-    """The grading path's start-up budget: typer alone costs about as much as a grade."""
+def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
+    """The grading path's start-up budget: typer alone costs about as much as a grade,
+    PyYAML a quarter of one (a plain eval.yaml needs neither), argparse a few percent."""
     config = tmp_path / "eval.yaml"
     config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
     (tmp_path / "case").mkdir()
@@ -119,7 +121,28 @@ def test_grading_imports_neither_typer_nor_attrs(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
     assert "verifier.commands.grade" in imported
-    assert not {"typer", "click", "attrs", "attr", "jinja2"} & imported
+    assert not {"typer", "click", "attrs", "attr", "jinja2", "yaml", "argparse"} & imported
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["--config", "e.yaml"], ["--config=e.yaml", "--case", "c", "--debug"],
+     ["--out=", "--no-llm", "--memory-mb", "512", "--case-id", "x"],
+     ["--llm-parallel=2", "--step", "s1", "--agent-logs", "/logs/agent", "--termination-log", "t"]],
+)  # fmt: skip
+def test_grade_command_lines_read_without_argparse_as_argparse_reads_them(
+    argv: list[str],
+) -> None:
+    assert simple_grade_arguments(argv) == vars(grade_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["--conf", "e.yaml"], ["--case", "a", "--case", "b"], ["--case", "-x"],
+     ["--case"], ["--debug=yes"], ["positional"], ["--no-such-flag"], ["--keep-errors"]],
+)  # fmt: skip
+def test_other_grade_command_lines_are_left_to_argparse(argv: list[str]) -> None:
+    assert simple_grade_arguments(argv) is None
 
 
 def test_a_memory_limit_above_the_hard_data_limit_is_a_usage_error(tmp_path: Path) -> None:

@@ -1,29 +1,59 @@
-"""`verifier grade` parsed with argparse, from the same option declarations as every command."""
+"""`verifier grade`'s command line, from the same option declarations as every command.
+
+The command lines that RL harnesses and Harbor run (`--flag value`, `--flag=value`,
+flags) are read directly: importing argparse, with the gettext and locale it pulls
+in, costs several percent of a grade. Anything else (--help, a mistake, an
+abbreviated flag, a repeated one) goes to argparse, which explains or refuses it.
+"""
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from verifier.commands import grade
 from verifier.console import guarded
 from verifier.options import COMMANDS, OPTIONS, build_options
 
+if TYPE_CHECKING:
+    import argparse
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """A fixed width: argparse builds a formatter for every add_argument, and asking the
-    terminal for its width imports shutil (and bz2, lzma) on the grading path."""
 
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=100)
+def simple_grade_arguments(argv: list[str]) -> dict[str, str | bool | None] | None:
+    """What argparse would collect from argv, when argv is exact `--flag [value]` pairs
+    of grade's options each given once; else None."""
+    by_flag = {flag: OPTIONS[name] for name in COMMANDS["grade"].options
+               for flag in OPTIONS[name].flags}  # fmt: skip
+    given: dict[str, str | bool | None] = dict.fromkeys(COMMANDS["grade"].options)
+    position = 0
+    while position < len(argv):
+        flag, equals, value = argv[position].partition("=")
+        option = by_flag.get(flag)
+        if option is None or given[option.name] is not None:
+            return None
+        if option.is_flag:
+            if equals:
+                return None
+            given[option.name] = True
+        elif equals:
+            given[option.name] = value
+        elif position + 1 < len(argv) and not argv[position + 1].startswith("-"):
+            position += 1
+            given[option.name] = argv[position]
+        else:
+            return None
+        position += 1
+    return given
 
 
 def grade_parser() -> argparse.ArgumentParser:
+    import argparse
+
     command = COMMANDS["grade"]
     parser = argparse.ArgumentParser(
         prog="verifier grade",
         description=command.help,
         epilog=grade.EXIT_CODES,
-        formatter_class=_HelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for name in command.options:
         option = OPTIONS[name]
@@ -39,5 +69,7 @@ def grade_parser() -> argparse.ArgumentParser:
 
 
 def run_grade(argv: list[str]) -> int:
-    given = vars(grade_parser().parse_args(argv))
+    given = simple_grade_arguments(argv)
+    if given is None:
+        given = vars(grade_parser().parse_args(argv))
     return guarded(lambda: grade.run(build_options("grade", given)), debug=bool(given["debug"]))
