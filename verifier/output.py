@@ -253,25 +253,31 @@ def _staged(path: Path, text: str, durable: bool) -> Path:
 
 
 def _sync_files(paths: Sequence[Path]) -> None:
-    """fsync the files side by side: one journal commit instead of one per file."""
-    import threading  # only here: the grading path needs no thread before its outputs
+    """fsync the files side by side: one journal commit instead of one per file. (With
+    _thread: the threading module costs more start-up than these four threads.)"""
+    import _thread
 
     descriptors = [os.open(path, os.O_RDONLY) for path in paths]
     failures: list[OSError] = []
 
-    def flush(descriptor: int) -> None:
+    def flush(descriptor: int, done: _thread.LockType) -> None:
         try:
             os.fsync(descriptor)
         except OSError as error:
             failures.append(error)
+        finally:
+            done.release()
 
-    threads = [threading.Thread(target=flush, args=(fd,)) for fd in descriptors]
+    pending = []
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        for descriptor in descriptors:
+            done = _thread.allocate_lock()
+            done.acquire()
+            _thread.start_new_thread(flush, (descriptor, done))
+            pending.append(done)
     finally:
+        for done in pending:
+            done.acquire()
         for descriptor in descriptors:
             os.close(descriptor)
     if failures:

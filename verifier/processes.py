@@ -10,9 +10,10 @@ fork bomb cannot outrun the kill).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 JUDGE_TOKEN_ENV = "VERIFIER_JUDGE_TOKEN"
 _PR_SET_PDEATHSIG = 1
@@ -25,10 +26,18 @@ _KILL_ROUNDS = 50
 def _prctl(option: int, value: int) -> None:
     import ctypes  # only here: a few milliseconds of start-up
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, value, 0, 0, 0) != 0:
+    if _libc_prctl()(option, value, 0, 0, 0) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"prctl({option}, {value}): {os.strerror(error)}")
+
+
+@functools.cache
+def _libc_prctl() -> Callable[..., int]:
+    """libc's prctl, looked up once in the grader: every judge's process, forked from it,
+    calls it at start."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
 
 
 def become_subreaper() -> None:
@@ -55,7 +64,7 @@ def die_with_parent(signum: int = signal.SIGKILL) -> None:
 def children(pid: int) -> list[int]:
     """The direct children of a single-threaded process (/proc/<pid>/task/<pid>/children)."""
     try:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as handle:
             return [int(field) for field in handle.read().split()]
     except (OSError, ValueError):
         return []
@@ -92,7 +101,7 @@ def private_bytes(pids: Iterable[int]) -> int:
     total = 0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as handle:
                 for line in handle:
                     if line.startswith(("Private_Clean:", "Private_Dirty:", "Swap:")):
                         total += int(line.split()[1]) * 1024
@@ -134,7 +143,7 @@ def reap(pids: Iterable[int]) -> None:
 
 def _alive(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
             state = handle.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False

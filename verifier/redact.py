@@ -10,6 +10,7 @@ the grader, whatever the judge's kind.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -23,15 +24,21 @@ SECRET_NAME = re.compile(
 _MIN_SECRET_CHARS = 4
 # Values that stand in for "no key" (vLLM's "EMPTY") are not secrets.
 _PLACEHOLDERS = frozenset({"empty", "none", "null", "dummy", "true", "false", "unset"})
-_PATTERNS = (
-    # user:password@ in URLs
-    (re.compile(r"(?<=://)([^/\s:@]+):[^@/\s]+@"), rf"\1:{REDACTED}@"),
-    # bearer tokens and key headers echoed back
-    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{REDACTED}"),
-    (re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{8,}"), rf"\1{REDACTED}"),
-    # the shapes of OpenAI and Anthropic keys, wherever they come from
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), REDACTED),
-)
+
+
+@functools.cache
+def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Credential shapes, compiled when there is first text to redact (most grades of
+    judges that return bare values have none)."""
+    return (
+        # user:password@ in URLs
+        (re.compile(r"(?<=://)([^/\s:@]+):[^@/\s]+@"), rf"\1:{REDACTED}@"),
+        # bearer tokens and key headers echoed back
+        (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), rf"\1{REDACTED}"),
+        (re.compile(r"(?i)(x-api-key[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{8,}"), rf"\1{REDACTED}"),
+        # the shapes of OpenAI and Anthropic keys, wherever they come from
+        (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), REDACTED),
+    )
 
 
 def known_secrets(
@@ -54,7 +61,7 @@ def redact(text: str, secrets: tuple[str, ...] | None = None) -> str:
     """text with every known secret, credential in a URL and key-shaped token replaced."""
     for secret in known_secrets() if secrets is None else secrets:
         text = text.replace(secret, REDACTED)
-    for pattern, replacement in _PATTERNS:
+    for pattern, replacement in _patterns():
         text = pattern.sub(replacement, text)
     return text
 

@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import resource
-import selectors
+import select
 import signal
 import sys
 import time
@@ -144,7 +144,8 @@ class _Runner:
         self.limits = limits
         self.secrets = secrets
         self.running: dict[int, _Running] = {}  # by pid
-        self.selector = selectors.DefaultSelector()
+        self.poller = select.poll()
+        self.watched: dict[int, _Running] = {}  # by pipe fd
         # Children of this process from before grading (a test runner's, a pool's) are not
         # the judges' and are left alone; any other child is a judge or fell to us from one.
         self.earlier_children = frozenset(children(os.getpid()))
@@ -169,8 +170,8 @@ class _Runner:
                 pending.remove(judge)
                 self._spawn(judge, record)
             wake = min(next_watch, *(run.deadline for run in self.running.values()))
-            for key, _ in self.selector.select(timeout=max(0.0, wake - time.monotonic())):
-                self._read(key.data, key.fd)
+            for fd, _ in self.poller.poll(max(0.0, wake - time.monotonic()) * 1000):
+                self._read(self.watched[fd], fd)
             now = time.monotonic()
             if now >= next_watch:
                 self._watch()
@@ -187,7 +188,6 @@ class _Runner:
         left = self._new_children()
         kill_trees(left)
         reap(left)
-        self.selector.close()
 
     def _new_children(self) -> list[int]:
         return [pid for pid in children(os.getpid()) if pid not in self.earlier_children]
@@ -218,13 +218,14 @@ class _Runner:
             os.setpgid(pid, pid)
         run = _Running(judge, pid, result_read, output_read, token)
         self.running[pid] = run
-        self.selector.register(result_read, selectors.EVENT_READ, data=run)
-        self.selector.register(output_read, selectors.EVENT_READ, data=run)
+        for fd in (result_read, output_read):
+            self.poller.register(fd, select.POLLIN)
+            self.watched[fd] = run
 
     def _read(self, run: _Running, fd: int) -> None:
         chunk = os.read(fd, _READ_CHUNK)
         if not chunk:
-            self.selector.unregister(fd)
+            self._unwatch(fd)
             run.result_closed = run.result_closed or fd == run.result_fd
             return
         if fd == run.result_fd:
@@ -323,11 +324,14 @@ class _Runner:
             reap(orphans)
         del self.running[run.pid]
         for fd in (run.result_fd, run.output_fd):
-            with contextlib.suppress(KeyError, ValueError):
-                self.selector.unregister(fd)
+            self._unwatch(fd)
             _drain(fd, run)
             os.close(fd)
         return status
+
+    def _unwatch(self, fd: int) -> None:
+        if self.watched.pop(fd, None) is not None:
+            self.poller.unregister(fd)
 
     def _pass_on_output(self, run: _Running) -> None:
         text = redact(bytes(run.output).decode("utf-8", errors="replace"), self.secrets)
