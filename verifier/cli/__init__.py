@@ -1,14 +1,16 @@
 """The `verifier` command: dispatch only.
 
-`verifier grade` is the hot path (once per RL rollout), so it is parsed with
-argparse (verifier.cli.fast) and never imports typer, which alone costs about as
-much as grading a small case; so are `--help` and `--version`. Every other command
-goes through the typer app (verifier.cli.app). Both parse into the same Options
-record (verifier.options) and run the same command modules (verifier.commands).
+`verifier grade` is the hot path (once per RL rollout), so it is parsed by
+verifier.cli.fast (argparse only for help and mistakes) and never imports typer,
+which alone costs about as much as grading a small case; so are `--help` and
+`--version`. Every other command goes through the typer app (verifier.cli.app).
+Both parse into the same Options record (verifier.options) and run the same
+command modules (verifier.commands).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -21,6 +23,9 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     protect_import_path()
     if args[:1] == ["grade"]:
+        # One short process whose garbage dies with it: collecting during its imports
+        # alone cost 8% of a grade. Judges' processes turn the collector back on.
+        gc.disable()
         from verifier.cli.fast import run_grade
 
         exit_without_teardown(run_grade(args[1:]))

@@ -10,6 +10,7 @@ judge prints goes to a second pipe, which the runner redacts before passing it o
 from __future__ import annotations
 
 import faulthandler
+import gc
 import json
 import os
 import resource
@@ -37,6 +38,10 @@ def judge_main(
 ) -> None:
     """The body of a judge's process; never returns."""
     judge_pid = os.getpid()
+    # The collector, off in `verifier grade`, is on for the judge; what the grader had
+    # allocated is frozen, so collections never touch (and copy) the pages shared with it.
+    gc.freeze()
+    gc.enable()
     forks: list[int] = []
     os.register_at_fork(after_in_parent=lambda: forks.extend(_newest_child(forks)))
     try:
