@@ -3,6 +3,7 @@ whichever command reads it, and help generated from the same declarations."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.cli.fast import grade_parser, simple_grade_arguments
+from verifier.cli.fast import grade_parser, simple_arguments
 from verifier.errors import UsageError
 from verifier.options import COMMANDS, OPTIONS, build_options
 
@@ -124,6 +125,47 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
     assert not {"typer", "click", "attrs", "attr", "jinja2", "yaml", "argparse"} & imported
 
 
+def test_a_plain_batch_command_line_runs_without_typer(tmp_path: Path) -> None:
+    """typer in a batch worker's memory makes every judge's fork dearer."""
+    config = tmp_path / "eval.yaml"
+    config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
+    (tmp_path / "cases" / "one").mkdir(parents=True)
+    (tmp_path / "cases" / "one" / "x.txt").write_text("x")
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "verifier", "batch", "--config", str(config),
+         "--cases", str(tmp_path / "cases"), "--out", str(tmp_path / "out"), "-j", "1"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
+    assert "verifier.commands.batch" in imported
+    assert not {"typer", "click"} & imported
+    assert json.loads((tmp_path / "out" / "one" / "reward.json").read_text())["reward"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [(["--cases", "c", "--out", "o"], {"cases": "c", "out": "o"}),
+     (["--cases=c", "--out=o", "-j", "2", "--force", "--keep-errors"],
+      {"cases": "c", "out": "o", "jobs": "2", "force": True, "keep_errors": True}),
+     (["--shard", "1/4", "--no-llm", "--llm-concurrency", "64", "--cases", "c", "--out", "o"],
+      {"cases": "c", "out": "o", "shard": "1/4", "no_llm": True, "llm_concurrency": "64"})],
+)  # fmt: skip
+def test_plain_batch_command_lines_are_read_directly(
+    argv: list[str], expected: dict[str, object]
+) -> None:
+    given = simple_arguments("batch", argv)
+    assert given is not None
+    assert {name: value for name, value in given.items() if value is not None} == expected
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["--cases", "c", "--jobs"], ["-j2"], ["--force=1"], ["--case", "c"]]
+)
+def test_other_batch_command_lines_are_left_to_typer(argv: list[str]) -> None:
+    assert simple_arguments("batch", argv) is None
+
+
 @pytest.mark.parametrize(
     "argv",
     [[], ["--config", "e.yaml"], ["--config=e.yaml", "--case", "c", "--debug"],
@@ -133,7 +175,7 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
 def test_grade_command_lines_read_without_argparse_as_argparse_reads_them(
     argv: list[str],
 ) -> None:
-    assert simple_grade_arguments(argv) == vars(grade_parser().parse_args(argv))
+    assert simple_arguments("grade", argv) == vars(grade_parser().parse_args(argv))
 
 
 @pytest.mark.parametrize(
@@ -142,7 +184,7 @@ def test_grade_command_lines_read_without_argparse_as_argparse_reads_them(
      ["--case"], ["--debug=yes"], ["positional"], ["--no-such-flag"], ["--keep-errors"]],
 )  # fmt: skip
 def test_other_grade_command_lines_are_left_to_argparse(argv: list[str]) -> None:
-    assert simple_grade_arguments(argv) is None
+    assert simple_arguments("grade", argv) is None
 
 
 def test_a_memory_limit_above_the_hard_data_limit_is_a_usage_error(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 `verifier grade` is the hot path (once per RL rollout), so it is parsed by
 verifier.cli.fast (argparse only for help and mistakes) and never imports typer,
 which alone costs about as much as grading a small case; so are `--help` and
-`--version`. Every other command goes through the typer app (verifier.cli.app).
+`--version`. `verifier batch` with a plain command line is parsed there too: typer
+in a worker's memory makes every judge's fork dearer. Every other command (and
+batch's help and mistakes) goes through the typer app (verifier.cli.app).
 Both parse into the same Options record (verifier.options) and run the same
 command modules (verifier.commands).
 """
@@ -29,6 +31,12 @@ def main(argv: list[str] | None = None) -> None:
         from verifier.cli.fast import run_grade
 
         exit_without_teardown(run_grade(args[1:]))
+    if args[:1] == ["batch"]:
+        from verifier.cli.fast import run_batch, simple_arguments
+
+        given = simple_arguments("batch", args[1:])
+        if given is not None:
+            raise SystemExit(run_batch(given))
     if args[:1] in (["--version"], ["-V"], ["version"]) and len(args) == 1:
         print(__version__)
         exit_without_teardown(EXIT_OK)

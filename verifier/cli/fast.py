@@ -1,29 +1,35 @@
-"""`verifier grade`'s command line, from the same option declarations as every command.
+"""The command lines of the hot paths, `verifier grade` and `verifier batch`, from the
+same option declarations as every command.
 
 The command lines that RL harnesses and Harbor run (`--flag value`, `--flag=value`,
-flags) are read directly: importing argparse, with the gettext and locale it pulls
-in, costs several percent of a grade. Anything else (--help, a mistake, an
-abbreviated flag, a repeated one) goes to argparse, which explains or refuses it.
+flags) are read directly. For grade, importing argparse (with the gettext and locale
+it pulls in) would cost several percent of a grade; anything else (--help, a
+mistake, an abbreviated flag, a repeated one) goes to argparse, which explains or
+refuses it. For batch, typer would stay in the memory of every worker, and a
+larger worker makes each judge's fork dearer (a seventh of a batch's throughput);
+anything else goes to the typer app.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verifier.commands import grade
+from verifier.commands import batch, grade
 from verifier.console import guarded
 from verifier.options import COMMANDS, OPTIONS, build_options
 
 if TYPE_CHECKING:
     import argparse
 
+Given = dict[str, str | bool | None]  # option name -> raw text, True for a flag, None
 
-def simple_grade_arguments(argv: list[str]) -> dict[str, str | bool | None] | None:
-    """What argparse would collect from argv, when argv is exact `--flag [value]` pairs
-    of grade's options each given once; else None."""
-    by_flag = {flag: OPTIONS[name] for name in COMMANDS["grade"].options
-               for flag in OPTIONS[name].flags}  # fmt: skip
-    given: dict[str, str | bool | None] = dict.fromkeys(COMMANDS["grade"].options)
+
+def simple_arguments(command: str, argv: list[str]) -> Given | None:
+    """What the command's parser would collect from argv, when argv is exact
+    `--flag [value]` pairs of the command's options each given once; else None."""
+    names = COMMANDS[command].options
+    by_flag = {flag: OPTIONS[name] for name in names for flag in OPTIONS[name].flags}
+    given: Given = dict.fromkeys(names)
     position = 0
     while position < len(argv):
         flag, equals, value = argv[position].partition("=")
@@ -69,7 +75,11 @@ def grade_parser() -> argparse.ArgumentParser:
 
 
 def run_grade(argv: list[str]) -> int:
-    given = simple_grade_arguments(argv)
+    given = simple_arguments("grade", argv)
     if given is None:
         given = vars(grade_parser().parse_args(argv))
     return guarded(lambda: grade.run(build_options("grade", given)), debug=bool(given["debug"]))
+
+
+def run_batch(given: Given) -> int:
+    return guarded(lambda: batch.run(build_options("batch", given)), debug=bool(given["debug"]))
