@@ -57,6 +57,11 @@ GOOD = check_judge("good", "return 5", extra="    score_range: [1, 5]\n")
         ),
         ("return 'yes'", "returned str; a judge must return a bool or a finite number"),
         ("return None", "returned None"),
+        ("x = 1  # return it later", "returned None"),
+        (
+            "def inner():\n    return [1 / 0 for _ in range(1)]\nreturn inner()",
+            "ZeroDivisionError: division by zero (at <judges[1] (bad).check>:2)",
+        ),
         ("return {'score': 1}", "returned dict"),
         ("return [1]", "returned list"),
         ("return (1, 'a', 'b')", "returned a 3-tuple"),
