@@ -142,18 +142,22 @@ class _Reader:
             self.index += 1
         return None
 
+    def _next_at(self, indent: int) -> str | None:
+        """The next line's content if it continues the block at indent; None when the block
+        ended (a less indented line, or the end)."""
+        line = self._peek()
+        if line is None or line[0] < indent:
+            return None
+        if line[0] > indent:
+            raise NotPlain("a line indented deeper than its block")
+        return line[1]
+
     def _mapping(self, indent: int, first: str | None = None) -> dict[Any, Any]:
+        """The mapping at indent; `first` is its first entry when it follows `- ` on a
+        sequence's line."""
         mapping: dict[Any, Any] = {}
-        while True:
-            if first is None:
-                line = self._peek()
-                if line is None or line[0] < indent:
-                    return mapping
-                if line[0] > indent:
-                    raise NotPlain("a line indented deeper than its mapping")
-                content = line[1]
-            else:
-                content, first = first, None
+        content = self._next_at(indent) if first is None else first
+        while content is not None:
             match = _ENTRY.fullmatch(content)
             if match is None:
                 raise NotPlain("a line in a mapping that is not a plain `key: value`")
@@ -162,18 +166,15 @@ class _Reader:
                 raise NotPlain("a duplicate key")
             self.index += 1
             mapping[key] = self._value(match[2] or "", indent, in_mapping=True)
+            content = self._next_at(indent)
+        return mapping
 
     def _sequence(self, indent: int) -> list[Any]:
         sequence: list[Any] = []
         while True:
-            line = self._peek()
-            if line is None or line[0] < indent:
-                return sequence
-            if line[0] > indent:
-                raise NotPlain("a line indented deeper than its sequence")
-            content = line[1]
-            if not (content.startswith("- ") or content == "-"):
-                return sequence  # the next key of a mapping holding this sequence
+            content = self._next_at(indent)
+            if content is None or not (content.startswith("- ") or content == "-"):
+                return sequence  # ended, or the next key of a mapping holding this sequence
             rest = content[1:].lstrip(" ")
             if _ENTRY.fullmatch(rest):
                 sequence.append(self._mapping(indent + len(content) - len(rest), first=rest))
