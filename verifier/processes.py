@@ -40,10 +40,10 @@ def _libc_prctl() -> Callable[..., int]:
     return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
 
 
-def become_subreaper() -> None:
+def become_subreaper(enabled: bool = True) -> None:
     """Orphans of our descendants are re-parented to this process (not to PID 1), so that
-    nothing a judge starts can leave the tree we clean up."""
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    nothing a judge starts can leave the tree we clean up (enabled=False: no longer)."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, int(enabled))
 
 
 def make_undumpable() -> None:

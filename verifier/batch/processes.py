@@ -10,7 +10,6 @@ SIGKILL when the parent dies, so a killed batch leaves no worker behind either.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -18,14 +17,9 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import NoReturn
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
+from verifier.processes import become_subreaper, die_with_parent
+
 _SWEEP_S = 5.0
-
-
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 @contextlib.contextmanager
@@ -33,11 +27,11 @@ def subreaper() -> Iterator[frozenset[int]]:
     """This process adopts orphaned descendants while the block runs; yields the children
     it had before (which sweep leaves alone)."""
     before = frozenset(children())
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    become_subreaper()
     try:
         yield before
     finally:
-        _prctl(_PR_SET_CHILD_SUBREAPER, 0)
+        become_subreaper(False)
 
 
 def fork(main: Callable[[], None], close: Sequence[int] = ()) -> tuple[int, int]:
@@ -58,7 +52,7 @@ def fork(main: Callable[[], None], close: Sequence[int] = ()) -> tuple[int, int]
 def _child(main: Callable[[], None], close: Sequence[int], parent: int) -> NoReturn:
     code = 0
     try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        die_with_parent()
         if os.getppid() != parent:  # the parent died before the line above
             os._exit(1)
         signal.set_wakeup_fd(-1)  # the parent's, whose descriptor is closed here
