@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verifier.commands import batch, grade
+from verifier.commands import grade
 from verifier.console import guarded
 from verifier.options import COMMANDS, OPTIONS, build_options
 
@@ -82,4 +82,6 @@ def run_grade(argv: list[str]) -> int:
 
 
 def run_batch(given: Given) -> int:
+    from verifier.commands import batch  # not on grade's path: workers, multiprocessing
+
     return guarded(lambda: batch.run(build_options("batch", given)), debug=bool(given["debug"]))
