@@ -18,15 +18,14 @@ and what its requests cost (Spend).
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import queue
 import signal
 import threading
 import time
 from collections.abc import Mapping
-from multiprocessing.connection import Connection
 from typing import Any
 
+from verifier.batch.channel import Channel, channel_pair
 from verifier.batch.processes import fork, reap
 from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, interpret
 from verifier.judges.llm.cache import ResponseCache
@@ -66,9 +65,9 @@ class LLMStage:
     def __init__(
         self, judges: Mapping[int, PreparedJudge], settings: LLMSettings, close: list[int]
     ) -> None:
-        parent_end, child_end = multiprocessing.Pipe()
+        parent_end, child_end = channel_pair()
         self.pid, self.pidfd = fork(
-            lambda: _serve(child_end, judges, settings), close=[*close, parent_end.fileno()]
+            lambda: _serve(child_end, judges, settings), close=[*close, *parent_end.fds()]
         )
         child_end.close()
         self.conn = parent_end
@@ -96,7 +95,7 @@ class LLMStage:
         reap(self.pid, self.pidfd)
 
 
-def _serve(conn: Connection, judges: Mapping[int, PreparedJudge], settings: LLMSettings) -> None:
+def _serve(conn: Channel, judges: Mapping[int, PreparedJudge], settings: LLMSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the batch stops
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     client = Client(settings.capacity, settings.cache)

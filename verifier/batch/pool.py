@@ -17,8 +17,6 @@ every case already finished are returned; the caller writes the summary.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import multiprocessing.connection
 import os
 import signal
 from collections import deque
@@ -27,6 +25,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from verifier.batch.cases import Case
+from verifier.batch.channel import Channel, channel_pair, wait
 from verifier.batch.grader import PendingCase
 from verifier.batch.processes import describe_exit, fork, reap, subreaper, sweep
 from verifier.batch.summary import CaseOutcome, CaseStatus
@@ -70,7 +69,7 @@ class _Worker:
 
     __slots__ = ("case", "conn", "pid", "pidfd")
 
-    def __init__(self, pid: int, pidfd: int, conn: multiprocessing.connection.Connection) -> None:
+    def __init__(self, pid: int, pidfd: int, conn: Channel) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.conn = conn
@@ -93,16 +92,16 @@ class _Pool:
         """The parent's descriptors a new child must close."""
         fds = [self.wake_r, self.wake_w]
         for worker in self.workers:
-            fds += [worker.conn.fileno(), worker.pidfd]
+            fds += [*worker.conn.fds(), worker.pidfd]
         if self.stage is not None:
-            fds += [self.stage.conn.fileno(), self.stage.pidfd]
+            fds += [*self.stage.conn.fds(), self.stage.pidfd]
         return fds
 
     def start_worker(self) -> _Worker:
-        parent_end, child_end = multiprocessing.Pipe()
+        parent_end, child_end = channel_pair()
         work = self.work
         pid, pidfd = fork(
-            lambda: _worker_main(child_end, work), close=[*self.own_fds(), parent_end.fileno()]
+            lambda: _worker_main(child_end, work), close=[*self.own_fds(), *parent_end.fds()]
         )
         child_end.close()
         return _Worker(pid, pidfd, parent_end)
@@ -208,7 +207,7 @@ def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Cas
             waitables.append(worker.conn)
     if pool.stage is not None:
         waitables += [pool.stage.pidfd, pool.stage.conn]
-    ready = set(multiprocessing.connection.wait(waitables))
+    ready = set(wait(waitables))
     if pool.wake_r in ready:
         with contextlib.suppress(OSError):
             os.read(pool.wake_r, 64)
@@ -283,7 +282,7 @@ def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
     worker.case = case
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, work: Work) -> None:
+def _worker_main(conn: Channel, work: Work) -> None:
     """The parent handles Ctrl-C and SIGTERM, and then stops the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -292,4 +291,4 @@ def _worker_main(conn: multiprocessing.connection.Connection, work: Work) -> Non
 
 
 def _ended(pidfd: int, timeout: float) -> bool:
-    return bool(multiprocessing.connection.wait([pidfd], timeout))
+    return bool(wait([pidfd], timeout))

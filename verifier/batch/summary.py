@@ -12,7 +12,6 @@ errored, which its row lists and the summary counts apart (`cases_with_judge_err
 from __future__ import annotations
 
 import contextlib
-import csv
 import enum
 import io
 import json
@@ -305,6 +304,8 @@ def write_summary(out: Path, summary: BatchSummary) -> None:
 
 
 def summary_csv(outcomes: Sequence[CaseOutcome]) -> str:
+    import csv  # at a batch's end: not in the memory of the workers forked at its start
+
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)

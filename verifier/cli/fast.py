@@ -82,6 +82,6 @@ def run_grade(argv: list[str]) -> int:
 
 
 def run_batch(given: Given) -> int:
-    from verifier.commands import batch  # not on grade's path: workers, multiprocessing
+    from verifier.commands import batch  # not on grade's path: the pool, its workers
 
     return guarded(lambda: batch.run(build_options("batch", given)), debug=bool(given["debug"]))

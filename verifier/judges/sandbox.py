@@ -10,6 +10,10 @@ as the grader's user, which the grader's processes keep out of their /proc entri
 (see verifier.engine, processes.make_undumpable); everything it starts is killed
 before any output file is written. Its output is streamed and only a bounded tail
 kept, so a command that prints gigabytes costs nothing.
+
+subprocess, tempfile, shutil and selectors are imported where a command runs, in the
+judge's process: every batch worker imports this module, and each extension library
+a worker has loaded makes every judge's fork and exit dearer.
 """
 
 from __future__ import annotations
@@ -18,15 +22,11 @@ import collections
 import functools
 import os
 import resource
-import selectors
-import shutil
 import stat
-import subprocess
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.casefiles import resolve_inside
 from verifier.named import NamedTuple
@@ -38,6 +38,9 @@ from verifier.processes import (
     kill_trees,
     landlock_abi,
 )
+
+if TYPE_CHECKING:
+    import subprocess
 
 SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"
 DEFAULT_SANDBOX_UID = 65534  # nobody
@@ -90,6 +93,9 @@ def run_in_sandbox(
     what a command prints; `probe` sees the working dir before and after the run (what
     the command wrote there, e.g. a test report, exists only in the copy); `cwd`: a dir
     inside the case to start in (one that leads out of the case is refused)."""
+    import subprocess
+    import tempfile
+
     as_root = can_switch_user()
     uid = sandbox_uid() if as_root else os.geteuid()
     abi = landlock_abi()
@@ -202,6 +208,8 @@ def _private_copy(case_dir: Path, target: Path, uid: int) -> Path:
     """The case, copied for the sandbox user to read and write: directories, regular files
     and symlinks (as links); FIFOs, sockets and devices are left out. Iterative, and
     bounded in bytes, so that no case can exhaust the grader's disk or stack."""
+    import shutil
+
     copied = 0
     stack = [(case_dir, target)]
     while stack:
@@ -257,6 +265,8 @@ def _stream(process: subprocess.Popen[bytes], tails: Mapping[int, _Tail], timeou
     Reading stops when the command exits, not at the end of its output: what it left
     in the background may hold the pipe open for ever.
     """
+    import selectors
+
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as selector:
         for fd in tails:
