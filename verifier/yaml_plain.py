@@ -2,11 +2,13 @@
 
 Importing PyYAML costs a quarter of a `verifier grade` (its reader and resolver
 compile large regular expressions at import), and a grade runs once per RL
-rollout. Most eval.yaml files use only block mappings and sequences, literal
-`|` scalars, one-line plain or quoted scalars and `[a, b]` lists; this module
-reads exactly that and raises NotPlain for anything else (anchors, tags, folded
-or multi-line scalars, flow mappings, tabs, a duplicate key, odd numbers), so
-the caller hands the text to PyYAML, which then decides, errors included. What
+rollout. Most eval.yaml files use only block mappings and sequences, `|` and `>`
+block scalars, one-line plain or quoted scalars, and one-line `[a, b]` lists and
+`{k: v}` mappings of plain or simply quoted scalars; this module reads exactly
+that and raises NotPlain for anything else (anchors, tags, multi-line plain or
+quoted scalars, nested flow collections, tabs, a duplicate key, numbers and times
+in YAML 1.1's other spellings), so the caller hands the text to PyYAML, which
+then decides, errors included. What
 it returns is what PyYAML's safe loader returns for the same text; the unit
 tests hold the two side by side on every eval.yaml in the repository and on
 generated documents.
@@ -23,7 +25,7 @@ class NotPlain(Exception):
     """The text uses YAML beyond this reader's subset: read it with PyYAML."""
 
 
-_NULLS = {"~": None, "null": None, "Null": None, "NULL": None}
+_NULLS = frozenset({"~", "null", "Null", "NULL"})
 _BOOLEANS = {
     word: value
     for words, value in (("yes Yes YES true True TRUE on On ON", True),
@@ -61,15 +63,28 @@ def _is_plain_character(character: str) -> bool:
     )  # fmt: skip
 
 
+def _is_sequence_entry(content: str) -> bool:
+    return content == "-" or content.startswith("- ")
+
+
+def _resolved_key(mapping: dict[Any, Any], key: str) -> Any:
+    """key's value as a mapping key; NotPlain when mapping has it already (PyYAML then
+    keeps the last, or refuses it when read strictly)."""
+    resolved = resolve(key)
+    if resolved in mapping:
+        raise NotPlain("a duplicate key")
+    return resolved
+
+
 def resolve(scalar: str) -> Any:
     """A plain scalar's value, as PyYAML's YAML 1.1 resolver reads it."""
     if scalar in _NULLS:
         return None
     if scalar in _BOOLEANS:
         return _BOOLEANS[scalar]
-    first = scalar[0]
-    if scalar == "-" or scalar.startswith("- "):
+    if _is_sequence_entry(scalar):
         raise NotPlain("a sequence entry where a scalar should be")
+    first = scalar[0]
     if first in "-+.0123456789":
         if _INT.fullmatch(scalar) and len(scalar) < 4000:  # int() refuses more digits
             return int(scalar)
@@ -121,13 +136,7 @@ class _Reader:
             line = self._peek()
         if line is None:
             return None
-        indent, content = line
-        if content.startswith("- ") or content == "-":
-            value = self._sequence(indent)
-        elif _ENTRY.fullmatch(content):
-            value = self._mapping(indent)
-        else:
-            raise NotPlain("a document that is not a mapping or a sequence")
+        value = self._block(line)
         if self._peek() is not None:
             raise NotPlain("more after the document's top-level block")
         return value
@@ -161,9 +170,7 @@ class _Reader:
             match = _ENTRY.fullmatch(content)
             if match is None:
                 raise NotPlain("a line in a mapping that is not a plain `key: value`")
-            key = resolve(match[1])
-            if key in mapping:
-                raise NotPlain("a duplicate key")
+            key = _resolved_key(mapping, match[1])
             self.index += 1
             mapping[key] = self._value(match[2] or "", indent, in_mapping=True)
             content = self._next_at(indent)
@@ -173,7 +180,7 @@ class _Reader:
         sequence: list[Any] = []
         while True:
             content = self._next_at(indent)
-            if content is None or not (content.startswith("- ") or content == "-"):
+            if content is None or not _is_sequence_entry(content):
                 return sequence  # ended, or the next key of a mapping holding this sequence
             rest = content[1:].lstrip(" ")
             if _ENTRY.fullmatch(rest):
@@ -192,7 +199,7 @@ class _Reader:
                 return None
             if line[0] > indent:
                 return self._block(line)
-            if in_mapping and line[0] == indent and (line[1].startswith("- ") or line[1] == "-"):
+            if in_mapping and line[0] == indent and _is_sequence_entry(line[1]):
                 return self._sequence(indent)
             return None
         header = _BLOCK_SCALAR.fullmatch(text)
@@ -205,12 +212,13 @@ class _Reader:
         return value
 
     def _block(self, line: tuple[int, str]) -> Any:
+        """The mapping or sequence that begins on line (a document, or a key's value)."""
         indent, content = line
-        if content.startswith("- ") or content == "-":
+        if _is_sequence_entry(content):
             return self._sequence(indent)
         if _ENTRY.fullmatch(content):
             return self._mapping(indent)
-        raise NotPlain("a scalar on the line after its key")
+        raise NotPlain("a scalar where a mapping or a sequence should begin")
 
     def _block_scalar(self, parent_indent: int, *, folded: bool, strip: bool) -> str:
         """A `|`, `|-`, `>` or `>-` scalar: its lines less their common indent, up to a less
@@ -251,7 +259,8 @@ class _Reader:
 
 
 def _inline_scalar(text: str) -> Any:
-    """A scalar written on one line: plain, quoted, or a flow list of such."""
+    """A value written on one line: a plain or quoted scalar, or a flow list or mapping
+    of such scalars."""
     first = text[0]
     if first == "[" or first == "{":
         close = text.find("]" if first == "[" else "}")
@@ -290,10 +299,7 @@ def _flow_mapping(items: list[str]) -> dict[Any, Any]:
         match = _ENTRY.fullmatch(item)
         if match is None or not _FLOW_ITEM.fullmatch(match[2] or ""):
             raise NotPlain("a flow mapping item beyond `key: plain or simply quoted scalar`")
-        key = resolve(match[1])
-        if key in mapping:
-            raise NotPlain("a duplicate key")
-        mapping[key] = _inline_scalar(match[2])
+        mapping[_resolved_key(mapping, match[1])] = _inline_scalar(match[2])
     return mapping
 
 
