@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import NoReturn
 
-from verifier.processes import become_subreaper, die_with_parent
+from verifier.processes import become_subreaper, children, die_with_parent
 
 _SWEEP_S = 5.0
 
@@ -26,7 +26,7 @@ _SWEEP_S = 5.0
 def subreaper() -> Iterator[frozenset[int]]:
     """This process adopts orphaned descendants while the block runs; yields the children
     it had before (which sweep leaves alone)."""
-    before = frozenset(children())
+    before = frozenset(children(os.getpid()))
     become_subreaper()
     try:
         yield before
@@ -69,24 +69,6 @@ def _child(main: Callable[[], None], close: Sequence[int], parent: int) -> NoRet
         os._exit(code)
 
 
-def children() -> list[int]:
-    """The pids whose parent is this process."""
-    me = str(os.getpid())
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and fields[1] == me:
-            found.append(int(entry))
-    return found
-
-
 def sweep(keep: Collection[int]) -> int:
     """Kill and reap every child of this process not in keep, with its process group,
     until none is left (their own children come to this subreaper as they die).
@@ -94,7 +76,7 @@ def sweep(keep: Collection[int]) -> int:
     killed = 0
     deadline = time.monotonic() + _SWEEP_S
     while time.monotonic() < deadline:
-        strays = [pid for pid in children() if pid not in keep]
+        strays = [pid for pid in children(os.getpid()) if pid not in keep]
         if not strays:
             break
         for pid in strays:
