@@ -55,14 +55,6 @@ def _pyyaml_load(text: str, *, strict: bool) -> Any:
     return yaml.load(text, Loader=strict_loader if strict else safe)
 
 
-def parse_yaml(text: str) -> Any:
-    """Safe YAML (no Python objects); raises PyYAML's errors."""
-    try:
-        return yaml_plain.load(text)
-    except yaml_plain.NotPlain:
-        return _pyyaml_load(text, strict=False)
-
-
 def read_yaml(path: Path, *, missing: str = "file not found") -> Any:
     """The parsed document of a trusted YAML file; ConfigError (exit 2) saying what is wrong."""
     source = str(path)
