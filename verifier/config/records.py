@@ -42,6 +42,12 @@ class JudgeKind(Protocol):
         [0, 1]: without this it would be normalized over [1, 5] and score 0)."""
         ...
 
+    def default_feedback_type(self, spec: Any) -> FeedbackType | None:
+        """`bool` for a judge whose kind only gives booleans (a builtin's verdict), when
+        eval.yaml declares no scale: an errored one is then a failed gate under
+        `on_error: zero`, never a skipped one (verifier.reward.failed_gates)."""
+        ...
+
     def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
         """The kind's record from its parsed keys; at.error(...) for what is missing."""
         ...
@@ -63,6 +69,9 @@ class KindDefaults:
         return any(key in entry for key in self.claim_keys)
 
     def default_score_range(self, spec: Any) -> tuple[float, float] | None:
+        return None
+
+    def default_feedback_type(self, spec: Any) -> FeedbackType | None:
         return None
 
 

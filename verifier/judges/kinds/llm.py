@@ -94,6 +94,10 @@ class LLMKind(KindDefaults):
             provider=values.get("provider"),
         )
 
+    def default_feedback_type(self, spec: Any) -> str | None:
+        """An LLM builtin (a shipped prompt) is graded pass/fail."""
+        return "bool" if spec.builtin is not None else None
+
     def _builtin_spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
         """An LLM builtin (quality/output_completeness, ...): its shipped prompt."""
         from verifier.judges.builtins import find_builtin
