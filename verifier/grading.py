@@ -206,7 +206,7 @@ def read(
     case = read_case(
         resolved, config.outputs, sources.annotations, sources.task_input,
         annotation_contents=sources.annotation_contents, agent_logs=agent_logs,
-        tool_outputs=config.tool_outputs,
+        tool_outputs=config.tool_outputs, trajectory_from=config.trajectory,
     )  # fmt: skip
     context = CaseContext(
         warnings=(*sources.warnings, *case.warnings),

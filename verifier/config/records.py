@@ -18,6 +18,7 @@ from verifier.config.fields import Key, Locator
 from verifier.named import NamedTuple
 from verifier.reward import RewardMode, normalization_range
 from verifier.scale import FeedbackType, Scale, ScoreRange
+from verifier.trajectory import FROM_AGENT_LOGS
 
 if TYPE_CHECKING:  # imported by the loader only when eval.yaml has these blocks
     from verifier.config.execution import Execution
@@ -116,6 +117,8 @@ class EvalConfig(NamedTuple):
     tool_outputs: tuple[str, ...] = ()  # `{tool: NAME}` entries of outputs
     dataset: Dataset | None = None  # eval.yaml's dataset.path: per-case annotations and input
     execution: Execution | None = None  # how the harness invokes the agent; its steps
+    # Where the agent's trajectory is read from: agent_logs, case, or a path in the case.
+    trajectory: str = FROM_AGENT_LOGS
 
     @property
     def step_ids(self) -> tuple[str, ...]:
