@@ -18,6 +18,7 @@ import pytest
 
 from tests.unit.conftest import write_files
 from verifier.batch.grader import config_hash
+from verifier.console import signal_name
 from verifier.engine import Limits
 from verifier.errors import ConfigError
 from verifier.grading import grade, load_eval
@@ -371,6 +372,26 @@ def test_a_zip_bomb_workbook_is_refused_before_it_is_inflated(run: Grader) -> No
 def test_command_criteria(run: Grader, builtin: str, arguments: str, value: bool) -> None:
     result = run(builtin, arguments, {**FILES, "sub/x": ""})
     assert result.value is value, result.rationale
+
+
+@pytest.mark.parametrize(
+    ("number", "name"),
+    [(9, "SIGKILL"), (34, "SIGRTMIN"), (40, "SIGRTMIN+6"), (50, "SIGRTMAX-14"), (64, "SIGRTMAX")],
+)
+def test_a_command_killed_by_any_signal_fails_naming_it(
+    run: Grader, number: int, name: str
+) -> None:
+    """A real-time signal has no signal.Signals member: naming it must not raise (which
+    made the judge error, and the error could raise the reward)."""
+    result = run("command_succeeds", f"{{cmd: 'kill -{number} $$'}}", {})
+    assert (result.value, result.rationale) == (False, f"killed by {name}")
+    stdout = run("command_output_contains", f"{{cmd: 'echo hi; kill -{number} $$', text: hi}}", {})
+    assert stdout.value is True and f"(killed by {name})" in stdout.rationale
+
+
+@pytest.mark.parametrize("number", [0, 32, 65, -1, 10**30])
+def test_a_number_that_is_no_signal_is_named_as_a_number(number: int) -> None:
+    assert signal_name(number) == f"signal {number}"
 
 
 def test_a_command_needs_exactly_one_of_cmd_and_command(run: Grader) -> None:
