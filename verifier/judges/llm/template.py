@@ -20,7 +20,6 @@ as are `{% include %}`, `{% import %}` and `{% extends %}` (a prompt is one file
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -31,6 +30,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from verifier.errors import did_you_mean
 from verifier.named import NamedTuple
+from verifier.values import json_text, leaf_text
 
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
 CASE_VARIABLES = frozenset({"outputs", "inputs", "conversation", "stdout"})
@@ -134,8 +134,8 @@ def as_text(value: Any) -> str:
     if value is None:
         return "(none)"
     if isinstance(value, Mapping | list | tuple):
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return str(value)
+        return json_text(value, indent=2)  # any shape the case's files parse to
+    return leaf_text(value)
 
 
 @jinja2.pass_context
