@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,6 @@ from verifier.judges.llm.template import PromptTemplate, as_text, mark_trusted
 from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX
 
-_FORGED_TAG = re.compile(r"<(/?)case-material")
 MAX_BLOCKS = 200  # fences per prompt: beyond it their overhead, not the material, would grow
 
 
@@ -274,7 +274,7 @@ class Material:
                     _take(self._walk(item, reverse=True), allowance - head, reverse=True),
                     size - allowance,
                 )
-            text = _FORGED_TAG.sub(r"<\1case_material", text).rstrip("\n")
+            text = neutralize_tags(text).rstrip("\n")
             out.append(f"<case-material-{nonce}>\n{text}\n</case-material-{nonce}>")
         return "".join(out)
 
@@ -322,6 +322,79 @@ class Material:
             else:
                 inner = self.contents[piece]
                 stack.append(iter(reversed(inner) if reverse else inner))
+
+
+# The blocks the system prompt attributes to someone: the fence (the agent's) and the
+# task author's. Inside case material a lookalike of any of them is escaped.
+ATTRIBUTED_TAGS = ("case-material", "task-input", "reference-material")
+# What a model reads as "<": the bracket and its lookalikes (fullwidth, small, angle
+# brackets, single guillemet, Canadian syllabics, modifier letter).
+_BRACKETS = "<\uff1c\ufe64\u3008\u2329\u27e8\u2039\u1438\u02c2\u227a"
+_SLASHES = "/\uff0f\u2044\u2215\u29f8\\\\"
+_SEPARATORS = "\\-_\\s.\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d\uff3f"
+_INVISIBLE = "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e" \
+    "\u2060-\u2064\u206a-\u206f\ufeff"  # fmt: skip
+# Letters that look like ASCII ones (Cyrillic, Greek, fullwidth, small capitals, ...),
+# each mapped to the letter it is read as; NFKC adds the compatibility forms.
+_LOOKALIKES = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0455\u0456\u0458\u043a\u043c\u0442\u043d\u0501\u0261"
+    "\u0578\u057d\u0251\u03b1\u03b5\u03b9\u03ba\u03bd\u03bf\u03c1\u03c4\u03c5\ua731\u1d00"
+    "\u1d04\u1d05\u1d07\u026a\u1d0b\u1d0d\u0274\u1d0f\u1d18\u0280\u1d1b\u1d1c\u0131\u2113"
+    "\u0269\u01c0",
+    "aeopcsijkmthdgnuaaeikvoptusacdeikmnoprtuilil",
+)
+
+
+def _tag_pattern() -> re.Pattern[str]:
+    """A bracket, maybe a slash, then one of ATTRIBUTED_TAGS, over a same-length
+    skeleton of the text (lookalike letters read as ASCII, lower case), with invisible
+    characters and any separator allowed between its letters."""
+    gap = f"[{_INVISIBLE}]*"
+    names = []
+    for name in ATTRIBUTED_TAGS:
+        words = [gap.join(re.escape(letter) for letter in word) for word in name.split("-")]
+        names.append(f"{gap}[{_SEPARATORS}]?{gap}".join(words))
+    return re.compile(f"[{_BRACKETS}][\\s{_INVISIBLE}]*(?:[{_SLASHES}][\\s{_INVISIBLE}]*)?"
+                      f"(?:{'|'.join(names)})")  # fmt: skip
+
+
+_TAG = _tag_pattern()
+_BRACKET = re.compile(f"[{_BRACKETS}]")
+
+
+def neutralize_tags(text: str) -> str:
+    """text with the bracket of every lookalike of an attributed tag escaped as `&lt;`
+    (in any letter case, spacing, lookalike letters or brackets, invisible characters
+    between its letters): inside the fence the agent's text cannot open or close a
+    block the system prompt says is someone else's."""
+    if not _BRACKET.search(text):
+        return text
+    skeleton = _skeleton(text)
+    cuts = [match.start() for match in _TAG.finditer(skeleton)]
+    if not cuts:
+        return text
+    out, position = [], 0
+    for cut in cuts:
+        out.append(text[position:cut])
+        out.append("&lt;")
+        position = cut + 1
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _skeleton(text: str) -> str:
+    """text with each character read as the ASCII letter it looks like, lower case, and
+    the same length (so a match's position is the original's)."""
+    if text.isascii():
+        return text.lower()
+    return "".join(_read_as(character) for character in text)
+
+
+def _read_as(character: str) -> str:
+    if character.isascii():
+        return character.lower()
+    folded = unicodedata.normalize("NFKC", character).lower().translate(_LOOKALIKES)
+    return folded if len(folded) == 1 else character.translate(_LOOKALIKES)
 
 
 def _blocks(pieces: Sequence[_Piece]) -> list[str | list[_Piece]]:
