@@ -161,7 +161,7 @@ TEMPLATES = (
 )
 
 
-def plan(template: str, budget: int) -> PromptPlan:
+def plan(template: str, budget: int, window: int | None) -> PromptPlan:
     return PromptPlan(
         template=compile_template(template),
         append_material="{{" not in template and "{%" not in template,
@@ -169,6 +169,8 @@ def plan(template: str, budget: int) -> PromptPlan:
         scale=AnswerScale("pass_fail"),
         output_mode="json",
         max_case_chars=budget,
+        context_tokens=window,
+        answer_tokens=1024,
     )
 
 
@@ -196,10 +198,11 @@ def fences_hold(user: str, nonce: str) -> None:
 @settings(FUZZ, max_examples=60)
 @given(tree=TREES, stdout=st.one_of(DOCUMENTS, st.sampled_from(HOSTILE_TEXT).map(to_bytes)),
        inputs=st.one_of(st.none(), YAML_TEXT.map(to_bytes)), trail=st.one_of(st.none(), TRAILS),
-       template=st.sampled_from(TEMPLATES), budget=st.sampled_from([50, 2000, 100_000]))  # fmt: skip
+       template=st.sampled_from(TEMPLATES), budget=st.sampled_from([50, 2000, 100_000]),
+       window=st.sampled_from([None, 4096, 32_768]))  # fmt: skip
 def test_any_case_builds_a_prompt_whose_fences_hold(
     tree: dict[str, bytes], stdout: bytes, inputs: bytes | None, trail: bytes | None,
-    template: str, budget: int,
+    template: str, budget: int, window: int | None,
 ) -> None:  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         case = Path(scratch) / "case"
@@ -209,7 +212,10 @@ def test_any_case_builds_a_prompt_whose_fences_hold(
                           **({"trajectory.json": trail} if trail else {})})  # fmt: skip
         record = read_case(check_case_dir(case), (), {}, trajectory_from=FROM_CASE).record
         with bounded():
-            prompt = plan(template, budget).build(record, {})
+            prompt = plan(template, budget, window).build(record, {})
+    if prompt.case_fact is not None:  # a template lookup into what the case lacks
+        assert prompt.user == "" and "does not hold" in prompt.case_fact
+        return
     fences_hold(prompt.user, prompt.nonce)
 
 

@@ -189,6 +189,10 @@ def _llm_task(
         return result(Status.TIMEOUT, error=f"timed out after {seconds} (judge timeout)")
     except LLMJudgeError as error:
         return result(Status.ERROR, error=str(error), details=error.details)
+    if prompt.case_fact is not None:  # nothing to send: the judge's lowest value
+        answer = judge.lowest(prompt, prompt.case_fact)
+        return result(Status.OK, value=answer.value, rationale=answer.rationale,
+                      details=answer.details)  # fmt: skip
     return LLMTask(index, prompt, time.monotonic() - started)
 
 

@@ -26,11 +26,19 @@ from typing import Any
 
 from verifier.judges.llm.conversation import conversation_of, conversation_source
 from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
-from verifier.judges.llm.template import PromptTemplate, as_text, mark_trusted
+from verifier.judges.llm.template import (
+    CaseMaterialMissing,
+    PromptTemplate,
+    RecordView,
+    as_text,
+    mark_trusted,
+)
+from verifier.judges.llm.tokens import REQUEST_OVERHEAD_TOKENS, estimate_tokens
 from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX
 
 MAX_BLOCKS = 200  # fences per prompt: beyond it their overhead, not the material, would grow
+_FIT_PASSES = 4  # cuts to fit a token budget: each one measured, the last one to nothing
 
 
 class Reference(NamedTuple):
@@ -46,6 +54,10 @@ class Prompt(NamedTuple):
     nonce: str  # the fences' random part (left out of the response cache's key)
     case_chars: int  # the case material's size before any cut
     cut_chars: int  # how much of it (and of template text repeated past the cap) was not sent
+    tokens: int = 0  # the estimate of what system and user cost (verifier.judges.llm.tokens)
+    # Why nothing is sent: the template looked up what the case does not hold. The judge
+    # then scores its lowest value with this as the rationale.
+    case_fact: str | None = None
 
     @property
     def truncated(self) -> bool:
@@ -61,12 +73,19 @@ class PromptPlan(NamedTuple):
     scale: AnswerScale
     output_mode: OutputMode
     max_case_chars: int
+    context_tokens: int | None = None  # what the model takes (None: no token budget)
+    answer_tokens: int = 0  # what its answer may take (the request's max_tokens)
 
     def build(self, record: Mapping[str, Any], arguments: Mapping[str, Any]) -> Prompt:
-        """The prompt for one case (TemplateProblem when the template fails to render)."""
+        """The prompt for one case (TemplateProblem when the template fails to render on
+        the author's material; a Prompt with a case_fact when on the case's)."""
         variables = template_variables(record, arguments)
         material = Material()
-        rendered = self.template.render(variables, material).strip()
+        try:
+            rendered = self.template.render(variables, material).strip()
+        except CaseMaterialMissing as missing:
+            fact = f"the prompt template looks up what the case does not hold ({missing})"
+            return Prompt("", "", "", 0, 0, case_fact=fact)
         parts = [material.cap_template_text(rendered, self.max_case_chars)]
         for reference in self.references:
             parts.append(
@@ -78,14 +97,40 @@ class PromptPlan(NamedTuple):
         parts.append(closing_text(self.scale, self.output_mode))
         nonce = secrets.token_hex(6)
         skeleton = "\n\n".join(part for part in parts if part)
-        user = material.fence(skeleton, nonce, self.max_case_chars)
+        system = system_text(self.scale, self.output_mode, nonce)
+        user, tokens = self._within_context(material, skeleton, nonce, estimate_tokens(system))
         return Prompt(
-            system=system_text(self.scale, self.output_mode, nonce),
+            system=system,
             user=user,
             nonce=nonce,
             case_chars=material.case_chars,
             cut_chars=material.cut_chars,
+            tokens=tokens,
         )
+
+    def _within_context(
+        self, material: Material, skeleton: str, nonce: str, system_tokens: int
+    ) -> tuple[str, int]:
+        """(the user message, the prompt's estimated tokens), its material cut to the
+        character budget and, when the estimate is over what the model takes less the
+        answer's tokens, cut further in proportion until it fits (a few passes: each
+        one's cut is measured, not guessed, so token-dense material ends cut more)."""
+        template_cut = material.cut_chars
+        budget = self.max_case_chars
+        user = material.fence(skeleton, nonce, budget)
+        tokens = system_tokens + estimate_tokens(user)
+        if self.context_tokens is None:
+            return user, tokens
+        limit = self.context_tokens - self.answer_tokens - REQUEST_OVERHEAD_TOKENS
+        for _ in range(_FIT_PASSES):
+            shown = material.case_chars - (material.cut_chars - template_cut)
+            if tokens <= limit or shown == 0:
+                break
+            budget = max(0, min(budget, shown) * max(limit, 0) // tokens * 9 // 10)
+            material.cut_chars = template_cut
+            user = material.fence(skeleton, nonce, budget)
+            tokens = system_tokens + estimate_tokens(user)
+        return user, tokens
 
 
 def template_variables(record: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,7 +145,8 @@ def template_variables(record: Mapping[str, Any], arguments: Mapping[str, Any]) 
         key: mark_trusted(value) for key, value in record.items()
         if key.startswith(ANNOTATION_PREFIX)
     }  # fmt: skip
-    outputs = {**record, **annotation_files, "annotations": annotations, "inputs": inputs}
+    outputs = RecordView({**record, **annotation_files, "annotations": annotations,
+                          "inputs": inputs})  # fmt: skip
     return {
         "outputs": outputs,
         "annotations": annotations,
