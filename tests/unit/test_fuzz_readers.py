@@ -36,6 +36,7 @@ from tests.unit.fuzzing import (
 )
 from verifier.case import check_case_dir, read_case
 from verifier.console import signal_name
+from verifier.judges.builtins import all_builtins
 from verifier.judges.builtins.reports import ReportError, parse_report
 from verifier.judges.llm.conversation import conversation_of
 from verifier.judges.llm.prompt import PromptPlan, Reference
@@ -158,13 +159,18 @@ TEMPLATES = (
     "Conversation: {{ conversation }}\nStdout: {{ stdout }}\nInputs: {{ inputs }}",
     "{% for path, text in outputs.files.items() %}{{ path }}: {{ text }}\n{% endfor %}",
     "{{ outputs.trajectory }} {{ outputs.tool_calls }} {{ outputs.cost_usd }}",
+    "Summary: {{ outputs.files['summary.md'] }} first call: {{ outputs.tool_calls[0].name }}",
+    # The LLM builtins' shipped prompts (quality/output_completeness, safety/...).
+    *(found.prompt for found in all_builtins() if found.prompt is not None),
 )
+BUILTIN_ARGUMENTS = {"strictness": "high", "criteria": ["tests pass"], "categories": ["pii"]}
 
 
 def plan(template: str, budget: int, window: int | None) -> PromptPlan:
+    compiled = compile_template(template)
     return PromptPlan(
-        template=compile_template(template),
-        append_material="{{" not in template and "{%" not in template,
+        template=compiled,
+        append_material=not compiled.places_case,
         references=(Reference("ref.md", "the author's reference"),),
         scale=AnswerScale("pass_fail"),
         output_mode="json",
@@ -212,7 +218,7 @@ def test_any_case_builds_a_prompt_whose_fences_hold(
                           **({"trajectory.json": trail} if trail else {})})  # fmt: skip
         record = read_case(check_case_dir(case), (), {}, trajectory_from=FROM_CASE).record
         with bounded():
-            prompt = plan(template, budget, window).build(record, {})
+            prompt = plan(template, budget, window).build(record, BUILTIN_ARGUMENTS)
     if prompt.case_fact is not None:  # a template lookup into what the case lacks
         assert prompt.user == "" and "does not hold" in prompt.case_fact
         return
