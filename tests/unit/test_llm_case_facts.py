@@ -34,16 +34,8 @@ OVERFLOWS = {
 fast_llm_env = test_llm_judges.fast_llm_env
 judge_of = test_llm_judges.judge_of
 model_for = test_llm_judges.model_for
+rubric = test_llm_judges.rubric
 CJK = "日本語の報告書です。" * 8_000  # 80,000 characters, under the 100,000-character cap
-
-
-def gate(server: FakeLLM, extra: str = "feedback_type: bool") -> str:
-    return f"""
-- name: fixed
-  llm_rubric: Is the bug fixed?
-  model: {model_for(server)}
-  {extra}
-"""
 
 
 @pytest.mark.parametrize("extra", ["feedback_type: bool", "score_range: [1, 5]"])
@@ -51,7 +43,7 @@ def test_a_context_overflow_is_the_judges_lowest_value(
     llm_server: FakeLLM, judge_of: Callable[..., Callable[[], object]], extra: str
 ) -> None:
     llm_server.queue(llm_server.error(400, OVERFLOWS[llm_server.style]))
-    verdict = judge_of(llm_server, gate(llm_server, extra))()
+    verdict = judge_of(llm_server, rubric(llm_server, extra))()
     assert isinstance(verdict, JudgeAnswer)
     assert verdict.value == (False if "bool" in extra else 1.0)
     assert "refused the prompt for its length" in verdict.rationale
@@ -68,12 +60,12 @@ def test_an_overflow_fails_the_gate_under_the_default_on_error(
         monkeypatch.setenv(name, value)
     openai_server.queue(openai_server.error(400, OVERFLOWS["openai"]))
     config = write_config("judges:\n  - {name: report, builtin: file_exists, arguments: "
-                          "{path: report.md}}\n" + gate(openai_server).replace("\n- ", "\n  - ")
+                          "{path: report.md}}\n" + rubric(openai_server, "feedback_type: bool").replace("\n- ", "\n  - ")
                           .replace("\n  ", "\n    ").replace("\n    - ", "\n  - "))  # fmt: skip
     grading = grade(load_eval(config), make_case({"report.md": CJK * 3}))
-    fixed = next(result for result in grading.results if result.name == "fixed")
-    assert (fixed.status, fixed.value) == (Status.OK, False)
-    assert grading.reward == 0.0 and grading.composition.gate_failed == ("fixed",)
+    quality = next(result for result in grading.results if result.name == "quality")
+    assert (quality.status, quality.value) == (Status.OK, False)
+    assert grading.reward == 0.0 and grading.composition.gate_failed == ("quality",)
 
 
 def test_a_template_reading_a_file_the_agent_did_not_write_is_the_lowest_value(
@@ -180,11 +172,23 @@ def test_a_judges_context_tokens_key_and_the_environment_set_the_budget(
     openai_server: FakeLLM, judge_of: Callable[..., Callable[[], object]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    judge = judge_of(openai_server, gate(openai_server) + "  context_tokens: 8192\n")
+    judge = judge_of(
+        openai_server, rubric(openai_server, "feedback_type: bool") + "  context_tokens: 8192\n"
+    )
     assert judge.func.plan.context_tokens == 8192
-    assert judge_of(openai_server, gate(openai_server)).func.plan.context_tokens == 32_768
+    assert (
+        judge_of(
+            openai_server, rubric(openai_server, "feedback_type: bool")
+        ).func.plan.context_tokens
+        == 32_768
+    )
     monkeypatch.setenv("VERIFIER_LLM_CONTEXT_TOKENS", "65536")
-    assert judge_of(openai_server, gate(openai_server)).func.plan.context_tokens == 65536
+    assert (
+        judge_of(
+            openai_server, rubric(openai_server, "feedback_type: bool")
+        ).func.plan.context_tokens
+        == 65536
+    )
 
 
 @pytest.mark.parametrize(
