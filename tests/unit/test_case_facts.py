@@ -225,3 +225,18 @@ def test_a_lookalike_of_an_attributed_block_is_escaped_inside_the_fence(
 @pytest.mark.parametrize("plain", ["a < b > c", "<task>", "<input>", "x <- y", "<tasks>", "≺ab"])
 def test_text_that_reads_as_no_attributed_block_is_left_alone(plain: str) -> None:
     assert neutralize_tags(plain) == plain
+
+
+@pytest.mark.parametrize(
+    "flood",
+    ["<task" + "\u200b" * 50_000 + "x", ("<task-" + "\u200b" * 1_000) * 100,
+     "< " * 50_000, "<case" + "-" * 100_000],
+)  # fmt: skip
+def test_escaping_lookalikes_takes_linear_time_whatever_the_case_floods(flood: str) -> None:
+    """Two adjacent `*` over the same characters backtracked: 50,000 invisible characters
+    after `<task` took seconds, a timeout the judge could be made to reach."""
+    import time
+
+    started = time.monotonic()
+    neutralize_tags(flood)
+    assert time.monotonic() - started < 1.0
