@@ -563,7 +563,7 @@ def test_the_reference_builtins_say_what_the_reference_says(run: Grader) -> None
 @pytest.mark.parametrize(
     ("builtin", "arguments"),
     [("trajectory_tool_not_used", "{tool_name: Bash}"), ("trajectory_turn_count", "{max_turns: 9}"),
-     ("cost_budget", "{}"), ("tool_call_validation", "{}")],
+     ("cost_budget", "{}"), ("tool_call_validation", "{}"), ("consulted_docs", "{}")],
 )  # fmt: skip
 def test_a_forged_trail_in_the_case_is_not_read_without_trajectory_case(
     run: Grader, builtin: str, arguments: str
@@ -572,7 +572,8 @@ def test_a_forged_trail_in_the_case_is_not_read_without_trajectory_case(
     no agent logs exist: every trail builtin fails, saying there is no trajectory."""
     forged = {"events.json": json.dumps([{"type": "assistant", "text": "done"},
                                          {"type": "result", "cost_usd": 0.0}])}  # fmt: skip
-    result = run(builtin, arguments, forged)
+    extra = "annotations: {expected_files: [docs/a.md]}\n"
+    result = run(builtin, arguments, forged, extra=extra)
     assert result.value in (False, 0.0), result.rationale
     expected = "No cost data available" if builtin == "cost_budget" else "no agent logs"
     assert expected in result.rationale

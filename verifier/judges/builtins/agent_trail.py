@@ -140,8 +140,10 @@ def consulted_docs(
     expected = [e for e in (_normalize(p, match) for p in listed) if e]
     if not expected:
         return True, "No expected_files specified — nothing to verify"
+    trajectory, problem = record_trajectory(context)
+    if trajectory is None:
+        return False, problem
     preloaded = [_normalize(p, match) for p in preloaded_files or () if p]
-    trajectory = context.record.get("trajectory") or {}
     calls = [call for call in trajectory.get("tool_calls") or ()
              if include_subagents or not call.get("subagent")]  # fmt: skip
     read = [r for r in (_normalize(p, match) for p in _read_paths(calls, include_grep)) if r]
