@@ -29,6 +29,11 @@ from verifier.named import NamedTuple
 from verifier.values import finite_float
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
+# Arrays and objects a trajectory may hold (its brackets and braces, counted before it
+# is parsed, in strings too: an over-count only for a trail of millions of them). It is
+# parsed in the grader's own process, where 30 MB of `[[],[],...]` took 780 MB; two
+# million keep it near 130 MB. Harbor's longest runs hold a few hundred thousand.
+MAX_TRAJECTORY_CONTAINERS = 2_000_000
 AGENT_LOGS_TRAJECTORY = "trajectory.json"  # in Harbor's agent logs dir, /logs/agent
 # eval.yaml's `trajectory:`: where the trail is read from (else a path in the case).
 FROM_AGENT_LOGS = "agent_logs"  # Harbor's agent logs only (the default)
@@ -163,6 +168,10 @@ def read_trajectory(
                 continue
             return None, f"{relative}: {found.problem}; no trajectory read"
         text = found.data.decode("utf-8", errors="replace")
+        containers = text.count("[") + text.count("{")
+        if containers > MAX_TRAJECTORY_CONTAINERS:
+            return None, (f"{relative}: holds {containers} arrays and objects, over the "
+                          f"{MAX_TRAJECTORY_CONTAINERS} cap; no trajectory read")  # fmt: skip
         try:
             trajectory = parse_trajectory(text, relative)
         except (ValueError, RecursionError, MemoryError) as error:

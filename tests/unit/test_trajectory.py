@@ -159,6 +159,8 @@ UNUSABLE = {
     "a FIFO": lambda p: os.mkfifo(p),
     "a directory": lambda p: p.mkdir(),
     "nested 100,000 deep": lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+    # 30 MB that would take 780 MB parsed, in the grader's process
+    "a memory bomb of empty arrays": lambda p: p.write_text("[" + ",".join(["[]"] * 10**7) + "]"),
 }
 
 
