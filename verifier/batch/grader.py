@@ -199,6 +199,9 @@ def _llm_task(
         return result(Status.TIMEOUT, error=f"timed out after {seconds} (judge timeout)")
     except LLMJudgeError as error:
         return result(Status.ERROR, error=str(error), details=error.details)
+    except Exception as error:  # a bug in building one prompt errs that judge, not the case
+        return result(Status.ERROR, error=f"internal error building the prompt: "
+                                          f"{type(error).__name__}: {error}")  # fmt: skip
     if prompt.case_fact is not None:  # nothing to send: the judge's lowest value
         answer = judge.lowest(prompt, prompt.case_fact)
         return result(Status.OK, value=answer.value, rationale=answer.rationale,
