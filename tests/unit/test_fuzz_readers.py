@@ -10,6 +10,7 @@ fact, in bounded time: never an exception. The strategies are in fuzzing.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 import time
@@ -61,6 +62,30 @@ TRAILS = st.one_of(
 TREES = st.dictionaries(st.lists(NAMES, min_size=1, max_size=3).map("/".join), CONTENTS, max_size=6)
 
 
+# Odd entries the agent can leave beside its files: (name, kind, symlink target).
+SPECIALS = st.lists(st.tuples(
+    NAMES, st.sampled_from(["symlink", "fifo", "dir", "unreadable"]),
+    st.sampled_from(["/etc/passwd", "..", ".", "loop", "missing", "trajectory.json",
+                     "input.yaml", "/dev/zero", "/proc/self/environ"]),
+), max_size=4)  # fmt: skip
+
+
+def write_specials(root: Path, specials: list[tuple[str, str, str]]) -> None:
+    for name, kind, target in specials:
+        path = root / name
+        if os.path.lexists(path):
+            continue
+        if kind == "symlink":
+            path.symlink_to(name if target == "loop" else target)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "dir":
+            path.mkdir()
+        else:
+            path.write_text("secret")
+            path.chmod(0)
+
+
 @contextmanager
 def bounded() -> Iterator[None]:
     started = time.monotonic()
@@ -80,16 +105,18 @@ def write_tree(root: Path, tree: dict[str, bytes]) -> None:
 
 
 @settings(FUZZ, max_examples=60)
-@given(tree=TREES, logs_trail=st.one_of(st.none(), TRAILS, CONTENTS),
+@given(tree=TREES, specials=SPECIALS, logs_trail=st.one_of(st.none(), TRAILS, CONTENTS),
        choice=st.sampled_from([FROM_AGENT_LOGS, FROM_CASE, "trajectory.json", "x/y.json"]))  # fmt: skip
 def test_the_case_reader_reads_any_tree(
-    tree: dict[str, bytes], logs_trail: bytes | None, choice: str
-) -> None:
+    tree: dict[str, bytes], specials: list[tuple[str, str, str]], logs_trail: bytes | None,
+    choice: str,
+) -> None:  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         case, logs = Path(scratch) / "case", Path(scratch) / "logs"
         case.mkdir()
         logs.mkdir()
         write_tree(case, tree)
+        write_specials(case, specials)
         if logs_trail is not None:
             (logs / "trajectory.json").write_bytes(logs_trail)
         with bounded():
