@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 _SHOWN_DEPTH = 64  # a structure deeper than this is shown cut, not walked to its end
+_PRINTABLE_INT = 10**4000  # below Python's 4,300-digit limit on int -> str
 
 
 def is_number(value: Any) -> bool:
@@ -49,7 +50,7 @@ def _plain(value: Any, depth: int) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
-        return value if abs(value) < 10**4000 else leaf_text(value)
+        return value if abs(value) < _PRINTABLE_INT else leaf_text(value)
     if isinstance(value, float):
         return value
     return leaf_text(value)
