@@ -240,3 +240,26 @@ def test_escaping_lookalikes_takes_linear_time_whatever_the_case_floods(flood: s
     started = time.monotonic()
     neutralize_tags(flood)
     assert time.monotonic() - started < 1.0
+
+
+def test_any_parsed_value_is_shown_without_raising() -> None:
+    """What a YAML or JSON parser of the case's files can produce, shown in a rationale
+    or a prompt: json.dumps raised on each of these."""
+    import datetime
+    import sys
+
+    from verifier.values import json_text
+
+    deep: list = []
+    inner = deep
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    huge = int("9" * 5000)
+    sys.set_int_max_str_digits(limit)
+    assert json_text({datetime.date(2024, 5, 1): 1}) == '{"2024-05-01": 1}'
+    assert json_text([huge]) == '["(an integer of 16610 bits)"]'
+    assert json_text(deep).startswith("[" * 64 + '"[... nested too deeply to show ...]"')
+    assert json_text({("a", 1): None}) == "{\"('a', 1)\": null}"
