@@ -23,12 +23,7 @@ from verifier.casefiles import kind_of, read_case_file, resolve_inside
 from verifier.config import TaskInput
 from verifier.errors import CaseError
 from verifier.named import NamedTuple
-from verifier.trajectory import (
-    AGENT_LOGS_TRAJECTORY,
-    Trajectory,
-    agent_tool_calls,
-    read_trajectory,
-)
+from verifier.trajectory import FROM_AGENT_LOGS, agent_tool_calls, read_trail
 from verifier.yaml_io import parse_untrusted_yaml
 
 _BINARY_SNIFF_BYTES = 8192
@@ -97,14 +92,16 @@ def read_case(
     tool_outputs: Sequence[str] = (),
     annotation_contents: Mapping[str, Any] | None = None,
     agent_logs: Path | None = None,
+    trajectory_from: str = FROM_AGENT_LOGS,
 ) -> CaseReading:
     """Build the record for a checked, real case dir (see check_case_dir).
 
     `task_input` is the trusted task input (from the task author's side); without
     one, the case's own input.yaml is used, marked as agent-supplied.
     `annotation_contents` are the dataset entry's `annotation_<key>_content` keys.
-    `agent_logs` is Harbor's agent logs dir (/logs/agent): its trajectory.json, when
-    there, is the agent's trajectory; else the case's own (verifier.trajectory).
+    `agent_logs` is Harbor's agent logs dir (/logs/agent); `trajectory_from`
+    (eval.yaml's `trajectory:`) says whether the agent's trajectory is read from
+    there (the default) or from the case (verifier.trajectory.read_trail).
     """
     reader = _Reader(case_dir, limits)
     record: dict[str, Any] = {}
@@ -121,7 +118,10 @@ def read_case(
         task_input = TaskInput(found, CASE_INPUT_SOURCE if found is not None else None, False)
     if _is_empty(case_dir):
         reader.warnings.append("the case dir is empty: the agent left nothing")
-    trajectory = _trajectory(case_dir, agent_logs, reader.warnings)
+    trail = read_trail(case_dir, agent_logs, trajectory_from)
+    if trail.unusable:
+        reader.warnings.append(str(trail.problem))
+    trajectory = trail.trajectory
     record.update(
         files=reader.files,
         case_dir=str(case_dir),
@@ -130,29 +130,13 @@ def read_case(
         inputs=task_input.value,
         inputs_trusted=task_input.trusted,
         trajectory=trajectory.to_json() if trajectory else None,
+        trajectory_problem=trail.problem,
         tool_calls=agent_tool_calls(trajectory, tool_outputs),
         cost_usd=trajectory.cost_usd if trajectory else None,
         num_turns=trajectory.num_turns if trajectory else None,
     )
     record.update(annotation_contents or {})
     return CaseReading(record=record, warnings=tuple(reader.warnings), task_input=task_input)
-
-
-def _trajectory(case_dir: Path, agent_logs: Path | None, warnings: list[str]) -> Trajectory | None:
-    """The agent's trajectory: Harbor's agent logs first (the trial's artifacts put
-    /logs/agent/trajectory.json there), else the trail left in the case. Both are
-    the agent's side, read with the same rules; an unusable one is a warning."""
-    if agent_logs is not None:
-        logs = Path(os.path.realpath(agent_logs))
-        found, problem = read_trajectory(logs, (AGENT_LOGS_TRAJECTORY,))
-        if problem:
-            warnings.append(f"{logs}/{problem}")
-        if found is not None:
-            return found._replace(source=str(logs / AGENT_LOGS_TRAJECTORY))
-    found, problem = read_trajectory(case_dir)
-    if problem:
-        warnings.append(problem)
-    return found
 
 
 class _Reader:

@@ -54,6 +54,21 @@ def guarded(command: Callable[[], int], *, debug: bool) -> int:
         return EXIT_INTERNAL
 
 
+def signal_name(number: int) -> str:
+    """A signal's name, for any number a process can die or be stopped by: SIGTERM,
+    SIGRTMIN+6 for a real-time one (signal.Signals has no member for 35..64), else
+    "signal N"."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        pass
+    low, high = getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", -1)
+    if low <= number <= high:
+        return f"SIGRTMIN+{number - low}" if number - low <= (high - low) // 2 else \
+            f"SIGRTMAX-{high - number}"  # fmt: skip
+    return f"signal {number}"
+
+
 @contextlib.contextmanager
 def stopped_by_signals() -> Iterator[None]:
     """SIGTERM raises Terminated and SIGINT KeyboardInterrupt while the block runs, also

@@ -71,8 +71,13 @@ def _listed(error: ConfigError) -> tuple[ConfigError, ...]:
     return tuple(getattr(error, "problems", (error,)))
 
 
-def with_llm_cache(loaded: LoadedEval, directory: Path, max_mb: int) -> LoadedEval:
-    """loaded with its LLM judges keeping their answers in directory (`grade --llm-cache`)."""
+def with_llm_cache(
+    loaded: LoadedEval, directory: Path, max_mb: int, case_dir: Path | None = None
+) -> LoadedEval:
+    """loaded with its LLM judges keeping their answers in directory (`grade --llm-cache`);
+    UsageError when it lies inside case_dir."""
+    if case_dir is not None:
+        refuse_cache_inside_case(directory, case_dir)
     if all(judge.pool is not Pool.LLM for judge in loaded.judges):
         return loaded
     from verifier.judges.llm.cache import ResponseCache  # jinja2: only for configs that use it
@@ -206,7 +211,7 @@ def read(
     case = read_case(
         resolved, config.outputs, sources.annotations, sources.task_input,
         annotation_contents=sources.annotation_contents, agent_logs=agent_logs,
-        tool_outputs=config.tool_outputs,
+        tool_outputs=config.tool_outputs, trajectory_from=config.trajectory,
     )  # fmt: skip
     context = CaseContext(
         warnings=(*sources.warnings, *case.warnings),
@@ -250,6 +255,18 @@ def conclude(loaded: LoadedEval, results: tuple[JudgeResult, ...], context: Case
         step=context.step,
         reward_rule=plan.reward.describe(),
     )
+
+
+def refuse_cache_inside_case(cache: Path, case_dir: Path) -> None:
+    """The answer cache holds the model's grades by a key anyone can compute from the
+    prompt: one the agent can write, it could fill with passing answers."""
+    if os.path.realpath(cache) == os.path.realpath(case_dir) or Path(
+        os.path.realpath(cache)
+    ).is_relative_to(os.path.realpath(case_dir)):
+        raise UsageError(
+            f"--llm-cache {cache}: lies inside the case dir {case_dir}, which the agent "
+            "controls (it could plant passing answers); keep the cache outside it"
+        )
 
 
 def refuse_config_inside_case(config_path: Path, case_dir: Path) -> None:

@@ -6,23 +6,38 @@ user and agent, each agent step with its text, tool calls and metrics, and
 flat events) or `events.jsonl` (Claude Code's or Codex's stream). Both become one
 neutral Trajectory: the agent's text turns, its tool calls, its cost and tokens.
 
-It is the agent's own material (untrusted, like the whole case): it is read
-through verifier.case.read_case_file, and whatever is wrong with it (missing,
-malformed, huge) is a fact (None and a warning), never an error.
+Where it is read from is the task author's choice (eval.yaml's `trajectory:`),
+never the agent's: by default only Harbor's agent logs (`--agent-logs`, the trail
+Harbor wrote after the agent ended); the case's own trail (which the agent writes,
+so can forge) only when eval.yaml names it (`trajectory: case`, or a path in the
+case). A trail that is absent or unusable where it was asked for is a fact (None
+and the reason, which the trajectory judges fail with), never a reason to read
+another one, and never an error: any JSON shape, any number, any id reads.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from verifier.casefiles import read_case_file
 from verifier.named import NamedTuple
+from verifier.values import finite_float
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
+# Arrays and objects a trajectory may hold (its brackets and braces, counted before it
+# is parsed, in strings too: an over-count only for a trail of millions of them). It is
+# parsed in the grader's own process, where 30 MB of `[[],[],...]` took 780 MB; two
+# million keep it near 130 MB. Harbor's longest runs hold a few hundred thousand.
+MAX_TRAJECTORY_CONTAINERS = 2_000_000
 AGENT_LOGS_TRAJECTORY = "trajectory.json"  # in Harbor's agent logs dir, /logs/agent
+# eval.yaml's `trajectory:`: where the trail is read from (else a path in the case).
+FROM_AGENT_LOGS = "agent_logs"  # Harbor's agent logs only (the default)
+FROM_CASE = "case"  # the case's own trail, at CASE_TRAJECTORY_PATHS (agent-written)
 # Where a trajectory may be, relative to the case dir, in the order they are tried.
 CASE_TRAJECTORY_PATHS = (
     "trajectory.json",
@@ -85,6 +100,62 @@ def agent_tool_calls(
     ]
 
 
+class Trail(NamedTuple):
+    """The trajectory read from where eval.yaml says, or why there is none."""
+
+    trajectory: Trajectory | None
+    problem: str | None  # None when read; else what the trajectory judges fail with
+    unusable: bool = False  # there, but unusable: also a case warning
+
+
+def read_trail(case_dir: Path, agent_logs: Path | None, choice: str = FROM_AGENT_LOGS) -> Trail:
+    """The agent's trajectory from where `choice` (eval.yaml's `trajectory:`) says:
+    Harbor's agent logs dir, the case's own trail, or one path in the case. Nothing
+    else is ever tried: a trail the agent could write is never a stand-in for the one
+    Harbor wrote."""
+    if choice == FROM_AGENT_LOGS:
+        return _agent_logs_trail(agent_logs)
+    paths = CASE_TRAJECTORY_PATHS if choice == FROM_CASE else (choice,)
+    trajectory, problem = read_trajectory(case_dir, paths)
+    if trajectory is not None:
+        return Trail(trajectory, None)
+    if problem is not None:
+        return Trail(None, problem, unusable=True)
+    return Trail(None, f"no trajectory in the case (looked for {', '.join(paths)})")
+
+
+def _agent_logs_trail(agent_logs: Path | None) -> Trail:
+    """Harbor's trajectory.json in the agent logs dir: a symlink, a FIFO, a dir, an
+    unreadable, oversized or invalid file is unusable; a missing one is absent."""
+    if agent_logs is None:
+        return Trail(None, "no agent logs: Harbor's /logs/agent was not collected for this "
+                           "case (declare /logs/agent/trajectory.json an artifact)")  # fmt: skip
+    shown = agent_logs / AGENT_LOGS_TRAJECTORY
+    try:
+        logs_mode = os.lstat(agent_logs).st_mode
+    except OSError:
+        return Trail(None, f"no agent logs dir {agent_logs} (Harbor's agent logs; outside "
+                           "Harbor, eval.yaml's `trajectory: case` reads the case's own "
+                           "trail, which the agent writes)")  # fmt: skip
+    if not stat.S_ISDIR(logs_mode):
+        return Trail(None, f"{agent_logs}: the agent logs are not a directory; no trajectory "
+                           "read", unusable=True)  # fmt: skip
+    try:
+        file_mode = os.lstat(shown).st_mode
+    except FileNotFoundError:
+        return Trail(None, f"{shown} does not exist: no trajectory in Harbor's agent logs")
+    except OSError as error:
+        return Trail(None, f"{shown}: cannot be read ({error.strerror}); no trajectory read",
+                     unusable=True)  # fmt: skip
+    if stat.S_ISLNK(file_mode):
+        return Trail(None, f"{shown}: is a symlink; not followed, no trajectory read",
+                     unusable=True)  # fmt: skip
+    trajectory, problem = read_trajectory(agent_logs, (AGENT_LOGS_TRAJECTORY,))
+    if trajectory is None:
+        return Trail(None, f"{agent_logs}/{problem}", unusable=True)
+    return Trail(trajectory._replace(source=str(shown)), None)
+
+
 def read_trajectory(
     case_dir: Path, paths: Iterable[str] = CASE_TRAJECTORY_PATHS
 ) -> tuple[Trajectory | None, str | None]:
@@ -97,9 +168,13 @@ def read_trajectory(
                 continue
             return None, f"{relative}: {found.problem}; no trajectory read"
         text = found.data.decode("utf-8", errors="replace")
+        containers = text.count("[") + text.count("{")
+        if containers > MAX_TRAJECTORY_CONTAINERS:
+            return None, (f"{relative}: holds {containers} arrays and objects, over the "
+                          f"{MAX_TRAJECTORY_CONTAINERS} cap; no trajectory read")  # fmt: skip
         try:
             trajectory = parse_trajectory(text, relative)
-        except (ValueError, RecursionError) as error:
+        except (ValueError, RecursionError, MemoryError) as error:
             return None, f"{relative}: not a trajectory ({error}); no trajectory read"
         return trajectory, None
     return None, None
@@ -129,27 +204,29 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
             continue
         turns.append(_text(step.get("message")))
         results = _observations(step.get("observation"))
-        for call in step.get("tool_calls") or ():
+        for call in _items(step.get("tool_calls")):
             if isinstance(call, dict) and isinstance(call.get("function_name"), str):
-                result = results.get(call.get("tool_call_id"))
+                result = results.get(_id(call.get("tool_call_id")))
                 calls.append(_tool_call(call["function_name"], call.get("arguments"),
                                         len(turns), result))  # fmt: skip
         metrics = step.get("metrics")
         if isinstance(metrics, dict):
             has_metrics = True
-            prompt_tokens += int(_number(metrics.get("prompt_tokens")))
-            completion_tokens += int(_number(metrics.get("completion_tokens")))
-            cost += _number(metrics.get("cost_usd"))
+            prompt_tokens += _count(metrics.get("prompt_tokens")) or 0
+            completion_tokens += _count(metrics.get("completion_tokens")) or 0
+            cost += _amount(metrics.get("cost_usd")) or 0.0
     final = document.get("final_metrics")
     final = final if isinstance(final, dict) else {}
+    summed_cost = _amount(cost) if has_metrics else None  # a sum can overflow to inf
     return Trajectory(
         source=source,
         turns=tuple(turns),
         tool_calls=tuple(calls),
-        cost_usd=_first(final.get("total_cost_usd"), cost if has_metrics else None),
-        input_tokens=_first(final.get("total_prompt_tokens"), prompt_tokens or None),
-        output_tokens=_first(final.get("total_completion_tokens"), completion_tokens or None),
-    )
+        cost_usd=_first(_amount(final.get("total_cost_usd")), summed_cost),
+        input_tokens=_first(_count(final.get("total_prompt_tokens")), prompt_tokens or None),
+        output_tokens=_first(_count(final.get("total_completion_tokens")),
+                             completion_tokens or None),
+    )  # fmt: skip
 
 
 def _from_events(events: Iterable[Any], source: str) -> Trajectory:
@@ -157,7 +234,7 @@ def _from_events(events: Iterable[Any], source: str) -> Trajectory:
     `parent_tool_use_id`), `tool_result` (content, is_error), `result` (cost)."""
     events = [event for event in events if isinstance(event, dict)]
     results = {
-        event.get("tool_use_id"): _result(event.get("content"), event.get("is_error") is True)
+        _id(event.get("tool_use_id")): _result(event.get("content"), event.get("is_error") is True)
         for event in events
         if event.get("type") == "tool_result"
     }
@@ -169,13 +246,13 @@ def _from_events(events: Iterable[Any], source: str) -> Trajectory:
             subagent = bool(event.get("parent_tool_use_id"))
             if not subagent:
                 turns.append(_text(event.get("text")))
-            for tool in event.get("tools") or ():
+            for tool in _items(event.get("tools")):
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                    result = results.get(tool.get("id"))
+                    result = results.get(_id(tool.get("id")))
                     calls.append(_tool_call(tool["name"], tool.get("input"), len(turns),
                                             result, subagent))  # fmt: skip
-        elif event.get("type") == "result" and _is_number(event.get("cost_usd")):
-            cost = float(event["cost_usd"])
+        elif event.get("type") == "result" and _amount(event.get("cost_usd")) is not None:
+            cost = _amount(event["cost_usd"])
     return Trajectory(source, tuple(turns), tuple(calls), cost, None, None)
 
 
@@ -189,9 +266,9 @@ def _observations(observation: Any) -> dict[Any, Any]:
     """An ATIF step's tool results by the id of the call they answer."""
     results = observation.get("results") if isinstance(observation, dict) else None
     return {
-        result.get("source_call_id"): _result(result.get("content"), False)
-        for result in results or ()
-        if isinstance(result, dict) and result.get("source_call_id") is not None
+        _id(result.get("source_call_id")): _result(result.get("content"), False)
+        for result in _items(results)
+        if isinstance(result, dict) and _id(result.get("source_call_id")) is not None
     }
 
 
@@ -221,7 +298,7 @@ def _stream_events(text: str) -> Iterator[dict[str, Any]]:
             yield {
                 "type": "assistant",
                 "parent_tool_use_id": event.get("parent_tool_use_id"),
-                "text": "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text"),
+                "text": _text([b for b in blocks if b.get("type") == "text"]),
                 "tools": [{"name": b.get("name"), "id": b.get("id"), "input": b.get("input")}
                           for b in blocks if b.get("type") == "tool_use"],
             }  # fmt: skip
@@ -245,13 +322,31 @@ def _text(message: Any) -> str:
     return ""
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _items(value: Any) -> list[Any]:
+    """A list's items; anything else (a number, a string, a mapping) has none."""
+    return value if isinstance(value, list) else []
 
 
-def _number(value: Any) -> float:
-    return float(value) if _is_number(value) else 0.0
+def _id(value: Any) -> str | int | None:
+    """A call id as a key: a string or a whole number; anything else (a list, a
+    mapping, a float) identifies nothing."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+def _amount(value: Any) -> float | None:
+    """A cost: a finite number >= 0, else none (inf, NaN, a 400-digit integer, a
+    negative cost that would make any budget pass)."""
+    number = finite_float(value)
+    return number if number is not None and number >= 0 else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count: a finite number >= 0, as a whole number, else none."""
+    number = _amount(value)
+    return int(number) if number is not None else None
 
 
 def _first(*values: Any) -> Any:
-    return next((value for value in values if _is_number(value)), None)
+    return next((value for value in values if value is not None), None)

@@ -1,6 +1,6 @@
 """Real Harbor trials (oracle agent, podman) of task packages made by `init_task`.
 
-One Harbor job runs four tasks generated from the same eval.yaml, each with its own
+One Harbor job runs five tasks generated from three eval.yamls, each with its own
 solution, and the verifier image grades each in its own container ("separate" mode):
 
 - solved:  the solution does the work; the reward equals the host's `verifier grade`
@@ -8,6 +8,9 @@ solution, and the verifier image grades each in its own container ("separate" mo
 - cheat:   the solution plants /logs/verifier/reward.json (reward 1) and a fake
            eval.yaml in its workdir; the reward is still the true one
 - invalid: tests/eval.yaml does not load; a verifier error, no reward
+- forged-trail: the solution leaves a perfect trail of its own in the workdir (no tool
+           calls, $0) and Harbor collects no agent logs; the trail judges fail
+           ("no agent logs"), reward 0.0, where the forged trail once gave 1.0
 
 What the trials need, and how they run: tests/harbor/runner.py.
 """
@@ -96,6 +99,22 @@ judges:
 """
 
 
+TRAIL_EVAL = """\
+name: trail-task
+judges:
+  - name: no_bash
+    builtin: trajectory_tool_not_used
+    arguments: {tool_name: Bash}
+  - name: cheap
+    builtin: cost_budget
+    arguments: {max_cost_usd: 1}
+"""
+FORGED_ATIF = json.dumps({"steps": [{"source": "agent", "message": "done by hand"}],
+                          "final_metrics": {"total_cost_usd": 0.0}})  # fmt: skip
+FORGED_TRAIL = {"trajectory.json": FORGED_ATIF, "events.json": '[{"type": "result", '
+                '"cost_usd": 0.0}]', "answer.txt": "42\n"}  # fmt: skip
+
+
 def _solve_sh(files: dict[str, str], extra: str = "") -> str:
     lines = ["#!/bin/bash", "set -euo pipefail", f"mkdir -p {WORKDIR}", f"cd {WORKDIR}"]
     for name, text in files.items():
@@ -132,7 +151,7 @@ def _make_task(dest: Path, config: Path, agent_image: str, as_root: bool, solve:
 
 @pytest.fixture(scope="session")
 def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Run the four tasks in one Harbor job; {task: (trial dir, result.json, host reward)}."""
+    """Run the five tasks in one Harbor job; {task: (trial dir, result.json, host reward)}."""
     require_harbor()
     root = tmp_path_factory.mktemp("harbor")
     source = root / "source"
@@ -144,6 +163,9 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     invalid = root / "invalid-source"
     invalid.mkdir()
     (invalid / "eval.yaml").write_text(INVALID_EVAL)
+    trail = root / "trail-source"
+    trail.mkdir()
+    (trail / "eval.yaml").write_text(TRAIL_EVAL)
 
     image, as_root = agent_image()
     dataset = root / "dataset"
@@ -152,6 +174,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "useless": (source, _solve_sh(USELESS), USELESS),
         "cheat": (source, _solve_sh(CHEAT, CHEAT_EXTRA), CHEAT),
         "invalid": (invalid, _solve_sh(SOLVED), None),
+        "forged-trail": (trail, _solve_sh(FORGED_TRAIL), FORGED_TRAIL),
     }
     host: dict[str, dict[str, float] | None] = {}
     for name, (src, solve, files) in specs.items():
@@ -228,6 +251,16 @@ def test_planted_reward_and_fake_eval_yaml_do_not_count(trials: dict[str, Any]) 
     # The workdir, fake eval.yaml included, was graded as the agent's output only.
     stdout = (trial / "verifier" / "test-stdout.txt").read_text()
     assert "config: /tests/eval.yaml" in stdout
+
+
+def test_a_trail_the_agent_forged_in_its_workdir_does_not_count(trials: dict[str, Any]) -> None:
+    trial, result, host = trials["forged-trail"]
+    assert result["exception_info"] is None
+    assert result["verifier_result"]["rewards"] == host == {"reward": 0.0, "no_bash": 0.0,
+                                                              "cheap": 0.0}  # fmt: skip
+    judges = json.loads((trial / "verifier" / "judges.json").read_text())
+    assert "no agent logs" in judges["per_judge"]["no_bash"]["rationale"]
+    assert judges["per_judge"]["cheap"]["rationale"] == "No cost data available"
 
 
 def test_invalid_eval_yaml_is_a_verifier_error_without_reward(trials: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.unit.conftest import write_files
 from verifier.batch.grader import config_hash
+from verifier.console import signal_name
 from verifier.engine import Limits
 from verifier.errors import ConfigError
 from verifier.grading import grade, load_eval
@@ -373,6 +374,26 @@ def test_command_criteria(run: Grader, builtin: str, arguments: str, value: bool
     assert result.value is value, result.rationale
 
 
+@pytest.mark.parametrize(
+    ("number", "name"),
+    [(9, "SIGKILL"), (34, "SIGRTMIN"), (40, "SIGRTMIN+6"), (50, "SIGRTMAX-14"), (64, "SIGRTMAX")],
+)
+def test_a_command_killed_by_any_signal_fails_naming_it(
+    run: Grader, number: int, name: str
+) -> None:
+    """A real-time signal has no signal.Signals member: naming it must not raise (which
+    made the judge error, and the error could raise the reward)."""
+    result = run("command_succeeds", f"{{cmd: 'kill -{number} $$'}}", {})
+    assert (result.value, result.rationale) == (False, f"killed by {name}")
+    stdout = run("command_output_contains", f"{{cmd: 'echo hi; kill -{number} $$', text: hi}}", {})
+    assert stdout.value is True and f"(killed by {name})" in stdout.rationale
+
+
+@pytest.mark.parametrize("number", [0, 32, 65, -1, 10**30])
+def test_a_number_that_is_no_signal_is_named_as_a_number(number: int) -> None:
+    assert signal_name(number) == f"signal {number}"
+
+
 def test_a_command_needs_exactly_one_of_cmd_and_command(run: Grader) -> None:
     config = run.config("command_succeeds", "{cmd: 'true', command: 'true'}")
     with pytest.raises(ConfigError, match="exactly one of cmd, command"):
@@ -522,21 +543,46 @@ def test_trail_builtins(
     run: Grader, builtin: str, arguments: str, trail: str | None, value: bool | float
 ) -> None:
     case: Files = {"x.txt": "x", **({"events.json": trail} if trail else {})}
-    result = run(builtin, arguments, case)
+    result = run(builtin, arguments, case, extra=CASE_TRAIL)
     assert result.value == value and type(result.value) is type(value), result.rationale
 
 
+CASE_TRAIL = "trajectory: case\n"  # the case's own events.json (agent-written) is the trail
+
+
 def test_the_reference_builtins_say_what_the_reference_says(run: Grader) -> None:
-    assert run("cost_budget", "{}", {"events.json": events("Read", cost=0.25)}).rationale == (
+    trail = {"events.json": events("Read", cost=0.25)}
+    assert run("cost_budget", "{}", trail, extra=CASE_TRAIL).rationale == (
         "Cost $0.25 within budget $1.00"
     )
     assert run("cost_budget", "{}", {"x": ""}).rationale == "No cost data available"
-    assert run("tool_call_validation", "{}", {"x": ""}).rationale == "No tool calls to validate"
+    empty = run("tool_call_validation", "{}", {"events.json": "[]"}, extra=CASE_TRAIL)
+    assert (empty.value, empty.rationale) == (True, "No tool calls to validate")
+
+
+@pytest.mark.parametrize(
+    ("builtin", "arguments"),
+    [("trajectory_tool_not_used", "{tool_name: Bash}"), ("trajectory_turn_count", "{max_turns: 9}"),
+     ("cost_budget", "{}"), ("tool_call_validation", "{}"), ("consulted_docs", "{}")],
+)  # fmt: skip
+def test_a_forged_trail_in_the_case_is_not_read_without_trajectory_case(
+    run: Grader, builtin: str, arguments: str
+) -> None:
+    """A case that leaves a perfect events.json (no tool calls, $0) outside Harbor, where
+    no agent logs exist: every trail builtin fails, saying there is no trajectory."""
+    forged = {"events.json": json.dumps([{"type": "assistant", "text": "done"},
+                                         {"type": "result", "cost_usd": 0.0}])}  # fmt: skip
+    extra = "annotations: {expected_files: [docs/a.md]}\n"
+    result = run(builtin, arguments, forged, extra=extra)
+    assert result.value in (False, 0.0), result.rationale
+    expected = "No cost data available" if builtin == "cost_budget" else "no agent logs"
+    assert expected in result.rationale
 
 
 def test_consulted_docs_counts_reads_against_expected_files(run: Grader) -> None:
     trail = {"events.json": events("Read", "Grep", "Edit")}
-    annotations = "annotations: {expected_files: [docs/read.md, docs/grep.md, docs/edit.md]}\n"
+    annotations = CASE_TRAIL + "annotations: {expected_files: [docs/read.md, docs/grep.md, " \
+        "docs/edit.md]}\n"  # fmt: skip
     result = run("consulted_docs", "{min_coverage: 0.6}", trail, extra=annotations)
     assert (result.value, result.rationale) == (
         True, "Read 2/3 expected docs (coverage 67%, threshold 60%)",
@@ -560,7 +606,7 @@ def test_outputs_tool_entries_choose_the_tool_calls_judges_see(run: Grader) -> N
     extra = "    if: len(outputs['tool_calls']) == 1\n"
     config = run.config("tool_call_validation", "{}", extra=extra)
     text = config.read_text()
-    config.write_text("outputs:\n  - tool: Bash\n  - path: x.txt\n" + text)
+    config.write_text(CASE_TRAIL + "outputs:\n  - tool: Bash\n  - path: x.txt\n" + text)
     result = grade(
         load_eval(config), run.case({"x.txt": "", "events.json": events("Read", "Bash")})
     )

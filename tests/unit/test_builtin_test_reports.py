@@ -214,6 +214,8 @@ EXTERNAL_ENTITY = (
         (b'{"passed": 10}', None, "is JSON but not a pytest-json-report"),
         (b"[1, 2]", "pytest-json", "is JSON but not an object"),
         (b'{"tests": [{"nodeid": "t", "outcome": "great"}]}', None, "has test 't' with unknown outcome 'great'"),
+        (b'{"tests": [{"nodeid": "t", "outcome": []}]}', None, "has test 't' with unknown outcome '[]'"),
+        (b'{"tests": [{"nodeid": "t", "outcome": {"a": 1}}]}', None, "with unknown outcome \"{'a': 1}\""),
         (b'{"tests": [{"outcome": "passed"}]}', None, "has a test without a nodeid"),
         (b'{"summary": {"passed": -3}}', None, "has summary.passed '-3', not a count"),
         (b'{"summary": {"passed": true}}', None, "has summary.passed 'True', not a count"),

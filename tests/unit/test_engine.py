@@ -50,6 +50,7 @@ GOOD = check_judge("good", "return 5", extra="    score_range: [1, 5]\n")
             "killed by SIGSEGV",
         ),
         ("import ctypes\nctypes.string_at(0)\nreturn True", "killed by SIGSEGV"),
+        ("import os\nos.kill(os.getpid(), 40)\nreturn True", "killed by SIGRTMIN+6"),
         ("return 1 / 0", "ZeroDivisionError: division by zero (at <judges[1] (bad).check>:1)"),
         (
             "x = 1\nraise RuntimeError('nope')\nreturn True",

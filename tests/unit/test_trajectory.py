@@ -9,19 +9,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from verifier.case import check_case_dir, read_case
+from verifier.errors import ConfigError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "atif" / "trajectory.json"
 MakeCase = Callable[..., Path]
 
 
 def record_of(case: Path) -> tuple[dict, tuple[str, ...]]:
-    reading = read_case(check_case_dir(case), (), {})
+    """The record with the case's own trail, as eval.yaml's `trajectory: case` reads it."""
+    reading = read_case(check_case_dir(case), (), {}, trajectory_from="case")
     return reading.record, reading.warnings
 
 
@@ -118,3 +123,147 @@ def test_a_looping_or_piped_trajectory_is_a_fact(make_case: MakeCase) -> None:
     record, warnings = record_of(case)
     assert record["trajectory"] is None
     assert "trajectory.json: is a symlink loop; no trajectory read" in warnings
+
+
+# --- where the trail is read from: Harbor's agent logs, or the case when eval.yaml says --
+
+
+def harbor_record(case: Path, logs: Path | None) -> tuple[dict, tuple[str, ...]]:
+    """The record by default: the trajectory only from Harbor's agent logs dir."""
+    reading = read_case(check_case_dir(case), (), {}, agent_logs=logs)
+    return reading.record, reading.warnings
+
+
+def forged_case(make_case: MakeCase) -> Path:
+    """A case whose own trajectory.json is a forged, perfect run (no tool calls, $0)."""
+    forged = {"steps": [{"source": "agent", "message": "did it all by hand"}],
+              "final_metrics": {"total_cost_usd": 0.0}}  # fmt: skip
+    return make_case({"trajectory.json": json.dumps(forged), "events.json": "[]"})
+
+
+def test_by_default_only_harbors_agent_logs_are_read(make_case: MakeCase, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(FIXTURE, logs / "trajectory.json")
+    record, warnings = harbor_record(forged_case(make_case), logs)
+    assert record["trajectory"]["source"] == f"{logs}/trajectory.json"
+    assert record["num_turns"] == 3 and record["trajectory_problem"] is None
+    assert warnings == ()
+
+
+UNUSABLE = {
+    "over the size cap": lambda p: os.truncate(_touch(p), 33 * 1024 * 1024),
+    "truncated": lambda p: p.write_text(FIXTURE.read_text()[:200]),
+    "not a trajectory": lambda p: p.write_text('{"steps": 3}'),
+    "a symlink": lambda p: _symlink_to_a_good_one(p),
+    "a FIFO": lambda p: os.mkfifo(p),
+    "a directory": lambda p: p.mkdir(),
+    "nested 100,000 deep": lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+    # 30 MB that would take 780 MB parsed, in the grader's process
+    "a memory bomb of empty arrays": lambda p: p.write_text("[" + ",".join(["[]"] * 10**7) + "]"),
+}
+
+
+def _symlink_to_a_good_one(path: Path) -> None:
+    shutil.copy(FIXTURE, path.parent / "real.json")
+    path.symlink_to("real.json")
+
+
+def _touch(path: Path) -> Path:
+    path.touch()
+    return path
+
+
+@pytest.mark.parametrize("unusable", sorted(UNUSABLE))
+def test_an_unusable_harbor_trajectory_is_never_replaced_by_the_cases_own(
+    make_case: MakeCase, tmp_path: Path, unusable: str
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    UNUSABLE[unusable](logs / "trajectory.json")
+    record, warnings = harbor_record(forged_case(make_case), logs)
+    assert record["trajectory"] is None and record["tool_calls"] == []
+    assert record["cost_usd"] is None and record["num_turns"] is None
+    assert record["trajectory_problem"].startswith(f"{logs}/trajectory.json: ")
+    assert record["trajectory_problem"] in warnings
+
+
+def test_an_unreadable_harbor_trajectory_is_a_fact_as_a_non_root_uid(
+    make_case: MakeCase, tmp_path: Path
+) -> None:
+    """Read by an arbitrary non-root UID (as the image runs on OpenShift); as root the
+    test drops to one with setpriv, since root reads a mode-000 file."""
+    shared = Path(tempfile.mkdtemp(prefix="trail-"))
+    try:
+        shared.chmod(0o755)
+        case, logs = shared / "case", shared / "logs"
+        case.mkdir()
+        (case / "trajectory.json").write_text(FIXTURE.read_text())
+        logs.mkdir()
+        shutil.copy(FIXTURE, logs / "trajectory.json")
+        (logs / "trajectory.json").chmod(0)
+        code = (
+            "import json, sys; from pathlib import Path; "
+            "from verifier.case import read_case; "
+            "r = read_case(Path(sys.argv[1]), (), {}, agent_logs=Path(sys.argv[2])).record; "
+            "print(json.dumps([r['trajectory'], r['trajectory_problem']]))"
+        )
+        command = [sys.executable, "-c", code, str(case), str(logs)]
+        if os.geteuid() == 0:
+            command = ["setpriv", "--reuid=1000680000", "--regid=0", "--clear-groups", *command]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        trajectory, problem = json.loads(done.stdout)
+        assert trajectory is None
+        assert problem == f"{logs}/trajectory.json: cannot be read (Permission denied); no " \
+            "trajectory read"  # fmt: skip
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_no_agent_logs_dir_is_no_trajectory_not_the_cases(
+    make_case: MakeCase, tmp_path: Path
+) -> None:
+    """Outside Harbor (no /logs/agent) the trail is absent: the case's own is read only
+    when eval.yaml asks for it (`trajectory: case`)."""
+    case = forged_case(make_case)
+    record, warnings = harbor_record(case, tmp_path / "absent")
+    assert record["trajectory"] is None and warnings == ()
+    assert "no agent logs dir" in record["trajectory_problem"]
+    assert "trajectory: case" in record["trajectory_problem"]
+    record, _ = harbor_record(case, None)  # a batch trial that collected none
+    assert record["trajectory"] is None and "not collected" in record["trajectory_problem"]
+    (tmp_path / "empty").mkdir()
+    record, _ = harbor_record(case, tmp_path / "empty")
+    assert record["trajectory_problem"] == (
+        f"{tmp_path}/empty/trajectory.json does not exist: no trajectory in Harbor's agent logs"
+    )
+
+
+def test_a_named_case_file_is_read_only_when_eval_yaml_names_it(make_case: MakeCase) -> None:
+    case = make_case({"trajectory.json": FIXTURE.read_text(), "mine/run.json": "[]"})
+    reading = read_case(check_case_dir(case), (), {}, trajectory_from="mine/run.json")
+    assert reading.record["trajectory"]["source"] == "mine/run.json"
+    reading = read_case(check_case_dir(case), (), {}, trajectory_from="missing.json")
+    assert reading.record["trajectory"] is None
+    assert reading.record["trajectory_problem"] == "no trajectory in the case (looked for " \
+        "missing.json)"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [("", "agent_logs"), ("trajectory: agent_logs\n", "agent_logs"), ("trajectory: case\n", "case"),
+     ("trajectory: logs/run.json\n", "logs/run.json")],
+)  # fmt: skip
+def test_eval_yaml_names_where_the_trail_is_read(
+    load: Callable[[str], object], written: str, read: str
+) -> None:
+    assert load(written + "judges: [{name: j, check: 'return True'}]\n").trajectory == read
+
+
+@pytest.mark.parametrize("written", ["/logs/agent/trajectory.json", "../x.json", "3", "."])
+def test_a_trajectory_outside_the_case_is_a_load_error(
+    load: Callable[[str], object], written: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"trajectory: .* must be agent_logs \(Harbor's agent "
+                                          r"logs\), case \(the case's own trail\) or a path"):  # fmt: skip
+        load(f"trajectory: {written}\njudges: [{{name: j, check: 'return True'}}]\n")

@@ -2,7 +2,8 @@
 
 Harbor's ATIF trajectory.json, from the trial's agent logs (`--agent-logs`, default
 /logs/agent, where a task that declares /logs/agent/trajectory.json an artifact puts
-it) or from the case, is the conversation; stdout.log is the fallback. It is the
+it), or from the case when eval.yaml says `trajectory: case`, is the conversation;
+stdout.log is the fallback. It is the
 agent's material: fenced like all case text. Real `verifier grade` and `verifier
 batch` processes against a local OpenAI-style server.
 """
@@ -35,6 +36,8 @@ judges:
   - name: turns
     check: |
       t = outputs["trajectory"]
+      if t is None:
+          return False, outputs["trajectory_problem"]
       return True, f"{t['source']} turns={outputs['num_turns']} calls={len(outputs['tool_calls'])}"
 """
 
@@ -58,10 +61,12 @@ def _trajectory() -> dict:
     return parse_trajectory(ATIF.read_text(), "trajectory.json").to_json()
 
 
-def grade(tmp_path: Path, server: FakeLLM, case: Path, *args: str, **env: str) -> tuple[dict, str]:
+def grade(
+    tmp_path: Path, server: FakeLLM, case: Path, *args: str, head: str = "", **env: str
+) -> tuple[dict, str]:
     config = tmp_path / "suite" / "eval.yaml"
     config.parent.mkdir(exist_ok=True)
-    config.write_text(EVAL)
+    config.write_text(head + EVAL)
     environment = {
         k: v for k, v in os.environ.items() if not k.startswith(("VERIFIER_", "OPENAI_"))
     }
@@ -83,7 +88,8 @@ def test_an_llm_judge_grades_the_trajectory_fenced(tmp_path: Path, openai_server
     shutil.copy(ATIF, case / "trajectory.json")
     (case / "stdout.log").write_text("build output: 3 tests passed\n")
     (case / "report.md").write_text("Fixed.\n")
-    judges, user = grade(tmp_path, openai_server, case, "--agent-logs", str(tmp_path / "none"))
+    judges, user = grade(tmp_path, openai_server, case, "--agent-logs", str(tmp_path / "none"),
+                         head="trajectory: case\n")  # fmt: skip
     fenced = [body for _, body in FENCE.findall(user)]
     conversation = next(body for body in fenced if body.startswith("I'll read the parser"))
     assert "[tool call] Bash" in conversation
@@ -108,14 +114,15 @@ def test_harbors_agent_logs_come_first(tmp_path: Path, openai_server: FakeLLM) -
     assert "I'll read the parser first." in user
     # The case's own trajectory.json is then one of the agent's files.
     assert "[file: trajectory.json]" in user
-    # An unusable one there is a warning, and the case's is used.
+    # An unusable one there is a warning and no trajectory: the case's forgeable one is
+    # never used in its place (the conversation is then stdout.log's, here none).
     (logs / "trajectory.json").write_text("{not json")
-    judges, _ = grade(tmp_path, openai_server, case, "--agent-logs", str(logs))
-    assert judges["per_judge"]["turns"]["rationale"] == "trajectory.json turns=1 calls=0"
-    assert any(
-        warning.startswith(f"{logs}/trajectory.json: not a trajectory")
-        for warning in judges["case_warnings"]
-    ), judges["case_warnings"]
+    judges, user = grade(tmp_path, openai_server, case, "--agent-logs", str(logs))
+    turns = judges["per_judge"]["turns"]
+    assert turns["value"] is False
+    assert turns["rationale"].startswith(f"{logs}/trajectory.json: not a trajectory")
+    assert turns["rationale"] in judges["case_warnings"]
+    assert "a trajectory the agent wrote itself" not in FENCE.sub("", user)
 
 
 def test_batch_reads_the_agent_logs_a_harbor_trial_collected(tmp_path: Path) -> None:

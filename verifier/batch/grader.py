@@ -8,9 +8,12 @@ a case without LLM requests is finished there, one with some becomes a PendingCa
 that the LLM stage answers and the parent finishes (`CaseGrader.finish`). A case
 that cannot be graded becomes an error row (never an exception out of the batch).
 
-`batch.json` beside each case's reward records the resume key (config_hash) and
-the row, so a rerun skips cases already graded the same way; cases whose judges
-errored are graded again unless --keep-errors.
+`batch.json` beside each case's reward records the resume key (config_hash), the
+case's fingerprint (its tree as it was once its judges had run, and its agent logs'
+trajectory) and the row, so a rerun skips cases already graded the same way and
+unchanged since; a case dir that now holds other work (a new rollout under an old
+name) is graded again, never given the reward of what was there before. Cases whose
+judges errored are graded again unless --keep-errors.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from verifier.named import NamedTuple
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
 from verifier.references import referenced_files
 from verifier.results import JudgeResult, Status
+from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 
 if TYPE_CHECKING:
     from verifier.batch.llm import LLMDone, LLMTask
@@ -54,6 +58,7 @@ class PendingCase(NamedTuple):
     results: Mapping[int, JudgeResult]  # by judge index, every judge that needs no request
     context: CaseContext
     tasks: tuple[LLMTask, ...]
+    fingerprint: str | None = None  # case_fingerprint once its CPU judges had run
 
 
 class CaseGrader(NamedTuple):
@@ -71,7 +76,8 @@ class CaseGrader(NamedTuple):
         """The CPU stage, in a worker: the finished row, or the case's LLM tasks."""
         out = self.out_root / case.name
         if not self.force:
-            earlier = read_marker(out, self.config_hash, keep_errors=self.keep_errors)
+            earlier = read_marker(out, self.config_hash, case_fingerprint(case),
+                                  keep_errors=self.keep_errors)  # fmt: skip
             if earlier is not None:
                 return earlier._replace(resumed=True)
         started = time.monotonic()
@@ -95,9 +101,13 @@ class CaseGrader(NamedTuple):
                     results[index] = task
                 else:
                     tasks.append(task)
+            # After its command judges (which may write in it), before its reward: what a
+            # rerun must find again to skip it. LLM judges change nothing in the case.
+            fingerprint = case_fingerprint(case)
         except Exception as error:  # one bad case never stops the batch
             return self._failed(case.name, out, error, started)
-        pending = PendingCase(case.name, started, results, reading.context, tuple(tasks))
+        pending = PendingCase(case.name, started, results, reading.context, tuple(tasks),
+                              fingerprint)  # fmt: skip
         return pending if tasks else self.finish(pending, ())
 
     def finish(self, pending: PendingCase, done: Sequence[LLMDone]) -> CaseOutcome:
@@ -119,7 +129,7 @@ class CaseGrader(NamedTuple):
             seconds=time.monotonic() - pending.started,
             **counts,
         )
-        write_marker(out, self.config_hash, outcome)
+        write_marker(out, self.config_hash, outcome, pending.fingerprint)
         return outcome
 
     def _failed(self, name: str, out: Path, error: Exception, started: float) -> CaseOutcome:
@@ -189,6 +199,13 @@ def _llm_task(
         return result(Status.TIMEOUT, error=f"timed out after {seconds} (judge timeout)")
     except LLMJudgeError as error:
         return result(Status.ERROR, error=str(error), details=error.details)
+    except Exception as error:  # a bug in building one prompt errs that judge, not the case
+        return result(Status.ERROR, error=f"internal error building the prompt: "
+                                          f"{type(error).__name__}: {error}")  # fmt: skip
+    if prompt.case_fact is not None:  # nothing to send: the judge's lowest value
+        answer = judge.lowest(prompt, prompt.case_fact)
+        return result(Status.OK, value=answer.value, rationale=answer.rationale,
+                      details=answer.details)  # fmt: skip
     return LLMTask(index, prompt, time.monotonic() - started)
 
 
@@ -206,15 +223,21 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def read_marker(out: Path, digest: str, *, keep_errors: bool = False) -> CaseOutcome | None:
-    """The earlier outcome when this case was graded with the same resume key and its
-    reward.json still says the reward it recorded (a batch flushes its files once, at
-    its end: a crash before may have lost some); cases that errored are tried again,
-    and so are cases whose judges errored (an endpoint that was down) unless
-    keep_errors."""
+def read_marker(
+    out: Path, digest: str, fingerprint: str | None, *, keep_errors: bool = False
+) -> CaseOutcome | None:
+    """The earlier outcome when this case was graded with the same resume key, is as it
+    was then (its fingerprint; a case without one is never skipped), and its reward.json
+    still says the reward it recorded (a batch flushes its files once, at its end: a
+    crash before may have lost some); cases that errored are tried again, and so are
+    cases whose judges errored (an endpoint that was down) unless keep_errors."""
+    if fingerprint is None:
+        return None
     try:
         record = json.loads((out / MARKER).read_text(encoding="utf-8"))
         if record.get("config_hash") != digest or record.get("status") != CaseStatus.REWARDED:
+            return None
+        if record.get("case_fingerprint") != fingerprint:  # other work under the same name
             return None
         if record.get("errored_judges") and not keep_errors:
             return None
@@ -226,13 +249,61 @@ def read_marker(out: Path, digest: str, *, keep_errors: bool = False) -> CaseOut
         return None
 
 
-def write_marker(out: Path, digest: str, outcome: CaseOutcome) -> None:
+def write_marker(
+    out: Path, digest: str, outcome: CaseOutcome, fingerprint: str | None = None
+) -> None:
     """Written in place, not renamed: a torn marker is invalid JSON, so the case is
     graded again, which is all atomicity would buy here (at two more syscalls a case)."""
-    record = {"config_hash": digest, "verifier_version": __version__, **outcome.to_json()}
+    record = {"config_hash": digest, "verifier_version": __version__,
+              "case_fingerprint": fingerprint, **outcome.to_json()}  # fmt: skip
     record.pop("resumed")
     with contextlib.suppress(OSError), (out / MARKER).open("w", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
+
+
+# --- the case's fingerprint (what "this case, unchanged" means) ------------------------
+
+FINGERPRINT_MAX_ENTRIES = 200_000  # as the case reader's cap: past it, never skipped
+
+
+def case_fingerprint(case: Case) -> str | None:
+    """sha256 of the case dir's tree (every entry's path, type, size and modification
+    time, symlinks not followed) and of its agent logs' trajectory.json, or None when it
+    cannot be listed whole (then the case is always graded again). Stat calls only: a
+    case is not read twice to be skipped."""
+    digest = hashlib.sha256()
+    trails = [case.agent_logs / AGENT_LOGS_TRAJECTORY] if case.agent_logs is not None else []
+    seen = 0
+    pending = [(str(case.case_dir), "")]
+    try:
+        for path in trails:
+            digest.update(_stat_line("agent-logs", path))
+        while pending:
+            directory, prefix = pending.pop()
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+            for entry in entries:
+                seen += 1
+                if seen > FINGERPRINT_MAX_ENTRIES:
+                    return None
+                relative = f"{prefix}/{entry.name}"
+                digest.update(_stat_line(relative, entry))
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((entry.path, relative))
+    except (OSError, ValueError):
+        return None
+    return digest.hexdigest()
+
+
+def _stat_line(name: str, entry: os.DirEntry[str] | Path) -> bytes:
+    try:
+        info = entry.stat(follow_symlinks=False) if isinstance(entry, os.DirEntry) else \
+            os.lstat(entry)  # fmt: skip
+    except FileNotFoundError:
+        return f"{name}\0absent\n".encode("utf-8", "surrogateescape")
+    shown = (f"{name}\0{info.st_mode}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ctime_ns}"
+             f"\0{info.st_ino}\n")  # fmt: skip
+    return shown.encode("utf-8", "surrogateescape")
 
 
 # --- the config hash (what "already graded with this config" means) -----------------

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import NoReturn
 
+from verifier.console import signal_name
 from verifier.processes import become_subreaper, children, die_with_parent
 
 _SWEEP_S = 5.0
@@ -102,5 +103,5 @@ def reap(pid: int, pidfd: int) -> int:
 
 def describe_exit(status: int) -> str:
     if os.WIFSIGNALED(status):
-        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+        return f"was killed by {signal_name(os.WTERMSIG(status))}"
     return f"exited with code {os.waitstatus_to_exitcode(status)}"

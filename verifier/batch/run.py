@@ -28,7 +28,7 @@ from verifier.batch.summary import (
 )
 from verifier.console import warn_all
 from verifier.engine import Limits
-from verifier.grading import load_eval
+from verifier.grading import load_eval, refuse_cache_inside_case
 from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY, Options
 from verifier.output import prepare_out_dir
@@ -127,6 +127,7 @@ def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
 
     cache = None
     if request.llm_cache is not None:
+        refuse_cache_in_a_case(request.llm_cache, request.cases, request.out)
         cache = ResponseCache.create(request.llm_cache, request.llm_cache_mb)
     judges = {index: grader.loaded.judges[index] for index in grader.llm}
     endpoints = {judge.endpoint.url for judge in grader.llm.values()}
@@ -136,3 +137,16 @@ def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
         endpoints=len(endpoints),
         finish=grader.finish,
     )
+
+
+def refuse_cache_in_a_case(cache: Path, cases: Path, out: Path) -> None:
+    """UsageError when the answer cache lies inside one of the cases (a dir under --cases
+    other than --out and the hidden ones, which are never cases): that case's agent
+    could plant passing answers in it (grading.refuse_cache_inside_case)."""
+    real = Path(os.path.realpath(cache))
+    root = Path(os.path.realpath(cases))
+    if real.is_relative_to(os.path.realpath(out)) or not real.is_relative_to(root):
+        return
+    parts = real.relative_to(root).parts
+    if parts and not parts[0].startswith("."):
+        refuse_cache_inside_case(cache, root / parts[0])

@@ -27,7 +27,9 @@ def run(options: Options) -> int:
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
             if options.llm_cache is not None and not options.no_llm_cache:
-                loaded = with_llm_cache(loaded, options.llm_cache, options.llm_cache_mb)
+                loaded = with_llm_cache(
+                    loaded, options.llm_cache, options.llm_cache_mb, options.case
+                )
             grading = grade(
                 loaded, options.case, limits, case_id=options.case_id, step=options.step,
                 agent_logs=options.agent_logs,

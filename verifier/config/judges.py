@@ -146,6 +146,8 @@ def parse_judge(
     spec = kind.spec(parse_keys(entry, kind.keys, at), at)
     if score_range is None and feedback_type != "bool":
         score_range = kind.default_score_range(spec)
+    if score_range is None and feedback_type is None:
+        feedback_type = kind.default_feedback_type(spec)
     return JudgeConfig(
         name=name,
         kind=kind.name,

@@ -20,6 +20,7 @@ from verifier.config.reward_block import parse_reward, reward_schema
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
 from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX, TASK_INPUT_FILE
+from verifier.trajectory import FROM_AGENT_LOGS, FROM_CASE
 from verifier.yaml_io import read_yaml
 
 if TYPE_CHECKING:
@@ -30,7 +31,9 @@ SUITE_LEVEL_KEYS = frozenset({
     "description", "execution", "runner", "models", "permissions", "mlflow", "dataset",
     "inputs", "traces", "thresholds", "hooks", "generation", "skill", "matrix",
 })  # fmt: skip
-VERIFIER_KEYS = frozenset({"name", "outputs", "judges", "reward", "annotations", "task_input"})
+VERIFIER_KEYS = frozenset(
+    {"name", "outputs", "judges", "reward", "annotations", "task_input", "trajectory"}
+)
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"  # what editors support best
 
 
@@ -124,6 +127,8 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
     dataset = problems.attempt(_dataset, document.get("dataset"), at)
     execution = problems.attempt(_execution, document, at)
+    trajectory = problems.attempt(TrajectoryChoice().parse, document.get("trajectory"),
+                                  at.child("trajectory"))  # fmt: skip
     for problem in _judge_step_problems(judges, execution, at):
         problems.add(problem)
     if execution is not None and reward is not None:
@@ -144,7 +149,41 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
         task_input=task_input,
         dataset=dataset,
         execution=execution,
+        trajectory=trajectory,
     )
+
+
+class TrajectoryChoice(NamedTuple):
+    """eval.yaml's `trajectory:`: where the agent's trajectory is read from."""
+
+    description: str = (
+        "where the agent's trajectory is read from: agent_logs (default: Harbor's agent "
+        "logs, --agent-logs), case (the case's own trail, which the agent writes and can "
+        "forge), or the path of one file in the case (agent-written too)"
+    )
+
+    def parse(self, value: Any, at: Locator) -> str:
+        if value is None:
+            return FROM_AGENT_LOGS
+        if value in (FROM_AGENT_LOGS, FROM_CASE):
+            return value
+        try:
+            return OutputEntry().parse(value, at)
+        except ConfigError:
+            raise at.error(
+                f"{value!r} must be {FROM_AGENT_LOGS} (Harbor's agent logs), {FROM_CASE} (the "
+                "case's own trail) or a path relative to the case dir"
+            ) from None
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "description": self.description,
+            "anyOf": [
+                {"enum": [FROM_AGENT_LOGS, FROM_CASE]},
+                {"type": "string", "pattern": RELATIVE_PATH_PATTERN},
+                {"type": "null"},
+            ],
+        }
 
 
 def _dataset(value: Any, at: Locator) -> Dataset | None:
@@ -318,6 +357,7 @@ def eval_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
                 {"type": "null"},
             ],
         },
+        "trajectory": TrajectoryChoice().schema(),
         "task_input": {
             "description": "the trusted task input judges see as `inputs`: a mapping, or a "
             "YAML file's path",

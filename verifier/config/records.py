@@ -18,6 +18,7 @@ from verifier.config.fields import Key, Locator
 from verifier.named import NamedTuple
 from verifier.reward import RewardMode, normalization_range
 from verifier.scale import FeedbackType, Scale, ScoreRange
+from verifier.trajectory import FROM_AGENT_LOGS
 
 if TYPE_CHECKING:  # imported by the loader only when eval.yaml has these blocks
     from verifier.config.execution import Execution
@@ -42,6 +43,12 @@ class JudgeKind(Protocol):
         [0, 1]: without this it would be normalized over [1, 5] and score 0)."""
         ...
 
+    def default_feedback_type(self, spec: Any) -> FeedbackType | None:
+        """`bool` for a judge whose kind only gives booleans (a builtin's verdict), when
+        eval.yaml declares no scale: an errored one is then a failed gate under
+        `on_error: zero`, never a skipped one (verifier.reward.failed_gates)."""
+        ...
+
     def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
         """The kind's record from its parsed keys; at.error(...) for what is missing."""
         ...
@@ -63,6 +70,9 @@ class KindDefaults:
         return any(key in entry for key in self.claim_keys)
 
     def default_score_range(self, spec: Any) -> tuple[float, float] | None:
+        return None
+
+    def default_feedback_type(self, spec: Any) -> FeedbackType | None:
         return None
 
 
@@ -107,6 +117,8 @@ class EvalConfig(NamedTuple):
     tool_outputs: tuple[str, ...] = ()  # `{tool: NAME}` entries of outputs
     dataset: Dataset | None = None  # eval.yaml's dataset.path: per-case annotations and input
     execution: Execution | None = None  # how the harness invokes the agent; its steps
+    # Where the agent's trajectory is read from: agent_logs, case, or a path in the case.
+    trajectory: str = FROM_AGENT_LOGS
 
     @property
     def step_ids(self) -> tuple[str, ...]:

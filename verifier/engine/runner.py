@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from verifier.console import signal_name
 from verifier.engine.child import FORKED, judge_main
 from verifier.errors import UsageError
 from verifier.judges.base import Pool, PreparedJudge, Record
@@ -383,7 +384,7 @@ def _payload(line: bytes) -> dict[str, object]:
 
 def _exit_reason(status: int) -> str:
     if os.WIFSIGNALED(status):
-        name = signal.Signals(os.WTERMSIG(status)).name
+        name = signal_name(os.WTERMSIG(status))
         hint = " (out of memory?)" if name == "SIGKILL" else ""
         return f"judge process was killed by {name}{hint} before returning a result"
     return f"judge process exited with code {os.WEXITSTATUS(status)} before returning a result"

@@ -2,10 +2,12 @@
 
 rewardkit's trajectory criteria (over Harbor's ATIF trajectory) and
 agent-eval-harness's process and efficiency builtins, with their names, arguments,
-defaults and verdicts. They read the trajectory the case reader found
-(verifier.trajectory: ATIF `trajectory.json`, or `events.json`/`events.jsonl`), or
-the one at `path`. With none, a check that needs it fails: an agent must not pass
-"did not use tool X" by leaving no trail.
+defaults and verdicts. They read the trajectory the case reader found where
+eval.yaml's `trajectory:` says (verifier.trajectory: by default Harbor's agent logs
+only), or the one at `path` in the case (the author names that file: it is
+agent-written). With none, or an unusable one, a check that needs it fails with the
+reason: an agent must not pass "did not use tool X" by leaving no trail, or a
+broken one.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from verifier.judges.builtins.registry import (
     ValueWithRationale,
     builtin,
 )
-from verifier.trajectory import CASE_TRAJECTORY_PATHS, read_trajectory
+from verifier.trajectory import read_trajectory
 
-TRAJECTORY_PATH = Key("path", CasePath(description="the trajectory file in the case (default: "
-                                                   "the one the case reader found)"))  # fmt: skip
+TRAJECTORY_PATH = Key("path", CasePath(description="a trajectory file in the case, which the "
+                                                   "agent writes (default: the trajectory "
+                                                   "eval.yaml's `trajectory:` names)"))  # fmt: skip
 TOOL_NAME = Key("tool_name", Text(non_empty=True), required=True)
-_NO_TRAJECTORY = f"no trajectory in the case (looked for {', '.join(CASE_TRAJECTORY_PATHS)})"
 
 
 def trajectory_of(
@@ -35,12 +37,19 @@ def trajectory_of(
 ) -> tuple[Mapping[str, Any] | None, str]:
     """(the trajectory as the record holds it, "") or (None, why there is none)."""
     if path is None:
-        found = context.record.get("trajectory")
-        return (found, "") if isinstance(found, Mapping) else (None, _NO_TRAJECTORY)
+        return record_trajectory(context)
     trajectory, problem = read_trajectory(context.case_dir, (path,))
     if trajectory is None:
         return None, problem or f"{path} does not exist"
     return trajectory.to_json(), ""
+
+
+def record_trajectory(context: BuiltinContext) -> tuple[Mapping[str, Any] | None, str]:
+    """(the record's trajectory, "") or (None, what the case reader said of it)."""
+    found = context.record.get("trajectory")
+    if isinstance(found, Mapping):
+        return found, ""
+    return None, str(context.record.get("trajectory_problem") or "no trajectory")
 
 
 def _agent_calls(trajectory: Mapping[str, Any], tool_name: str) -> int:
@@ -125,13 +134,16 @@ def consulted_docs(
     """agent-eval-harness's process/consulted_docs: the agent read enough of the task's
     `annotations.expected_files` (Read calls, Grep calls, and shell reads an agent's
     events mark as `read_paths`)."""
-    annotations = context.record.get("annotations") or {}
-    expected = [e for e in (_normalize(p, match) for p in annotations.get("expected_files") or ())
-                if e]  # fmt: skip
+    annotations = context.record.get("annotations")
+    listed = annotations.get("expected_files") if isinstance(annotations, Mapping) else None
+    listed = listed if isinstance(listed, list | tuple) else [listed] if listed else []
+    expected = [e for e in (_normalize(p, match) for p in listed) if e]
     if not expected:
         return True, "No expected_files specified — nothing to verify"
+    trajectory, problem = record_trajectory(context)
+    if trajectory is None:
+        return False, problem
     preloaded = [_normalize(p, match) for p in preloaded_files or () if p]
-    trajectory = context.record.get("trajectory") or {}
     calls = [call for call in trajectory.get("tool_calls") or ()
              if include_subagents or not call.get("subagent")]  # fmt: skip
     read = [r for r in (_normalize(p, match) for p in _read_paths(calls, include_grep)) if r]
@@ -158,6 +170,9 @@ def tool_call_validation(context: BuiltinContext) -> ValueWithRationale:
     """agent-eval-harness's process/tool_call_validation over the record's `tool_calls`
     (here with each call's result, from the trajectory's observations or tool_result
     events: an error result, or one whose text starts with an error, fails)."""
+    trajectory, problem = record_trajectory(context)
+    if trajectory is None:
+        return False, problem  # no trail is not a trail without errors
     tool_calls = context.record.get("tool_calls") or []
     if not tool_calls:
         return True, "No tool calls to validate"

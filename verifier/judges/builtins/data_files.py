@@ -17,6 +17,7 @@ from verifier.config.fields import Number, Text
 from verifier.judges.builtins.fields import AnyValue, CasePath, ColumnRef
 from verifier.judges.builtins.files import PATH, case_text
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.values import json_text
 from verifier.yaml_io import parse_untrusted_yaml
 
 EXPECTED = Key("expected", AnyValue(), required=True)
@@ -152,9 +153,10 @@ def sqlite_query_equals(
     if not rows or not rows[0]:
         return False, f"{db_path}: the query returned no rows"
     value = rows[0][0]
+    shown = repr(value)[:_SHOWN_CHARS]  # a text or blob value of the case's, of any size
     return _sql_equal(
         value, expected
-    ), f"{db_path}: the query returned {value!r}, expected {expected!r}"
+    ), f"{db_path}: the query returned {shown}, expected {expected!r}"
 
 
 class _QueryTooSlow(Exception):
@@ -210,10 +212,10 @@ def _at_path(path: str, document: Any, dotted: str, expected: Any) -> ValueWithR
 
 
 def _compare(path: str, where: str, actual: Any, expected: Any) -> ValueWithRationale:
-    shown = json.dumps(actual, default=str)[:_SHOWN_CHARS]
+    shown = json_text(actual)[:_SHOWN_CHARS]  # a YAML date key, a deep list: shown anyway
     return json_equal(
         actual, expected
-    ), f"{path}: {where} is {shown}, expected {json.dumps(expected, default=str)}"
+    ), f"{path}: {where} is {shown}, expected {json_text(expected)}"
 
 
 def _is_index(part: str, length: int) -> bool:
@@ -221,10 +223,14 @@ def _is_index(part: str, length: int) -> bool:
 
 
 def json_equal(actual: Any, expected: Any) -> bool:
-    """JSON equality where true is not 1 but 1 is 1.0."""
+    """JSON equality where true is not 1 but 1 is 1.0 (a structure too deep to compare
+    is not equal to what eval.yaml expects, which is never that deep)."""
     if isinstance(actual, bool) or isinstance(expected, bool):
         return type(actual) is type(expected) and actual == expected
-    return bool(actual == expected)
+    try:
+        return bool(actual == expected)
+    except RecursionError:
+        return False
 
 
 def _cell_equal(cell: str, expected: Any) -> bool:

@@ -7,12 +7,12 @@ is this verifier's older name for `cmd`, and both are accepted.
 from __future__ import annotations
 
 import re
-import signal
 from collections.abc import Callable
 from typing import Any
 
 from verifier.config import Key
 from verifier.config.fields import Number, Text
+from verifier.console import signal_name
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.fields import CasePath, CommandLine, Environment, Pattern
 from verifier.judges.builtins.registry import BuiltinContext, builtin
@@ -122,4 +122,4 @@ def describe_run(run: CommandRun, timeout: float) -> str:
 def _ending(run: CommandRun) -> str:
     if run.signal is None:
         return f"exit code {run.exit_code}"
-    return f"killed by {signal.Signals(run.signal).name}"
+    return f"killed by {signal_name(run.signal)}"

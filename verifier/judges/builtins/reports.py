@@ -217,7 +217,7 @@ def _pytest_outcome(test: Any) -> Outcome:
     if not isinstance(test, dict) or not isinstance(test.get("nodeid"), str):
         raise ReportError("has a test without a nodeid")
     outcome = test.get("outcome")
-    if outcome not in _PYTEST_OUTCOMES:
+    if not isinstance(outcome, str) or outcome not in _PYTEST_OUTCOMES:  # `[]` is unhashable
         shown = str(outcome)[:50]
         raise ReportError(f"has test {test['nodeid'][:200]!r} with unknown outcome {shown!r}")
     return Outcome(test["nodeid"], _PYTEST_OUTCOMES[outcome])

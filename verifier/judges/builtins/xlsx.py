@@ -32,6 +32,7 @@ MAX_WORKBOOK_BYTES = 64 * 1024 * 1024
 MAX_PART_BYTES = 128 * 1024 * 1024  # one XML part, inflated
 _MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _RELATIONSHIP = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_SHOWN_CHARS = 200
 _CELL_REFERENCE = re.compile(r"\$?([A-Z]{1,3})\$?([1-9][0-9]{0,6})\Z")
 
 
@@ -78,13 +79,17 @@ def xlsx_cell_equals(
             value = _cell_value(workbook, part, cell)
     except WorkbookProblem as problem:
         return False, f"{path} {problem}"
-    except (zipfile.BadZipFile, KeyError, EOFError, ValueError, NotImplementedError) as error:
-        return False, f"{path} is not a readable .xlsx workbook: {error}"
+    except Exception as error:
+        # zipfile and its decompressors raise a dozen types on a crafted file (BadZipFile,
+        # zlib.error for a corrupt deflate stream, RuntimeError for an encrypted member,
+        # NotImplementedError, EOFError, OSError, lzma's and bz2's errors): each is a fact
+        # about the agent's file, never the judge's error.
+        return False, f"{path} is not a readable .xlsx workbook: {type(error).__name__}: {error}"
     where = f"{path}: {name}!{cell}"
     if value is None:
         return False, f"{where} is empty, expected {expected!r}"
     equal = json_equal(value, expected)
-    return equal, f"{where} is {value!r}, expected {expected!r}"
+    return equal, f"{where} is {repr(value)[:_SHOWN_CHARS]}, expected {expected!r}"
 
 
 def _sheet_part(workbook: zipfile.ZipFile, wanted: str | None) -> tuple[str, str]:
@@ -163,12 +168,30 @@ def _elements(workbook: zipfile.ZipFile, part: str, tag: str | None) -> Iterator
         raise WorkbookProblem(f"has a part {part} over {MAX_PART_BYTES} bytes inflated")
     from xml.etree.ElementTree import ParseError, iterparse
 
-    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
-        raise WorkbookProblem(f"has a part {part} that declares a DTD (refused)")
+    _refuse_doctype(data, part)
     try:
         for _, element in iterparse(io.BytesIO(data), events=("end",)):
             if tag is None or element.tag == tag:
                 yield element
                 element.clear()  # a big sheet is walked, not kept
     except ParseError as error:
+        raise WorkbookProblem(f"has a part {part} that is not valid XML: {error}") from None
+
+
+def _refuse_doctype(data: bytes, part: str) -> None:
+    """WorkbookProblem when the part declares a DTD, in whatever encoding it says it is in
+    (UTF-16, UTF-7: a search of the bytes for "<!DOCTYPE" would miss it), before anything
+    in it could be declared or expanded: expat reads it with nothing but that handler."""
+    from xml.parsers import expat
+
+    def refuse(*_: Any) -> None:
+        raise WorkbookProblem(f"has a part {part} that declares a DTD (refused)")
+
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as error:
         raise WorkbookProblem(f"has a part {part} that is not valid XML: {error}") from None

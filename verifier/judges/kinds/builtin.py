@@ -45,6 +45,13 @@ class BuiltinKind(KindDefaults):
         found = find_builtin(spec.name)
         return found.score_range if found is not None else None
 
+    def default_feedback_type(self, spec: Any) -> str | None:
+        """A builtin without a partial-credit scale gives a verdict: true or false."""
+        from verifier.judges.builtins import find_builtin
+
+        found = find_builtin(spec.name)
+        return "bool" if found is not None and found.score_range is None else None
+
     def entry_schema(self) -> dict[str, Any]:
         """A known builtin, with the arguments it declares (bind_builtin's checks)."""
         from verifier.judges.builtins import all_builtins

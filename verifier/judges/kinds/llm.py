@@ -59,6 +59,10 @@ class LLMKind(KindDefaults):
         Key("provider", ProviderName()),
         Key("builtin", Text(non_empty=True, description="an LLM builtin, e.g. "
                                                          "quality/output_completeness")),
+        Key("context_tokens", Number(integer=True, minimum=1024, maximum=100_000_000,
+                                     problem="must be a whole number of tokens, at least 1024",
+                                     description="the tokens the model takes (its context "
+                                     "window); default: from the model's name, else 32768")),
     )  # fmt: skip
 
     claim_keys = PROMPT_KEYS
@@ -92,7 +96,12 @@ class LLMKind(KindDefaults):
             samples=values.get("samples", 1),
             context=values.get("context", ()),
             provider=values.get("provider"),
+            context_tokens=values.get("context_tokens"),
         )
+
+    def default_feedback_type(self, spec: Any) -> str | None:
+        """An LLM builtin (a shipped prompt) is graded pass/fail."""
+        return "bool" if spec.builtin is not None else None
 
     def _builtin_spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
         """An LLM builtin (quality/output_completeness, ...): its shipped prompt."""
@@ -111,6 +120,7 @@ class LLMKind(KindDefaults):
             context=values.get("context", ()),
             provider=values.get("provider"),
             builtin=found.qualified_name,
+            context_tokens=values.get("context_tokens"),
         )
 
     def entry_schema(self) -> dict[str, Any]:

@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from verifier.values import json_text
+
 
 def conversation_of(record: Mapping[str, Any]) -> str:
     """A `conversation` key of the record if the case reader set one, else the agent's
@@ -49,7 +51,7 @@ def _trajectory_text(trajectory: Any) -> str:
     calls: dict[int, list[str]] = {}
     for call in trajectory.get("tool_calls") or ():
         if isinstance(call, Mapping) and isinstance(call.get("turn"), int):
-            arguments = json.dumps(call.get("arguments"), ensure_ascii=False, default=str)
+            arguments = json_text(call.get("arguments"))
             calls.setdefault(call["turn"], []).append(f"[tool call] {call.get('name')} {arguments}")
     parts = []
     for turn, text in enumerate(trajectory["turns"], start=1):
@@ -100,7 +102,7 @@ def _json_lines(text: str) -> list[dict[str, Any]] | None:
     for line in lines:
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a line nested 100,000 deep is no event
             continue
         if isinstance(event, dict) and isinstance(event.get("type"), str):
             events.append(event)

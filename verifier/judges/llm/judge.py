@@ -31,6 +31,7 @@ from verifier.judges.llm.redact import known_secrets, redact, redact_tree
 from verifier.judges.llm.sampling import reduce_samples
 from verifier.judges.llm.scale import AnswerError
 from verifier.judges.llm.template import TemplateProblem
+from verifier.judges.llm.tokens import is_context_overflow
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy
 from verifier.named import NamedTuple
 
@@ -55,6 +56,7 @@ class Sample(NamedTuple):
     cached: bool = False
     endpoint_failed: bool = False  # no response at all (vs. an answer that could not be read)
     answer: str | None = None  # an excerpt of an answer that could not be read
+    overflowed: bool = False  # the endpoint refused the prompt for its length: a case fact
 
 
 class Spend(NamedTuple):
@@ -98,6 +100,8 @@ class LLMJudge(NamedTuple):
         """The whole judge, in `grade`'s judge process: its samples side by side."""
         deadline = self.deadline(time.monotonic())
         prompt = self.prompt(record)
+        if prompt.case_fact is not None:
+            return self.lowest(prompt, prompt.case_fact)
         client = Client(capacity=self.samples, cache=self.cache)
         if self.samples == 1:
             return self.conclude(prompt, [self.sample(prompt, client, 0, deadline)])
@@ -145,6 +149,9 @@ class LLMJudge(NamedTuple):
             )
         except RequestFailed as error:
             endpoint = self.endpoint
+            if is_context_overflow(error.status, str(error)):
+                return Sample(None, f"model {endpoint.model} refused the prompt for its length "
+                              f"({error})", attempts=error.attempts, overflowed=True)  # fmt: skip
             reason = (
                 f"{endpoint.provider.label} endpoint {endpoint.url}, model {endpoint.model}: "
                 f"{error}{endpoint.hint(error.status)}"
@@ -166,8 +173,23 @@ class LLMJudge(NamedTuple):
         client.keep(answered)
         return Sample(grade, None, answered.latency_s, answered.attempts, usage, answered.cached)
 
+    def lowest(self, prompt: Prompt, fact: str) -> JudgeAnswer:
+        """The judge's lowest value (false, or its score_range's low end) for a fact about
+        the case that leaves nothing to grade: an error here could be dropped from the
+        reward and raise it."""
+        scale = self.plan.scale
+        value: bool | float = False if scale.kind == "pass_fail" else scale.low
+        details = {**self._origin(), "case_fact": fact, "prompt_tokens_estimate": prompt.tokens}
+        rationale = f"{fact}: counted as the lowest value"
+        secrets = known_secrets()
+        return JudgeAnswer(value, redact(rationale, secrets), redact_tree(details, secrets))
+
     def conclude(self, prompt: Prompt, samples: Sequence[Sample]) -> JudgeAnswer:
-        """One grade from the samples (LLMJudgeError when most gave none)."""
+        """One grade from the samples (LLMJudgeError when most gave none; the lowest
+        value when the endpoint refused the prompt for its length)."""
+        overflowed = next((sample for sample in samples if sample.overflowed), None)
+        if overflowed is not None:
+            return self.lowest(prompt, str(overflowed.problem))
         details: dict[str, Any] = {**self._origin(), "truncated": prompt.truncated}
         if prompt.truncated:
             details["cut_chars"] = prompt.cut_chars
@@ -221,6 +243,7 @@ class LLMJudge(NamedTuple):
             **self._origin(),
             "generation": self.generation._asdict(),
             "max_case_chars": self.plan.max_case_chars,
+            "context_tokens": self.plan.context_tokens,
         }
 
     def _origin(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from verifier.judges.llm.redact import redact
 from verifier.judges.llm.scale import AnswerScale, OutputMode
 from verifier.judges.llm.spec import LLMSpec
 from verifier.judges.llm.template import TemplateProblem, compile_template
+from verifier.judges.llm.tokens import context_tokens
 from verifier.judges.llm.transport import RetryPolicy
 from verifier.named import NamedTuple
 
@@ -40,6 +41,7 @@ class Tuning(NamedTuple):
     output_mode: OutputMode
     max_case_chars: int
     seed: int | None  # VERIFIER_LLM_SEED; None: not sent
+    context_tokens: int | None = None  # VERIFIER_LLM_CONTEXT_TOKENS; None: by the model's name
 
 
 def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, str]) -> LLMJudge:
@@ -65,9 +67,10 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
     # other check of the judge has run.
     provider, model = resolve_model(spec, config, environ, at)
     base_url = _base_url(provider, environ, at)
+    window = context_tokens(model, spec.context_tokens or tuning.context_tokens)
     return LLMJudge(
         endpoint=provider.make_endpoint(base_url, model),
-        plan=plan,
+        plan=plan._replace(context_tokens=window, answer_tokens=tuning.max_tokens),
         generation=Generation(
             max_tokens=tuning.max_tokens,
             temperature=tuning.temperature,
@@ -183,7 +186,9 @@ def read_tuning(environ: Mapping[str, str], samples: int = 1) -> Tuning:
             )
         ),
         seed=seed,
-    )
+        context_tokens=int(_number(environ, "VERIFIER_LLM_CONTEXT_TOKENS", 0, minimum=1024,
+                                   whole=True)) or None,
+    )  # fmt: skip
 
 
 def _number(

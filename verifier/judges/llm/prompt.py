@@ -20,17 +20,25 @@ from __future__ import annotations
 
 import re
 import secrets
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from verifier.judges.llm.conversation import conversation_of, conversation_source
 from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
-from verifier.judges.llm.template import PromptTemplate, as_text, mark_trusted
+from verifier.judges.llm.template import (
+    CaseMaterialMissing,
+    PromptTemplate,
+    RecordView,
+    as_text,
+    mark_trusted,
+)
+from verifier.judges.llm.tokens import REQUEST_OVERHEAD_TOKENS, estimate_tokens
 from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX
 
-_FORGED_TAG = re.compile(r"<(/?)case-material")
 MAX_BLOCKS = 200  # fences per prompt: beyond it their overhead, not the material, would grow
+_FIT_PASSES = 4  # cuts to fit a token budget: each one measured, the last one to nothing
 
 
 class Reference(NamedTuple):
@@ -46,6 +54,10 @@ class Prompt(NamedTuple):
     nonce: str  # the fences' random part (left out of the response cache's key)
     case_chars: int  # the case material's size before any cut
     cut_chars: int  # how much of it (and of template text repeated past the cap) was not sent
+    tokens: int = 0  # the estimate of what system and user cost (verifier.judges.llm.tokens)
+    # Why nothing is sent: the template looked up what the case does not hold. The judge
+    # then scores its lowest value with this as the rationale.
+    case_fact: str | None = None
 
     @property
     def truncated(self) -> bool:
@@ -61,12 +73,19 @@ class PromptPlan(NamedTuple):
     scale: AnswerScale
     output_mode: OutputMode
     max_case_chars: int
+    context_tokens: int | None = None  # what the model takes (None: no token budget)
+    answer_tokens: int = 0  # what its answer may take (the request's max_tokens)
 
     def build(self, record: Mapping[str, Any], arguments: Mapping[str, Any]) -> Prompt:
-        """The prompt for one case (TemplateProblem when the template fails to render)."""
+        """The prompt for one case (TemplateProblem when the template fails to render on
+        the author's material; a Prompt with a case_fact when on the case's)."""
         variables = template_variables(record, arguments)
         material = Material()
-        rendered = self.template.render(variables, material).strip()
+        try:
+            rendered = self.template.render(variables, material).strip()
+        except CaseMaterialMissing as missing:
+            fact = f"the prompt template looks up what the case does not hold ({missing})"
+            return Prompt("", "", "", 0, 0, case_fact=fact)
         parts = [material.cap_template_text(rendered, self.max_case_chars)]
         for reference in self.references:
             parts.append(
@@ -78,14 +97,40 @@ class PromptPlan(NamedTuple):
         parts.append(closing_text(self.scale, self.output_mode))
         nonce = secrets.token_hex(6)
         skeleton = "\n\n".join(part for part in parts if part)
-        user = material.fence(skeleton, nonce, self.max_case_chars)
+        system = system_text(self.scale, self.output_mode, nonce)
+        user, tokens = self._within_context(material, skeleton, nonce, estimate_tokens(system))
         return Prompt(
-            system=system_text(self.scale, self.output_mode, nonce),
+            system=system,
             user=user,
             nonce=nonce,
             case_chars=material.case_chars,
             cut_chars=material.cut_chars,
+            tokens=tokens,
         )
+
+    def _within_context(
+        self, material: Material, skeleton: str, nonce: str, system_tokens: int
+    ) -> tuple[str, int]:
+        """(the user message, the prompt's estimated tokens), its material cut to the
+        character budget and, when the estimate is over what the model takes less the
+        answer's tokens, cut further in proportion until it fits (a few passes: each
+        one's cut is measured, not guessed, so token-dense material ends cut more)."""
+        template_cut = material.cut_chars
+        budget = self.max_case_chars
+        user = material.fence(skeleton, nonce, budget)
+        tokens = system_tokens + estimate_tokens(user)
+        if self.context_tokens is None:
+            return user, tokens
+        limit = self.context_tokens - self.answer_tokens - REQUEST_OVERHEAD_TOKENS
+        for _ in range(_FIT_PASSES):
+            shown = material.case_chars - (material.cut_chars - template_cut)
+            if tokens <= limit or shown == 0:
+                break
+            budget = max(0, min(budget, shown) * max(limit, 0) // tokens * 9 // 10)
+            material.cut_chars = template_cut
+            user = material.fence(skeleton, nonce, budget)
+            tokens = system_tokens + estimate_tokens(user)
+        return user, tokens
 
 
 def template_variables(record: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,7 +145,8 @@ def template_variables(record: Mapping[str, Any], arguments: Mapping[str, Any]) 
         key: mark_trusted(value) for key, value in record.items()
         if key.startswith(ANNOTATION_PREFIX)
     }  # fmt: skip
-    outputs = {**record, **annotation_files, "annotations": annotations, "inputs": inputs}
+    outputs = RecordView({**record, **annotation_files, "annotations": annotations,
+                          "inputs": inputs})  # fmt: skip
     return {
         "outputs": outputs,
         "annotations": annotations,
@@ -274,7 +320,7 @@ class Material:
                     _take(self._walk(item, reverse=True), allowance - head, reverse=True),
                     size - allowance,
                 )
-            text = _FORGED_TAG.sub(r"<\1case_material", text).rstrip("\n")
+            text = neutralize_tags(text).rstrip("\n")
             out.append(f"<case-material-{nonce}>\n{text}\n</case-material-{nonce}>")
         return "".join(out)
 
@@ -322,6 +368,83 @@ class Material:
             else:
                 inner = self.contents[piece]
                 stack.append(iter(reversed(inner) if reverse else inner))
+
+
+# The blocks the system prompt attributes to someone: the fence (the agent's) and the
+# task author's. Inside case material a lookalike of any of them is escaped.
+ATTRIBUTED_TAGS = ("case-material", "task-input", "reference-material")
+# What a model reads as "<": the bracket and its lookalikes (fullwidth, small, angle
+# brackets, single guillemet, Canadian syllabics, modifier letter).
+_BRACKETS = "<\uff1c\ufe64\u3008\u2329\u27e8\u2039\u1438\u02c2\u227a"
+_SLASHES = "/\uff0f\u2044\u2215\u29f8\\\\"
+_SEPARATORS = "\\-_\\s.\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d\uff3f"
+_INVISIBLE = "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e" \
+    "\u2060-\u2064\u206a-\u206f\ufeff"  # fmt: skip
+# Letters that look like ASCII ones (Cyrillic, Greek, fullwidth, small capitals, ...),
+# each mapped to the letter it is read as; NFKC adds the compatibility forms.
+_LOOKALIKES = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0455\u0456\u0458\u043a\u043c\u0442\u043d\u0501\u0261"
+    "\u0578\u057d\u0251\u03b1\u03b5\u03b9\u03ba\u03bd\u03bf\u03c1\u03c4\u03c5\ua731\u1d00"
+    "\u1d04\u1d05\u1d07\u026a\u1d0b\u1d0d\u0274\u1d0f\u1d18\u0280\u1d1b\u1d1c\u0131\u2113"
+    "\u0269\u01c0",
+    "aeopcsijkmthdgnuaaeikvoptusacdeikmnoprtuilil",
+)
+
+
+def _tag_pattern() -> re.Pattern[str]:
+    """A bracket, maybe a slash, then one of ATTRIBUTED_TAGS, over a same-length
+    skeleton of the text (lookalike letters read as ASCII, lower case), with invisible
+    characters between its letters and any run of separators between its words.
+
+    Each gap is one character class with a possessive quantifier, so a long run of
+    invisible characters after a bracket is scanned once: no backtracking (two
+    adjacent `*` over the same characters made 50,000 of them take seconds)."""
+    gap = f"[{_INVISIBLE}]*+"
+    separators = f"[{_SEPARATORS}{_INVISIBLE}]*+"
+    names = []
+    for name in ATTRIBUTED_TAGS:
+        words = [gap.join(re.escape(letter) for letter in word) for word in name.split("-")]
+        names.append(separators.join(words))
+    return re.compile(f"[{_BRACKETS}][\\s{_INVISIBLE}{_SLASHES}]*+(?:{'|'.join(names)})")
+
+
+_TAG = _tag_pattern()
+_BRACKET = re.compile(f"[{_BRACKETS}]")
+
+
+def neutralize_tags(text: str) -> str:
+    """text with the bracket of every lookalike of an attributed tag escaped as `&lt;`
+    (in any letter case, spacing, lookalike letters or brackets, invisible characters
+    between its letters): inside the fence the agent's text cannot open or close a
+    block the system prompt says is someone else's."""
+    if not _BRACKET.search(text):
+        return text
+    skeleton = _skeleton(text)
+    cuts = [match.start() for match in _TAG.finditer(skeleton)]
+    if not cuts:
+        return text
+    out, position = [], 0
+    for cut in cuts:
+        out.append(text[position:cut])
+        out.append("&lt;")
+        position = cut + 1
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _skeleton(text: str) -> str:
+    """text with each character read as the ASCII letter it looks like, lower case, and
+    the same length (so a match's position is the original's)."""
+    if text.isascii():
+        return text.lower()
+    return "".join(_read_as(character) for character in text)
+
+
+def _read_as(character: str) -> str:
+    if character.isascii():
+        return character.lower()
+    folded = unicodedata.normalize("NFKC", character).lower().translate(_LOOKALIKES)
+    return folded if len(folded) == 1 else character.translate(_LOOKALIKES)
 
 
 def _blocks(pieces: Sequence[_Piece]) -> list[str | list[_Piece]]:

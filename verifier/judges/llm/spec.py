@@ -17,3 +17,4 @@ class LLMSpec(NamedTuple):
     builtin: str | None = (
         None  # an LLM builtin's name: its arguments are declared, its scale pass/fail
     )
+    context_tokens: int | None = None  # what the model takes; None: from the model's name

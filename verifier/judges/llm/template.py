@@ -20,7 +20,6 @@ as are `{% include %}`, `{% import %}` and `{% extends %}` (a prompt is one file
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -31,6 +30,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from verifier.errors import did_you_mean
 from verifier.named import NamedTuple
+from verifier.values import json_text, leaf_text
 
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
 CASE_VARIABLES = frozenset({"outputs", "inputs", "conversation", "stdout"})
@@ -45,7 +45,14 @@ _REFUSED_NODES = {
 
 
 class TemplateProblem(ValueError):
-    """A template that does not compile or names an unknown variable (a load-time error)."""
+    """A template that does not compile or names an unknown variable (a load-time error),
+    or fails to render on what the task author supplied."""
+
+
+class CaseMaterialMissing(TemplateProblem):
+    """The template looked up what the case does not hold (`outputs.files['report.md']`
+    for a report the agent did not write, an index past the end of the agent's list):
+    a fact about the case, which scores the judge's lowest value, not an error."""
 
 
 class Trusted(str):
@@ -67,6 +74,59 @@ class TrustedFloat(float):
 TRUSTED_LEAVES = (Trusted, TrustedInt, TrustedFloat)
 
 
+class TrustedDict(dict):  # type: ignore[type-arg]
+    """A mapping from the task author: a key missing from it is the author's mistake."""
+
+    __slots__ = ()
+
+
+class TrustedList(list):  # type: ignore[type-arg]
+    __slots__ = ()
+
+
+class RecordView(dict):  # type: ignore[type-arg]
+    """The record as `outputs`: its keys are fixed by eval.yaml (files, stdout, the declared
+    outputs' `<name>_content`), so a key missing from it is the author's typo; what is
+    missing inside its values is the case's."""
+
+    __slots__ = ()
+
+
+_AUTHORS = (TrustedDict, TrustedList, RecordView)
+
+
+def _fail_on_lookup(self: jinja2.StrictUndefined, *args: Any, **kwargs: Any) -> Any:
+    """StrictUndefined's failure, saying whose the missing value is: a lookup into the
+    case's material is CaseMaterialMissing; one into the author's, the plain error."""
+    try:
+        return jinja2.StrictUndefined._fail_with_undefined_error(self, *args, **kwargs)
+    except jinja2.UndefinedError as error:
+        looked_in = self._undefined_obj
+        if looked_in is jinja2.utils.missing or isinstance(looked_in, _AUTHORS):
+            raise
+        raise CaseMaterialMissing(str(error)) from None
+
+
+def _message(self: jinja2.StrictUndefined) -> str:
+    """Jinja2's message, naming the author's containers by their builtin type."""
+    if self._undefined_hint or self._undefined_obj is jinja2.utils.missing:
+        return jinja2.StrictUndefined._undefined_message.fget(self)  # type: ignore[attr-defined]
+    kind = next(c for c in type(self._undefined_obj).__mro__ if c.__module__ == "builtins")
+    shown = "None" if self._undefined_obj is None else f"{kind.__name__} object"
+    if isinstance(self._undefined_name, str):
+        return f"{shown!r} has no attribute {self._undefined_name!r}"
+    return f"{shown!r} has no element {self._undefined_name!r}"
+
+
+_CaseAwareUndefined = type("_CaseAwareUndefined", (jinja2.StrictUndefined,), {
+    "__slots__": (),
+    "_undefined_message": property(_message),
+    **{name: _fail_on_lookup for name in dir(jinja2.StrictUndefined)
+       if getattr(jinja2.StrictUndefined, name)
+       is jinja2.StrictUndefined._fail_with_undefined_error},
+})  # fmt: skip
+
+
 class Fence(Protocol):
     def wrap(self, text: str) -> str: ...
 
@@ -85,6 +145,8 @@ class PromptTemplate(NamedTuple):
         """The text; a render error (an undefined name, a sandbox refusal) is TemplateProblem."""
         try:
             return self.template.render({**variables, FENCE_VARIABLE: fence})
+        except CaseMaterialMissing:
+            raise
         except jinja2.TemplateError as error:
             raise TemplateProblem(f"{type(error).__name__}: {error}") from None
 
@@ -123,9 +185,9 @@ def mark_trusted(value: Any) -> Any:
     if isinstance(value, float):
         return TrustedFloat(value)
     if isinstance(value, Mapping):
-        return {mark_trusted(key): mark_trusted(item) for key, item in value.items()}
+        return TrustedDict({mark_trusted(key): mark_trusted(item) for key, item in value.items()})
     if isinstance(value, list | tuple):
-        return [mark_trusted(item) for item in value]
+        return TrustedList(mark_trusted(item) for item in value)
     return value
 
 
@@ -134,8 +196,8 @@ def as_text(value: Any) -> str:
     if value is None:
         return "(none)"
     if isinstance(value, Mapping | list | tuple):
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return str(value)
+        return json_text(value, indent=2)  # any shape the case's files parse to
+    return leaf_text(value)
 
 
 @jinja2.pass_context
@@ -179,7 +241,7 @@ def _constants_as_text(tree: nodes.Template) -> None:
 
 def _environment() -> SandboxedEnvironment:
     return SandboxedEnvironment(
-        undefined=jinja2.StrictUndefined,
+        undefined=_CaseAwareUndefined,
         autoescape=False,
         keep_trailing_newline=True,
         finalize=_finalize,
