@@ -216,7 +216,7 @@ def ctrf_report(grading: Grading) -> dict[str, Any] | None:
     tools = sorted({block["tool"] for block in blocks})
     return {
         "reportFormat": "CTRF",
-        "specVersion": "0.0.0",
+        "specVersion": "1.0.0",
         "generatedBy": "harbor-verifier",
         "results": {
             "tool": {"name": "+".join(tools)},

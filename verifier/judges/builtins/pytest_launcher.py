@@ -190,8 +190,8 @@ def _import_trusted():
     """pytest and the whole of its own package, and what it imports only when needed."""
     import pkgutil
 
-    import _pytest
-    import pytest
+    pytest = importlib.import_module("pytest")  # first: a toolchain without it is named
+    _pytest = importlib.import_module("_pytest")
 
     for found in pkgutil.walk_packages(_pytest.__path__, "_pytest."):
         with contextlib.suppress(Exception):  # a module of another platform, say
@@ -261,7 +261,7 @@ class Reporter:
         summary["start"], summary["stop"] = self.start, _now_ms()
         document = {
             "reportFormat": "CTRF",
-            "specVersion": "0.0.0",
+            "specVersion": "1.0.0",
             "generatedBy": "harbor-verifier pytest_launcher",
             "results": {
                 "tool": {"name": "pytest", "version": getattr(pytest, "__version__", "")},
