@@ -211,7 +211,7 @@ MAX_TEST_LIST_BYTES = 32 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class TestIds(NamedTuple):
+class TestIdList(NamedTuple):
     """Test ids (pytest node ids, go's Package/TestName, CTRF or JUnit names): a list, or
     the path of a file beside eval.yaml with one id a line (blank lines and `#` comments
     skipped), or a `.json` file holding a list of strings (SWE-bench's FAIL_TO_PASS)."""
@@ -299,4 +299,4 @@ def _shown(value: Any) -> str:
 
 # The argument types that name files beside eval.yaml when given a string: `task init`
 # copies them and a batch's resume key hashes them.
-REFERENCE_FIELDS = (ReferencePath, TestIds)
+REFERENCE_FIELDS = (ReferencePath, TestIdList)

@@ -12,7 +12,8 @@ read the files. Four formats:
   package that failed with no failing test (its build failed) is one errored test.
 - `ctrf`: CTRF JSON (https://ctrf.io; pytest-json-ctrf, jest-ctrf, and the trusted
   pytest launcher of `runner: pytest`): `results.tests[]` by `status`; `pending` is
-  skipped, `other` errored, and a failure whose `rawStatus` is `error` errored.
+  skipped, `other` errored, and a failure whose `rawStatus` says a fixture failed
+  (`error`, pytest-json-ctrf's `setup_failed`/`teardown_failed`) errored.
 
 The bytes come from the case, so nothing in them may cost more than reading them:
 XML is read by expat handlers (no tree is built) and a DOCTYPE is refused before any
@@ -56,7 +57,9 @@ _CTRF_OUTCOMES = {
     "pending": SKIPPED,
     "other": ERRORED,
 }
-_CTRF_ERROR_STATUSES = ("error", "errored")
+# A failure's rawStatus that makes it an error: the launcher's, and pytest-json-ctrf's for a
+# failed fixture (as pytest counts those).
+_CTRF_ERROR_STATUSES = ("error", "errored", "setup_failed", "teardown_failed")
 MESSAGE_CHARS = 1000  # a failure's rawStatus that makes it an error
 # Before Go 1.24 a package that does not build is a plain line among the JSON events.
 _GO_BUILD_FAILED = re.compile(rb"^FAIL\t(\S+) \[(?:build|setup) failed\]\s*$", re.MULTILINE)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from verifier.judges.builtins.testlists import TestList, pytest_file
+from verifier.judges.builtins.testlists import TrustedTests, pytest_file
 from verifier.judges.builtins.toolchain import SHELL
 from verifier.named import NamedTuple
 
@@ -64,7 +64,7 @@ def plan_runner(
     args: Sequence[str] | None,
     ini: Path | None,
     plugins: Sequence[str] | None,
-    tests: TestList | None,
+    tests: TrustedTests | None,
 ) -> RunnerPlan:
     if name == "pytest":
         return pytest_plan(executable or "python3", paths, args or (), ini, plugins or (), tests)
@@ -77,7 +77,7 @@ def pytest_plan(
     args: Sequence[str],
     ini: Path | None,
     plugins: Sequence[str],
-    tests: TestList | None,
+    tests: TrustedTests | None,
 ) -> RunnerPlan:
     """The launcher, with the trusted ini (or none), the plugins, then `args` and the
     paths: those given, else the files the listed tests are in, else none (pytest then

@@ -32,7 +32,7 @@ GROUPS = ("tests", "fail_to_pass", "pass_to_pass")
 _RANK = {PASSED: 0, SKIPPED: 1, ERRORED: 2, FAILED: 3}
 
 
-class TestList(NamedTuple):
+class TrustedTests(NamedTuple):
     """The listed ids in order, each once, and the group (`tests`, `fail_to_pass`,
     `pass_to_pass`) each came from."""
 
@@ -40,7 +40,7 @@ class TestList(NamedTuple):
     groups: tuple[str, ...]
 
     @classmethod
-    def of(cls, lists: Mapping[str, Sequence[str] | None]) -> TestList | None:
+    def of(cls, lists: Mapping[str, Sequence[str] | None]) -> TrustedTests | None:
         """The union of the groups given (an id in two of them is a load error: see
         overlap), None when none is."""
         ids: list[str] = []
@@ -90,7 +90,7 @@ class Selection(NamedTuple):
         return sum(1 for entry in self.listed if entry.result not in (MISSING, SKIPPED))
 
 
-def select(report: Report, tests: TestList) -> Selection:
+def select(report: Report, tests: TrustedTests) -> Selection:
     """Each listed test by the worst outcome of the report's tests that answer to its id
     (MISSING when none does); the report's tests that answer to no listed id, counted."""
     by_name: dict[str, list[int]] = {}

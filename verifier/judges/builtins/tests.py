@@ -39,7 +39,7 @@ from verifier.judges.builtins.fields import (
     CommandLine,
     PathOrGlob,
     ReferencePath,
-    TestIds,
+    TestIdList,
     Words,
 )
 from verifier.judges.builtins.files import MAX_FILE_BYTES
@@ -58,7 +58,14 @@ from verifier.judges.builtins.reports import (
     parse_report,
 )
 from verifier.judges.builtins.runners import RUNNERS, RunnerPlan, ini_problem, plan_runner
-from verifier.judges.builtins.testlists import GROUPS, MISSING, Selection, TestList, overlap, select
+from verifier.judges.builtins.testlists import (
+    GROUPS,
+    MISSING,
+    Selection,
+    TrustedTests,
+    overlap,
+    select,
+)
 from verifier.judges.builtins.toolchain import (
     ToolchainFault,
     check_program,
@@ -98,18 +105,18 @@ MIN_TESTS = Key(
 )  # fmt: skip
 TESTS = Key(
     "tests",
-    TestIds(
+    TestIdList(
         description="only these tests count (a missing or skipped one counts as failed): "
         "a list of ids, or a file beside eval.yaml"
     ),
 )
 FAIL_TO_PASS = Key(
     "fail_to_pass",
-    TestIds(description="SWE-bench's FAIL_TO_PASS: the tests the fix must make pass"),
+    TestIdList(description="SWE-bench's FAIL_TO_PASS: the tests the fix must make pass"),
 )
 PASS_TO_PASS = Key(
     "pass_to_pass",
-    TestIds(description="SWE-bench's PASS_TO_PASS: the tests that must keep passing"),
+    TestIdList(description="SWE-bench's PASS_TO_PASS: the tests that must keep passing"),
 )
 RUNNER = Key(
     "runner",
@@ -240,7 +247,7 @@ def grade_tests(
     plugins: tuple[str, ...] | None,
 ) -> Graded:
     """Get the report (run the runner or the command when there is one), and judge it."""
-    listed = TestList.of({"tests": tests, "fail_to_pass": fail_to_pass,
+    listed = TrustedTests.of({"tests": tests, "fail_to_pass": fail_to_pass,
                           "pass_to_pass": pass_to_pass})  # fmt: skip
     judge = functools.partial(judge_reading, min_tests=min_tests, listed=listed)
     if runner is not None:
@@ -335,7 +342,7 @@ def probe_toolchain(plan: RunnerPlan, env: Mapping[str, str], timeout: float) ->
 
 
 def judge_reading(
-    reading: Reading, details: dict[str, Any], *, min_tests: int, listed: TestList | None
+    reading: Reading, details: dict[str, Any], *, min_tests: int, listed: TrustedTests | None
 ) -> Graded:
     """The counts when they are usable (a report, at least min_tests run), and why."""
     if reading.report is None:
