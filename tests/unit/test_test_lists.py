@@ -578,6 +578,33 @@ def test_go_runner_pins_the_toolchain_and_a_planted_test_main_only_lowers(
     assert main.rationale.startswith("none of the 3 listed tests ran")
 
 
+GO_KILLER_TEST = """\
+package calc
+
+import (
+	"os"
+	"syscall"
+)
+
+func init() {
+	os.Stdout.WriteString("--- PASS: TestSub (0.00s)\\n")
+	syscall.Kill(os.Getppid(), syscall.SIGKILL)
+}
+"""
+
+
+def test_a_test_binary_that_kills_go_counts_no_events(
+    write_config: WriteConfig, make_case: MakeCase, go_tool: str
+) -> None:
+    """go's events come from its own stdout, which the test binary does not hold; a
+    binary that kills go to leave a doctored stream behind leaves no report."""
+    arguments = {"runner": "go", "tests": GO_LISTED, "timeout": 120}
+    case = go_case(make_case, "go-killer", {"zz_test.go": GO_KILLER_TEST})
+    result = run_judge(write_config, case, arguments)
+    assert (result.status, result.value) == (Status.OK, 0.0), result.error
+    assert result.rationale.startswith("the verifier's go run was killed by SIGKILL")
+
+
 def test_go_runner_without_go_is_an_error(write_config: WriteConfig, make_case: MakeCase) -> None:
     arguments = {"runner": "go", "executable": "/nonexistent/go", "tests": GO_LISTED}
     result = run_judge(write_config, go_case(make_case, "no-go"), arguments)

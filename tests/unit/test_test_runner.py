@@ -502,6 +502,19 @@ def test_whatever_the_code_under_test_does_to_the_run_is_a_failure(task: Task, c
     assert tests["value"] == 0.0
 
 
+def test_a_report_the_code_under_test_forges_does_not_count(task: Task) -> None:
+    """The code under test writes an all-passed report where the launcher writes its
+    own, and ends the run before the launcher could: it is not signed, so it fails."""
+    reward, tests = graded(task.alone, task.case("forged-report", FAKE_PASS + BUGGY))
+    assert reward == 0.0
+    assert tests["rationale"].startswith(
+        "the report of the verifier's pytest run is not the launcher's: its signature does "
+        "not verify"
+    )
+    gated, _ = graded(task.gate, task.case("forged-report-gated", FAKE_PASS + BUGGY))
+    assert gated == 0.0
+
+
 def test_a_deleted_test_file_fails_every_listed_test(task: Task) -> None:
     case = task.case("deleted-tests", FIXED)
     (case / "tests" / "test_calc.py").unlink()

@@ -25,6 +25,7 @@ a worker has loaded makes every judge's fork and exit dearer.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import resource
@@ -58,6 +59,7 @@ MAX_COPY_BYTES = 4 * 1024**3  # of a case copied for the sandbox user
 RETURNED_BYTES = 64 * 1024 * 1024  # of each file a command hands back in $VERIFIER_RESULTS
 PROVIDED_ENV = "VERIFIER_PROVIDED"  # the dir of the trusted files handed to the command
 RESULTS_ENV = "VERIFIER_RESULTS"  # the dir where it leaves the files it hands back
+_STDIN_BYTES = 4096  # what a command may be handed on stdin: within any pipe's buffer
 _DRAIN_BYTES = 1024 * 1024  # read after the command exits (its leftovers may write on)
 _PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -74,7 +76,7 @@ class CommandRun(NamedTuple):
     tail: str  # the end of its output (stdout and stderr together, or stderr alone)
     cut_bytes: int  # output before the tail that was not kept
     confinement: str  # who it ran as, where, and what Landlock enforced
-    stdout: str | None = None  # with separate_stdout: the end of stdout (STDOUT_BYTES)
+    stdout: str | None = None  # with separate_stdout: the end of stdout (stdout_bytes)
     stdout_cut_bytes: int = 0
     collected: Any = None  # what `after` returned
     start_error: str | None = None  # why it could not be executed (exec failed), else None
@@ -99,21 +101,26 @@ def run_in_sandbox(
     timeout: float,
     env: Mapping[str, str] | None = None,
     separate_stdout: bool = False,
+    stdout_bytes: int = STDOUT_BYTES,
     probe: WorkdirProbe | None = None,
     cwd: str = "",
     provided: Mapping[str, Path] | None = None,
     returned: Sequence[str] = (),
+    stdin: bytes | None = None,
 ) -> CommandRun:
     """Run command in the case dir (or a private copy of it) and return how it ended.
 
-    `separate_stdout`: keep stdout apart (its last STDOUT_BYTES) for judges that compare
-    what a command prints; `probe` sees the working dir before and after the run (what
-    the command wrote there, e.g. a test report, exists only in the copy); `cwd`: a dir
+    `separate_stdout`: keep stdout apart (its last `stdout_bytes`) for judges that compare
+    what a command prints, or read it as a report; `probe` sees the working dir before
+    and after the run (what the command wrote there, e.g. a test report, exists only in
+    the copy); `cwd`: a dir
     inside the case to start in (one that leads out of the case is refused);
     `provided`: trusted files (a name -> the file) copied into $VERIFIER_PROVIDED, which
     the sandbox user can read and not change; `returned`: the names of the files the
     command may leave in $VERIFIER_RESULTS, read back (RETURNED_BYTES each) into
-    CommandRun.returned."""
+    CommandRun.returned; `stdin`: bytes the command reads on its stdin, then EOF (a
+    secret for a trusted helper to read before any code of the case runs), instead of
+    no stdin at all."""
     import subprocess
     import tempfile
 
@@ -157,7 +164,7 @@ def run_in_sandbox(
                 shell=isinstance(command, str),
                 cwd=start,
                 env=_environment(home, extra_env),
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
                 start_new_session=True,
@@ -170,8 +177,10 @@ def run_in_sandbox(
         except OSError as error:
             return CommandRun(None, None, False, f"could not start: {error}", 0,
                               _who(uid, copied, abi), start_error=str(error))  # fmt: skip
+        if stdin is not None:
+            _feed(process, stdin)
         output = _Tail(TAIL_BYTES)
-        stdout = _Tail(STDOUT_BYTES) if separate_stdout else output
+        stdout = _Tail(stdout_bytes) if separate_stdout else output
         tails = {process.stdout.fileno(): stdout}  # type: ignore[union-attr]
         if process.stderr is not None:
             tails[process.stderr.fileno()] = output
@@ -273,6 +282,16 @@ def _private_copy(case_dir: Path, target: Path, uid: int) -> Path:
                     continue
                 os.lchown(to, uid, uid)
     return target
+
+
+def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
+    """data on the command's stdin, then EOF: small enough for the pipe's buffer, so this
+    never waits on the command."""
+    assert process.stdin is not None and len(data) <= _STDIN_BYTES
+    with contextlib.suppress(BrokenPipeError):  # it is gone already: its end says why
+        process.stdin.write(data)
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.close()
 
 
 def _provide(directory: Path, files: Mapping[str, Path]) -> Path:

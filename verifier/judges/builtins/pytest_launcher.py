@@ -24,11 +24,16 @@ What the case cannot change, and how:
   (a path hook for the case's dirs, which also puts a `.py` before a planted `.so` of
   the same name), and pytest's assertion-rewrite cache is a fresh dir, so a planted
   `__pycache__/*.pyc` (unchecked-hash, or pytest's own) replaces no trusted module.
-- The report (CTRF JSON) is written by this script, outside the case copy:
-  $VERIFIER_RESULTS/<--report>.
+- The report (CTRF JSON) is written by this script, outside the case copy, to
+  $VERIFIER_RESULTS/<--report>, with its HMAC-SHA256 beside it (<--report>.sig) under a
+  key the grader hands over on stdin for this run alone: read, and stdin closed,
+  before any code of the case runs. A report the code under test writes itself (and
+  then ends the run before this script could write the real one) does not verify.
 
 What it cannot stop, and the recommended gate's guards must: a `conftest.py` (pytest
-imports it as a plugin), and the code under test itself, which runs in this process.
+imports it as a plugin). And the code under test runs in this process: code written to
+subvert this very script (patching pytest's internals, or finding the signing key in
+the interpreter's memory) is beyond any runner in the same process.
 
 `--probe`: the same imports and pytest arguments in an empty dir, collecting nothing.
 Exit 0 when the toolchain can run the tests at all; else PROBE_FAILED, with the reason
@@ -37,6 +42,8 @@ fault of the toolchain (an error) from what the case did (a failure).
 """
 
 import contextlib
+import hashlib
+import hmac
 import importlib
 import importlib.machinery
 import json
@@ -69,6 +76,7 @@ _TRACE_CHARS = 8000
 
 
 def main(argv):
+    signer = _take_signer()
     options, pytest_args = _parse(argv)
     workdir = os.getcwd()
     _isolate(workdir)
@@ -97,12 +105,31 @@ def main(argv):
             return 0
         sys.stderr.write(f"pytest refused to run with these arguments (exit {int(code)})\n")
         return PROBE_FAILED
-    reporter = Reporter(workdir, bool(options["ini"]))
+    reporter = Reporter(workdir, bool(options["ini"]), signer)
     pytest_args = _fresh_rewrite_cache(pytest_args)
     sys.path.append(workdir)
     code = pytest.main([*fixed, *pytest_args], plugins=[reporter, *plugins])
     reporter.write(os.path.join(os.environ["VERIFIER_RESULTS"], options["report"]), pytest, code)
     return int(code)
+
+
+def _take_signer():
+    """An HMAC of the key the grader writes on stdin (nothing when there is none), read
+    to its end; stdin is /dev/null from then on, so nothing run later can read it."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(0, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    key = b"".join(chunks)
+    return hmac.new(key, digestmod=hashlib.sha256) if key else None
 
 
 def _parse(argv):
@@ -206,9 +233,10 @@ class Reporter:
     """A pytest plugin: each test's outcome by node id (the worst of its phases), each
     module that failed to collect, then the report in CTRF."""
 
-    def __init__(self, workdir, trusted_ini):
+    def __init__(self, workdir, trusted_ini, signer):
         self.workdir = workdir
         self.trusted_ini = trusted_ini
+        self.signer = signer
         self.tests = {}
         self.start = _now_ms()
 
@@ -246,7 +274,7 @@ class Reporter:
             self.tests[name] = entry
 
     def write(self, path, pytest, code):
-        """The CTRF document, to a temporary name and then renamed into place."""
+        """The CTRF document and its signature, each written whole (renamed into place)."""
         tests = []
         summary = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "pending": 0, "other": 0}
         for entry in self.tests.values():
@@ -270,10 +298,20 @@ class Reporter:
                 "extra": {"exitCode": int(code)},
             },
         }
-        temporary = path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(document, handle)
-        os.replace(temporary, path)
+        data = json.dumps(document).encode("utf-8")
+        if self.signer is not None:
+            mac = self.signer.copy()
+            mac.update(data)
+            _write(path + ".sig", mac.hexdigest().encode("ascii"))
+        _write(path, data)
+
+
+def _write(path, data):
+    """data to a temporary name, then renamed into place."""
+    temporary = path + ".tmp"
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
 
 
 def _outcome(report):

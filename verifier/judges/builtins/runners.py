@@ -8,12 +8,15 @@ reported; honest code still imports the usual way, run from the repo's root.
   launcher (pytest_launcher.py, handed to the sandbox as a provided file) isolated
   (`-I`); see the launcher for what it pins. The report is CTRF, written by the
   launcher outside the case copy ($VERIFIER_RESULTS).
+  The launcher signs the report with a key handed over on stdin for this run alone.
 - `go`: `go test -json` with GOFLAGS emptied, GOTOOLCHAIN=local (a go.mod's
   `toolchain` line downloads nothing) and GOWORK=off (a go.work in the case redirects
-  no module), its events written outside the case copy. What Go cannot be kept from
-  (go.mod's replace lines, vendor/, `_test.go` files and TestMain the agent adds,
-  code that prints test2json's events; before Go 1.20 any line that looks like one)
-  is for the guards: see the README.
+  no module). Its events are read from go's own stdout, which the test binaries (the
+  code of the case) do not hold: they write to go, which turns what they print into
+  events; a run that did not end by itself (killed: the binary can signal go) counts
+  no report. What Go cannot be kept from (go.mod's replace lines, vendor/, `_test.go`
+  files and TestMain the agent adds, code that prints test2json's framing; before
+  Go 1.20 any line that looks like a result) is for the guards: see the README.
 
 A plan says how to run it, and how to probe the toolchain without the case (toolchain.py):
 the probe runs only when the real run left no usable report, or ended with one of
@@ -26,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from verifier.judges.builtins.testlists import TrustedTests, pytest_file
-from verifier.judges.builtins.toolchain import SHELL
 from verifier.named import NamedTuple
 
 RUNNERS = ("pytest", "go")
@@ -37,7 +39,6 @@ _BOOTSTRAP = (
     "import os, runpy; runpy.run_path(os.path.join(os.environ['VERIFIER_PROVIDED'], "
     f"'{LAUNCHER.name}'), run_name='__main__')"
 )
-_GO_TEST = 'exec "$0" test -json "$@" > "$VERIFIER_RESULTS/go-test.json"'
 _PYTEST_PROBE_CODES = (3, 4)  # pytest's internal error and usage error, and the launcher's
 
 
@@ -47,10 +48,11 @@ class RunnerPlan(NamedTuple):
     command: tuple[str, ...]
     probe: tuple[str, ...]  # run in an empty dir: exit 0 when the toolchain works
     provided: Mapping[str, Path]  # trusted files handed to both ($VERIFIER_PROVIDED)
-    report: str  # the report's name in $VERIFIER_RESULTS
+    report: str | None  # the report's name in $VERIFIER_RESULTS; None: it is the stdout
     format: str  # reports.py's format of it
     env: Mapping[str, str]  # under the author's `env`
     probe_codes: tuple[int, ...] = ()
+    signed: bool = False  # the report comes with its HMAC (<report>.sig) under a key on stdin
 
     @property
     def label(self) -> str:
@@ -99,17 +101,18 @@ def pytest_plan(
         format="ctrf",
         env={},
         probe_codes=_PYTEST_PROBE_CODES,
+        signed=True,
     )
 
 
 def go_plan(go: str, packages: Sequence[str] | None, args: Sequence[str]) -> RunnerPlan:
     return RunnerPlan(
         name="go",
-        programs=(SHELL, go),
-        command=(SHELL, "-c", _GO_TEST, go, *args, *(packages or ("./...",))),
+        programs=(go,),
+        command=(go, "test", "-json", *args, *(packages or ("./...",))),
         probe=(go, "version"),
         provided={},
-        report="go-test.json",
+        report=None,
         format="go-json",
         env={"GOFLAGS": "", "GOTOOLCHAIN": "local", "GOWORK": "off"},
     )

@@ -25,7 +25,11 @@ all, judged without the case, is an error (toolchain.py): reward.on_error decide
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import os
+import secrets
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,6 +71,7 @@ from verifier.judges.builtins.testlists import (
     select,
 )
 from verifier.judges.builtins.toolchain import (
+    PROBE_TIMEOUT_S,
     ToolchainFault,
     check_program,
     check_start,
@@ -86,6 +91,7 @@ MAX_CTRF_TESTS = 10_000  # tests of one judge in ctrf.json (the summary counts t
 MAX_CTRF_NAME_CHARS = 1000
 _COUNT_RESERVE = 32  # characters kept on a line of names for "and 1234 more"
 _COMMAND_CHARS = 800  # of the command's output, when its report is unusable
+SIGNATURE_SUFFIX = ".sig"  # beside a signed report: its HMAC, in hex
 _ORDER = (FAILED, ERRORED, SKIPPED, PASSED)  # how a rationale names the tests
 _LISTED_ORDER = (MISSING, *_ORDER)
 _CTRF_STATUS = {PASSED: "passed", FAILED: "failed", ERRORED: "failed", SKIPPED: "skipped",
@@ -300,13 +306,18 @@ def run_tests(
     environment = {**plan.env, **(env or {})}
     for program in plan.programs:
         check_program([program], environment)
-    run = run_in_sandbox(list(plan.command), case_dir, timeout=timeout, env=environment,
-                         provided=plan.provided, returned=(plan.report,))  # fmt: skip
+    key = secrets.token_bytes(32) if plan.signed else None
+    returned = (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
+    run = run_in_sandbox(
+        list(plan.command), case_dir, timeout=timeout, env=environment,
+        provided=plan.provided, returned=returned, stdin=key,
+        separate_stdout=plan.report is None, stdout_bytes=MAX_FILE_BYTES,
+    )  # fmt: skip
     details: dict[str, Any] = {"sandbox": run.confinement, "runner": plan.name,
                                "command": _ending(run)}  # fmt: skip
     if run.timed_out:
         return _unusable(f"the tests timed out after {timeout:g}s; no report counts", details)
-    reading = returned_reading(run.returned.get(plan.report), plan)
+    reading = handed_back(run, plan, key)
     broken = run.exit_code in plan.probe_codes  # pytest's internal or usage error
     if reading.report is None or broken:
         probe_toolchain(plan, environment, timeout)
@@ -317,23 +328,48 @@ def run_tests(
     return graded
 
 
-def returned_reading(found: CaseFile | None, plan: RunnerPlan) -> Reading:
-    """The report the runner handed back, or why there is none usable."""
+def handed_back(run: CommandRun, plan: RunnerPlan, key: bytes | None) -> Reading:
+    """The report the runner handed back (its file, or its stdout), or why none counts:
+    missing, unusable, not signed by the launcher, or from a runner that was killed."""
     files = (plan.label,)
+    if plan.report is None:
+        if run.signal is not None:
+            killed = f"{plan.label} was killed by {signal.Signals(run.signal).name}"
+            return Reading(None, files, f"{killed}: its events do not count", plan.name)
+        if run.stdout_cut_bytes:
+            problem = f"{plan.label} printed more than {MAX_FILE_BYTES} bytes of events"
+            return Reading(None, files, problem, plan.name)
+        found: CaseFile | None = CaseFile((run.stdout or "").encode(), None)
+    else:
+        found = run.returned.get(plan.report)
     if found is None or found.data is None:
         why = found.problem if found is not None else "it did not run"
         return Reading(None, files, f"{plan.label} left no report ({why})", plan.name)
+    if key is not None and plan.report is not None:
+        signature = run.returned.get(f"{plan.report}{SIGNATURE_SUFFIX}")
+        if not _signed(key, found.data, signature):
+            return Reading(None, files, f"the report of {plan.label} is not the launcher's: "
+                           "its signature does not verify", plan.name)  # fmt: skip
     try:
         return Reading(parse_report(found.data, plan.format), files, tool=plan.name)
     except ReportError as error:
         return Reading(None, files, f"the report of {plan.label} {error}", plan.name)
 
 
+def _signed(key: bytes, data: bytes, signature: CaseFile | None) -> bool:
+    """Whether signature holds the HMAC-SHA256 of data under key (the launcher's)."""
+    if signature is None or signature.data is None:
+        return False
+    expected = hmac.new(key, data, hashlib.sha256).hexdigest().encode("ascii")
+    return hmac.compare_digest(expected, signature.data.strip())
+
+
 def probe_toolchain(plan: RunnerPlan, env: Mapping[str, str], timeout: float) -> None:
     """ToolchainFault unless the runner's probe succeeds in an empty dir."""
-    probe = run_without_case(plan.probe, env, plan.provided, timeout)
+    limit = min(timeout, PROBE_TIMEOUT_S)
+    probe = run_without_case(plan.probe, env, plan.provided, limit)
     if probe.timed_out or probe.exit_code != 0:
-        said = describe_run(probe, timeout, _COMMAND_CHARS)
+        said = describe_run(probe, limit, _COMMAND_CHARS)
         raise ToolchainFault(
             f"the toolchain cannot run {plan.name} (probed in an empty dir, without the "
             f"case): {said}",

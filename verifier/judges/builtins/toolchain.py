@@ -34,7 +34,7 @@ from verifier.judges.sandbox import CommandRun, command_path, run_in_sandbox
 
 SHELL = "/bin/sh"  # what subprocess runs a shell string with
 NOT_STARTED_CODES = (126, 127)  # a shell's "cannot execute" and "not found"
-PROBE_TIMEOUT_S = 30
+PROBE_TIMEOUT_S = 20  # a probe does little: it must leave the judge time to report
 _SHOWN_CHARS = 1500
 # Words that start a command without being one: the shell's keywords and the prefixes
 # that run the next word.
