@@ -95,8 +95,9 @@ NODE_IDS = {
 
 def run_judge(write_config: WriteConfig, case: Path, arguments: dict[str, Any],
               builtin: str = "tests/pass_rate", files: dict[str, str] | None = None) -> JudgeResult:  # fmt: skip
-    config = write_config(
-        f"judges:\n  - name: j\n    builtin: {builtin}\n    arguments: {json.dumps(arguments)}\n"
+    config = write_config(  # the judge's own timeout above any command's
+        f"judges:\n  - name: j\n    builtin: {builtin}\n    timeout: 200\n"
+        f"    arguments: {json.dumps(arguments)}\n"
     )
     for name, text in (files or {}).items():
         (config.parent / name).write_text(text)

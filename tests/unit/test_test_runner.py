@@ -28,12 +28,12 @@ import struct
 import subprocess
 import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.toolchain import PYTEST_PACKAGES, VERIFIER_PACKAGES, portable_python
 from tests.viewer import ctrf_viewer_accepts
@@ -41,6 +41,7 @@ from verifier.grading import grade, load_eval
 from verifier.results import Status
 
 NON_ROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 BUGGY = """\
 def add(a, b):
@@ -57,6 +58,8 @@ def mul(a, b):
 PARTIAL = BUGGY.replace("def sub(a, b):\n    return a + b", "def sub(a, b):\n    return a - b")
 FIXED = PARTIAL.replace("def mul(a, b):\n    return a + b", "def mul(a, b):\n    return a * b")
 TRUSTED_TESTS = """\
+from fractions import Fraction
+
 import pytest
 
 from calc import add, mul, sub
@@ -73,7 +76,7 @@ def test_sub():
 
 @pytest.mark.parametrize(("a", "b", "product"), [(2, 3, 6)])
 def test_mul(a, b, product):
-    assert mul(a, b) == product
+    assert mul(a, b) == Fraction(product)
 """
 HELPERS = "def expected_sub(a, b):\n    return a - b\n"
 LISTED = ["tests/test_calc.py::test_add", "tests/test_calc.py::test_sub",
@@ -144,6 +147,10 @@ ATTACKS: dict[str, dict[str, str | bytes]] = {
     "a py.py module": {"py.py": FAKE_PASS},
     "an xml/ package": {"xml/__init__.py": FAKE_PASS, "xml/etree/__init__.py": FAKE_PASS},
     "a json.py module": {"json.py": FAKE_PASS},
+    "a standard module the tests import": {"fractions.py": "def Fraction(n):\n    return n - 1\n"},
+    "a helper beside the tests, shadowed at the root": {
+        "helpers.py": "def expected_sub(a, b):\n    return a + b\n"
+    },
     "a pytest11 entry point in a dist-info": {
         "evil_plugin.py": FLIP,
         "evil-1.0.dist-info/METADATA": DIST_METADATA,
@@ -194,31 +201,20 @@ GATED = GUARDS_ONLY | {
 
 
 def recommended_gate(python: Path) -> str:
-    """The README's recommended gate for a coding task, with this machine's python."""
-    return textwrap.dedent(f"""\
-        judges:
-          - name: tests_intact
-            builtin: guard/files_unchanged
-            arguments: {{paths: ['tests/**'], reference: protected}}
-          - name: nothing_planted
-            builtin: guard/no_new_files_matching
-            arguments:
-              paths: ['**/conftest.py', '**/*.pth', '**/sitecustomize.py', '**/sitecustomize/**',
-                      '**/usercustomize.py', '**/usercustomize/**']
-              reference: protected
-          - name: tests
-            builtin: tests/pass_rate
-            arguments: {{runner: pytest, executable: {python}, tests: tests.txt}}
-        reward:
-          judge: tests
-          gate: true
-          on_error: fail
-        """)
+    """The README's recommended gate for a coding task, as written there; only its python
+    is this machine's (the README's is the task image's python3)."""
+    text = README.read_text().split("**The recommended gate for a coding task.**", 1)[1]
+    document = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    tests = next(judge for judge in document["judges"] if judge["name"] == "tests")
+    assert tests["arguments"]["runner"] == "pytest" and tests["arguments"]["tests"] == "tests.txt"
+    tests["arguments"]["executable"] = str(python)
+    return yaml.safe_dump(document)
 
 
 def runner_alone(python: Path, **extra: Any) -> str:
-    arguments = {"runner": "pytest", "executable": str(python), "tests": "tests.txt", **extra}
-    return (f"judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
+    arguments = {"runner": "pytest", "executable": str(python), "tests": "tests.txt",
+                 "timeout": 120, **extra}  # fmt: skip
+    return (f"judges:\n  - name: tests\n    builtin: tests/pass_rate\n    timeout: 180\n"
             f"    arguments: {json.dumps(arguments)}\n"
             "reward: {judge: tests, on_error: zero}\n")  # fmt: skip
 
@@ -347,7 +343,8 @@ def test_an_attack_scores_no_higher_than_the_untouched_repo(task: Task, attack: 
 # The attacks that fool the old recommended gate's `python -m pytest`: each is real.
 REAL = [
     "a pytest/ package", "a _pytest/ package", "a pluggy/ package", "an iniconfig/ package",
-    "an xml/ package", "a pytest11 entry point in a dist-info",
+    "an xml/ package", "a standard module the tests import",
+    "a pytest11 entry point in a dist-info",
     "a pytest11 entry point in an egg-info", "pytest.ini addopts", "tox.ini addopts",
     "setup.cfg addopts", "pyproject.toml's pytest table", "an unchecked-hash .pyc of a trusted helper", "a conftest.py at the root",
     "a conftest.py in the tests dir",
@@ -360,10 +357,11 @@ def test_the_attack_raises_the_reward_of_an_unhardened_command(task: Task, attac
     still applied): more than the untouched repo's reward, so the test above can fail."""
     command = [str(task.python), "-m", "pytest", "-p", "no:cacheprovider",
                "--junitxml=report.xml", "tests/test_calc.py"]  # fmt: skip
-    arguments = {"command": command, "report": "report.xml", "tests": "tests.txt"}
+    arguments = {"command": command, "report": "report.xml", "tests": "tests.txt",
+                 "timeout": 120}  # fmt: skip
     config = task.config(f"plain {attack}".replace(" ", "-"),
                          "judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
-                         f"    arguments: {json.dumps(arguments)}\n"
+                         f"    timeout: 180\n    arguments: {json.dumps(arguments)}\n"
                          "reward: {judge: tests, on_error: zero}\n")  # fmt: skip
     case = task.case(f"plain attack {attack}", extra=attack_files(attack, task.python))
     reward, tests = graded(config, case)
@@ -373,9 +371,9 @@ def test_the_attack_raises_the_reward_of_an_unhardened_command(task: Task, attac
 def test_padding_raises_the_pass_rate_without_a_test_list(task: Task) -> None:
     """Why `tests:` is in the gate: every test of the report counts without it."""
     arguments = {"runner": "pytest", "executable": str(task.python),
-                 "paths": ["tests", "test_more.py"]}  # fmt: skip
+                 "paths": ["tests", "test_more.py"], "timeout": 120}  # fmt: skip
     config = task.config("no-list", "judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
-                         f"    arguments: {json.dumps(arguments)}\n")  # fmt: skip
+                         f"    timeout: 180\n    arguments: {json.dumps(arguments)}\n")  # fmt: skip
     case = task.case("padding-no-list", extra={"test_more.py": PADDING})
     reward, _ = graded(config, case)
     assert reward == pytest.approx(998 / 1000)
@@ -545,7 +543,7 @@ def test_the_grade_writes_ctrf_json_that_harbor_view_renders(task: Task, tmp_pat
     assert {name: test["status"] for name, test in tests.items()} == {
         LISTED[0]: "passed", LISTED[1]: "passed", LISTED[2]: "failed"
     }  # fmt: skip
-    assert tests[LISTED[2]]["message"].startswith("assert 5 == 6")
+    assert tests[LISTED[2]]["message"].startswith("assert 5 == Fraction(6, 1)")
     assert tests[LISTED[2]]["suite"] == ["tests"]
     judges = json.loads((out / "judges.json").read_text())
     assert "ctrf" not in judges["per_judge"]["tests"]  # its tests are in ctrf.json only

@@ -8,10 +8,11 @@ verifier, whose interpreter the toolchain need not have.
 
 What the case cannot change, and how:
 - pytest, every module of its own package, the plugins the task author named and the
-  modules this script uses are imported before the case is on sys.path; then the
-  case's root is *appended* to it (honest code imports the usual way, `from calc
-  import add`, and nothing in the case shadows an installed module or the standard
-  library), and pytest runs with `--import-mode=append`.
+  modules this script uses are imported before anything of the case can be. Then the
+  case's root is searched *last*, after the standard library, the installed packages
+  and the test dirs pytest adds (`--import-mode=append`): honest code imports the usual
+  way (`from calc import add`), and no module the case holds shadows one of the
+  standard library, an installed package, or a trusted test's helper beside it.
 - Plugin autoload is off (PYTEST_DISABLE_PLUGIN_AUTOLOAD), so no entry point of a
   `*.dist-info` or `*.egg-info` in the case is loaded; the author's plugins are
   registered as the modules imported here. PYTEST_ADDOPTS and PYTEST_PLUGINS are
@@ -107,7 +108,7 @@ def main(argv):
         return PROBE_FAILED
     reporter = Reporter(workdir, bool(options["ini"]), signer)
     pytest_args = _fresh_rewrite_cache(pytest_args)
-    sys.path.append(workdir)
+    sys.meta_path.append(_CaseRoot(workdir))
     code = pytest.main([*fixed, *pytest_args], plugins=[reporter, *plugins])
     reporter.write(os.path.join(os.environ["VERIFIER_RESULTS"], options["report"]), pytest, code)
     return int(code)
@@ -190,6 +191,22 @@ def _source_only_hook(workdir):
         return finder(path)
 
     return hook
+
+
+class _CaseRoot:
+    """The finder of last resort: a top-level module in the case's root, found only when
+    no entry of sys.path has it (so after the test dirs pytest appends, too)."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None:  # a submodule: found through its package's __path__
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, [self.workdir], target)
+
+    def invalidate_caches(self):
+        importlib.machinery.PathFinder.invalidate_caches()
 
 
 def _fresh_rewrite_cache(pytest_args):
