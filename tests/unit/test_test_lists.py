@@ -335,6 +335,7 @@ def test_referenced_files_include_the_lists(write_config: WriteConfig) -> None:
         ("{report: r.xml, fail_to_pass: [a::b], pass_to_pass: [a::b]}", {}, "pass_to_pass: 'a::b' is also in fail_to_pass: list a test once"),
         ("{runner: pytest, tests: [tests/test_a.py]}", {}, "tests: 'tests/test_a.py' is not a pytest node id (path::name)"),
         ("{runner: go, tests: [TestAdd]}", {}, "tests: 'TestAdd' is not a go test id (Package/TestName)"),
+        ("{runner: pytest, tests: ['../x/test_a.py::t']}", {}, "tests: '../x/test_a.py::t' names a file outside the repo"),
         ("{report: r.xml, paths: [tests]}", {}, "paths: is an argument of `runner:` (pytest or go)"),
         ("{runner: pytest, command: pytest}", {}, "command: does not go with runner: pytest"),
         ("{runner: pytest, format: junit}", {}, "format: does not go with runner: pytest"),

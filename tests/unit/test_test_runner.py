@@ -513,6 +513,19 @@ def test_a_report_the_code_under_test_forges_does_not_count(task: Task) -> None:
     assert gated == 0.0
 
 
+def test_the_probe_runs_with_the_trusted_ini_as_it_is(task: Task) -> None:
+    """An ini with testpaths and `filterwarnings = error`: in the probe's empty dir the
+    testpaths match nothing, which pytest warns of; the probe must still succeed, so
+    that the run the case broke is the case's failure."""
+    ini = "[pytest]\ntestpaths = tests\nfilterwarnings = error\n"
+    config = task.config("strict-ini", runner_alone(task.python, ini="pytest.ini"),
+                         {"pytest.ini": ini})  # fmt: skip
+    reward, tests = graded(config, task.case("strict-ini", "import os\nos._exit(3)\n" + FIXED))
+    assert (reward, tests["value"]) == (0.0, 0.0), tests["rationale"]
+    honest, _ = graded(config, task.case("strict-ini-honest", FIXED))
+    assert honest == 1.0
+
+
 def test_a_deleted_test_file_fails_every_listed_test(task: Task) -> None:
     case = task.case("deleted-tests", FIXED)
     (case / "tests" / "test_calc.py").unlink()

@@ -101,7 +101,10 @@ def main(argv):
         "--color=no",
     ]
     if options["probe"]:
-        code = pytest.main([*fixed, "--collect-only", *pytest_args], plugins=plugins)
+        # No testpaths: in an empty dir they match nothing, and pytest warns of that
+        # (an error under the ini's `filterwarnings = error`).
+        probe = [*fixed, "--collect-only", "-o", "testpaths=", *pytest_args]
+        code = pytest.main(probe, plugins=plugins)
         if int(code) in (0, 5):  # 5: no tests collected, as in an empty dir
             return 0
         sys.stderr.write(f"pytest refused to run with these arguments (exit {int(code)})\n")

@@ -68,6 +68,7 @@ from verifier.judges.builtins.testlists import (
     Selection,
     TrustedTests,
     overlap,
+    pytest_file,
     select,
 )
 from verifier.judges.builtins.toolchain import (
@@ -211,6 +212,14 @@ def check_arguments(given: Mapping[str, Any], bound: dict[str, Any], at: Locator
             wrong = next((test for test in bound[group] or () if mark not in test), None)
             if wrong is not None:
                 raise at.child(group).error(f"{wrong!r} is not {shape}")
+            outside = next((test for test in bound[group] or () if runner == "pytest"
+                            and _leaves_repo(pytest_file(test))), None)  # fmt: skip
+            if outside is not None:
+                raise at.child(group).error(f"{outside!r} names a file outside the repo")
+
+
+def _leaves_repo(path: str) -> bool:
+    return path.startswith("/") or ".." in path.split("/")
 
 
 _TESTS_BUILTIN = functools.partial(builtin, "tests", *ARGUMENTS, runs_case_code=True,
