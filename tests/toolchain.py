@@ -10,13 +10,15 @@ the way a task image has pytest installed. Shared by the unit tests of the test 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 # pytest as a task image has it: pytest, its dependencies and nothing else.
@@ -26,6 +28,25 @@ VERIFIER_PACKAGES = (
     "verifier", "yaml", "_yaml", "jinja2", "markupsafe", "typer", "click", "shellingham",
     "rich", "markdown_it", "mdurl", "typing_extensions", "annotated_doc",
 )  # fmt: skip
+
+
+@contextlib.contextmanager
+def world_readable_dir(prefix: str) -> Iterator[Path]:
+    """A fresh dir under /tmp that every user can read (pytest's tmp dirs are private),
+    removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def toolchain_python(packages: Sequence[str]) -> Iterator[Path]:
+    """portable_python with `packages`, in a dir of its own for as long as it is used."""
+    with world_readable_dir("verifier-toolchain-") as root:
+        yield portable_python(root, packages)
 
 
 def portable_python(root: Path, packages: Sequence[str]) -> Path:

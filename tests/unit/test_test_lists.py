@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.toolchain import PYTEST_PACKAGES, portable_python
+from tests.toolchain import PYTEST_PACKAGES, toolchain_python
 from tests.viewer import ctrf_viewer_accepts
 from verifier.errors import ConfigError
 from verifier.grading import grade, load_eval
@@ -616,12 +616,8 @@ def test_go_runner_without_go_is_an_error(write_config: WriteConfig, make_case: 
 
 @pytest.fixture(scope="module")
 def pytest_python() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="verifier-toolchain-", dir="/tmp"))
-    root.chmod(0o755)
-    try:
-        yield portable_python(root, PYTEST_PACKAGES)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with toolchain_python(PYTEST_PACKAGES) as python:
+        yield python
 
 
 def test_pytest_arguments_the_toolchain_refuses_are_an_error(

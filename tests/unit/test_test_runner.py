@@ -35,7 +35,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.toolchain import PYTEST_PACKAGES, VERIFIER_PACKAGES, portable_python
+from tests.toolchain import (
+    PYTEST_PACKAGES,
+    VERIFIER_PACKAGES,
+    portable_python,
+    toolchain_python,
+    world_readable_dir,
+)
+from tests.unit.conftest import write_files
 from tests.viewer import ctrf_viewer_accepts
 from verifier.grading import grade, load_eval
 from verifier.results import Status
@@ -245,13 +252,8 @@ class Task:
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
-    for relative, content in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
+    """The files, readable by everyone (the sandbox user, a non-root grader)."""
+    write_files(root, files)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
@@ -259,22 +261,14 @@ def write(root: Path, files: dict[str, str | bytes]) -> None:
 @pytest.fixture(scope="module")
 def toolchain() -> Iterator[Path]:
     """The task's python with pytest, and the verifier for a non-root grader."""
-    root = Path(tempfile.mkdtemp(prefix="verifier-toolchain-", dir="/tmp"))
-    root.chmod(0o755)
-    try:
-        yield portable_python(root, PYTEST_PACKAGES + VERIFIER_PACKAGES)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with toolchain_python(PYTEST_PACKAGES + VERIFIER_PACKAGES) as python:
+        yield python
 
 
 @pytest.fixture(scope="module")
 def task(toolchain: Path) -> Iterator[Task]:
-    root = Path(tempfile.mkdtemp(prefix="verifier-task-", dir="/tmp"))
-    root.chmod(0o755)
-    try:
+    with world_readable_dir("verifier-task-") as root:
         yield Task(root, toolchain)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def attack_files(attack: str, python: Path) -> dict[str, str | bytes]:
