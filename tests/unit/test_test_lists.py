@@ -358,6 +358,55 @@ def test_bad_lists_and_runner_arguments_are_load_errors_naming_file_and_key(
     assert message in caught.value.message
 
 
+# --- the guards the docs recommend catch what they are for ---------------------------------
+
+# docs/eval-yaml.md: the guards of a gate whose tests run by `command:`, not hardened
+COMMAND_MODE_PLANTED = ["**/conftest.py", "**/*.pth", "**/sitecustomize.py",
+                        "**/sitecustomize/**", "**/usercustomize.py", "**/usercustomize/**",
+                        "**/*.dist-info/**", "**/*.egg-info/**", "pytest/**", "_pytest/**",
+                        "pluggy/**", "iniconfig/**", "py.py", "packaging/**"]  # fmt: skip
+COMMAND_MODE_CONFIG = ["pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"]
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["conftest.py", "src/pkg/conftest.py", "evil.pth", "lib/sitecustomize.py",
+     "sitecustomize/__init__.py", "usercustomize/__init__.py", "usercustomize.py",
+     "evil-1.0.dist-info/entry_points.txt", "vendor/evil.egg-info/entry_points.txt",
+     "pytest/__init__.py", "_pytest/runner.py", "pluggy/__init__.py", "py.py"],
+)  # fmt: skip
+def test_the_documented_guards_catch_each_planted_file(
+    write_config: WriteConfig, make_case: MakeCase, planted: str
+) -> None:
+    case = make_case({"calc.py": "x = 1\n", planted: "pass\n"})
+    result = run_judge(write_config, case, {"paths": COMMAND_MODE_PLANTED},
+                       "guard/no_new_files_matching")  # fmt: skip
+    assert result.value is False
+    assert result.rationale == f"files that must not be there: {planted}"
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [("pytest.ini", "[pytest]\naddopts = -p evil\n"), ("tox.ini", "[pytest]\naddopts = -p evil\n"),
+     ("setup.cfg", "[tool:pytest]\naddopts = -p evil\n"),
+     ("pyproject.toml", '[project]\nname = "calc"\n[tool.pytest.ini_options]\naddopts = "-p evil"\n')],
+)  # fmt: skip
+def test_the_documented_guards_catch_runner_configuration(
+    write_config: WriteConfig, make_case: MakeCase, path: str, text: str
+) -> None:
+    """The trusted repo has a pyproject.toml (without a pytest table): the agent's table
+    is a change of a protected file; the other config files are added ones."""
+    case = make_case({"pyproject.toml": '[project]\nname = "calc"\n', path: text})
+    config = write_config("judges: []\n")
+    (config.parent / "protected").mkdir()
+    (config.parent / "protected" / "pyproject.toml").write_text('[project]\nname = "calc"\n')
+    result = run_judge(write_config, case, {"paths": COMMAND_MODE_CONFIG, "reference": "protected"},
+                       "guard/files_unchanged")  # fmt: skip
+    assert result.value is False
+    what = "changed" if path == "pyproject.toml" else "added"
+    assert result.rationale == f"protected files were tampered with: {what}: {path}"
+
+
 # --- CTRF out ------------------------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ import os
 import secrets
 import signal
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from verifier.casefiles import CaseFile, list_case, read_case_file, resolve_inside
@@ -191,6 +191,9 @@ class Graded(NamedTuple):
     details: dict[str, Any]
 
 
+Judge = Callable[[Reading, dict[str, Any]], Graded]  # judge_reading, its limits bound
+
+
 def check_arguments(given: Mapping[str, Any], bound: dict[str, Any], at: Locator) -> None:
     """Load errors for arguments that do not go together."""
     runner = bound["runner"]
@@ -206,20 +209,22 @@ def check_arguments(given: Mapping[str, Any], bound: dict[str, Any], at: Locator
     if clash is not None:
         test, first, second = clash
         raise at.child(second).error(f"{test!r} is also in {first}: list a test once")
-    if runner is not None:
-        mark, shape = _ID_SHAPES[runner]
-        for group in GROUPS:
-            wrong = next((test for test in bound[group] or () if mark not in test), None)
-            if wrong is not None:
-                raise at.child(group).error(f"{wrong!r} is not {shape}")
-            outside = next((test for test in bound[group] or () if runner == "pytest"
-                            and _leaves_repo(pytest_file(test))), None)  # fmt: skip
-            if outside is not None:
-                raise at.child(group).error(f"{outside!r} names a file outside the repo")
+    for group in GROUPS if runner is not None else ():
+        for test in bound[group] or ():
+            problem = _runner_id_problem(runner, test)
+            if problem is not None:
+                raise at.child(group).error(f"{test!r} {problem}")
 
 
-def _leaves_repo(path: str) -> bool:
-    return path.startswith("/") or ".." in path.split("/")
+def _runner_id_problem(runner: str, test: str) -> str | None:
+    """What keeps a listed id from naming a test the runner runs, or None."""
+    mark, shape = _ID_SHAPES[runner]
+    if mark not in test:
+        return f"is not {shape}"
+    path = pytest_file(test) if runner == "pytest" else ""
+    if path.startswith("/") or ".." in path.split("/"):
+        return "names a file outside the repo"
+    return None
 
 
 _TESTS_BUILTIN = functools.partial(builtin, "tests", *ARGUMENTS, runs_case_code=True,
@@ -258,12 +263,12 @@ def grade_tests(
     executable: str | None,
     paths: tuple[str, ...] | None,
     args: tuple[str, ...] | None,
-    ini: Any,
+    ini: PurePosixPath | None,
     plugins: tuple[str, ...] | None,
 ) -> Graded:
     """Get the report (run the runner or the command when there is one), and judge it."""
-    listed = TrustedTests.of({"tests": tests, "fail_to_pass": fail_to_pass,
-                          "pass_to_pass": pass_to_pass})  # fmt: skip
+    lists = {"tests": tests, "fail_to_pass": fail_to_pass, "pass_to_pass": pass_to_pass}
+    listed = TrustedTests.of(lists)
     judge = functools.partial(judge_reading, min_tests=min_tests, listed=listed)
     if runner is not None:
         trusted_ini = context.config_dir / ini if ini is not None else None
@@ -273,9 +278,6 @@ def grade_tests(
     if command is None:
         return judge(read_reports(context.case_dir, report, format), {})
     return run_report_command(context.case_dir, command, report, format, timeout, env, judge)
-
-
-Judge = Callable[["Reading", dict[str, Any]], Graded]
 
 
 def run_report_command(
@@ -393,12 +395,11 @@ def judge_reading(
     if reading.report is None:
         return _unusable(reading.problem or "", details)
     report = reading.report
-    tool = reading.tool or report.format
     if listed is not None:
         return judge_listed(select(report, listed), reading, min_tests, details)
     counts = report.counts
-    details = {**details, "tests": _details(reading, report),
-               CTRF_DETAILS: ctrf_tests(tool, report.outcomes)}  # fmt: skip
+    tests = ctrf_tests(reading.tool or report.format, report.outcomes)
+    details = {**details, "tests": _details(reading, report), CTRF_DETAILS: tests}
     summary = summarize(report, reading.files)
     if counts.ran == 0:
         return _unusable(f"no tests ran: {summary}", details)
