@@ -1,15 +1,16 @@
 """Running code from the case (a command judge's command) where it cannot reach the grader.
 
 The command gets an environment built from an allow-list (never the grader's
-secrets), a HOME and TMPDIR of its own, no stdin, and its own session. When the
+secrets), a HOME and TMPDIR of its own, no stdin (unless the caller hands it bytes to
+read), and its own session. When the
 grader runs as root it runs as an unprivileged user (65534 unless
 VERIFIER_SANDBOX_UID says otherwise) with no supplementary groups and no way to
 gain privileges, in a private copy of the case owned by that user: it can write
 there and nowhere the grader keeps anything. When the grader is not root it runs
 as the grader's user, which the grader's processes keep out of their /proc entries
 (see verifier.engine, processes.make_undumpable); everything it starts is killed
-before any output file is written. Its output is streamed and only a bounded tail
-kept, so a command that prints gigabytes costs nothing.
+before any output file is written. Its output is streamed and only its start and a
+bounded tail kept, so a command that prints gigabytes costs nothing.
 
 Trusted files reach a command only when the caller hands them over (`provided`: copied
 into a dir of the command's scratch, read-only to the sandbox user, named by
