@@ -18,6 +18,7 @@ which the sandbox user and the non-root grader can run.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import marshal
@@ -45,6 +46,7 @@ from tests.toolchain import (
 from tests.unit.conftest import write_files
 from tests.viewer import ctrf_viewer_accepts
 from verifier.grading import grade, load_eval
+from verifier.judges.builtins.runners import LAUNCHER
 from verifier.results import Status
 
 NON_ROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
@@ -413,6 +415,20 @@ def test_a_planted_pytest_rewrite_cache_is_never_read(task: Task) -> None:
     assert reward == pytest.approx(UNTOUCHED), tests["rationale"]
     as_grader = grade_as_non_root(task, task.alone, case)  # in the case dir itself: mtimes kept
     assert as_grader["reward"] == pytest.approx(UNTOUCHED)
+
+
+def test_the_launcher_is_a_plain_script_for_python_3_8_and_later() -> None:
+    """The toolchain's python runs it: its grammar is 3.8's, and it imports nothing of
+    the verifier (whose interpreter the task image need not have)."""
+    source = LAUNCHER.read_text()
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}  # fmt: skip
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}  # fmt: skip
+    assert "verifier" not in imported
+    assert imported - {"_pytest"} <= set(sys.stdlib_module_names)  # and pytest, by name
+    assert "from __future__" not in source  # annotations would need 3.7+ semantics: none
 
 
 # --- as a non-root grader, over a read-only case --------------------------------------------
