@@ -385,6 +385,43 @@ def test_padding_is_not_even_run(task: Task) -> None:
     assert "997" not in tests["rationale"]
 
 
+PLUGIN = """\
+import pytest
+
+
+@pytest.fixture
+def expected_product():
+    return 6
+"""
+PLUGIN_TESTS = """\
+from calc import mul
+
+
+def test_mul(expected_product):
+    assert mul(2, 3) == expected_product
+"""
+
+
+def test_plugins_of_the_toolchain_load_before_the_case_and_win(task: Task) -> None:
+    """`plugins:` names a module of the toolchain (autoload is off); a module of the
+    same name in the repo is not the one loaded."""
+    site = next((task.python.parent.parent / "lib").glob("python*/site-packages"))
+    (site / "calc_fixtures.py").write_text(PLUGIN)
+    (site / "calc_fixtures.py").chmod(0o644)
+    listed = {"tests": ["tests/test_mul.py::test_mul"]}
+    config = task.config("plugins", runner_alone(task.python, plugins=["calc_fixtures"], **listed))
+    honest = task.root / "cases" / "plugins"
+    write(honest, {"calc.py": FIXED, "tests/test_mul.py": PLUGIN_TESTS})
+    assert graded(config, honest)[0] == 1.0
+    without = task.config("no-plugins", runner_alone(task.python, **listed))
+    assert graded(without, honest)[0] == 0.0  # fixture 'expected_product' not found
+    shadowed = task.root / "cases" / "plugins-shadowed"
+    write(shadowed, {"calc.py": BUGGY, "tests/test_mul.py": PLUGIN_TESTS,
+                     "calc_fixtures.py": PLUGIN.replace("return 6", "return 5")})  # fmt: skip
+    reward, tests = graded(config, shadowed)
+    assert reward == 0.0, tests["rationale"]
+
+
 def test_the_launcher_drops_pytest_addopts_and_plugins_from_its_environment(task: Task) -> None:
     env = {"PYTEST_ADDOPTS": "-p evil_plugin", "PYTEST_PLUGINS": "evil_plugin"}
     config = task.config("env-addopts", runner_alone(task.python, env=env))
