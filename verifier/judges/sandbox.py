@@ -2,14 +2,13 @@
 
 The command gets an environment built from an allow-list (never the grader's
 secrets), a HOME and TMPDIR of its own, no stdin (unless the caller hands it bytes to
-read), and its own session. When the
-grader runs as root it runs as an unprivileged user (65534 unless
-VERIFIER_SANDBOX_UID says otherwise) with no supplementary groups and no way to
-gain privileges, in a private copy of the case owned by that user: it can write
-there and nowhere the grader keeps anything. When the grader is not root it runs
-as the grader's user, which the grader's processes keep out of their /proc entries
-(see verifier.engine, processes.make_undumpable); everything it starts is killed
-before any output file is written. Its output is streamed and only its start and a
+read), and its own session. When the grader runs as root it runs as an unprivileged
+user (65534 unless VERIFIER_SANDBOX_UID says otherwise) with no supplementary groups
+and no way to gain privileges, in a private copy of the case owned by that user: it
+can write there and nowhere the grader keeps anything. When the grader is not root it
+runs as the grader's user, which the grader's processes keep out of their /proc
+entries (see verifier.engine, processes.make_undumpable); everything it starts is
+killed before any output file is written. Its output is streamed and only its start and a
 bounded tail kept, so a command that prints gigabytes costs nothing.
 
 Trusted files reach a command only when the caller hands them over (`provided`: copied
@@ -114,8 +113,8 @@ def run_in_sandbox(
     `separate_stdout`: keep stdout apart (its last `stdout_bytes`) for judges that compare
     what a command prints, or read it as a report; `probe` sees the working dir before
     and after the run (what the command wrote there, e.g. a test report, exists only in
-    the copy); `cwd`: a dir
-    inside the case to start in (one that leads out of the case is refused);
+    the copy); `cwd`: a dir inside the case to start in (one that leads out of the case
+    is refused);
     `provided`: trusted files (a name -> the file) copied into $VERIFIER_PROVIDED, which
     the sandbox user can read and not change; `returned`: the names of the files the
     command may leave in $VERIFIER_RESULTS, read back (RETURNED_BYTES each) into
