@@ -220,7 +220,7 @@ VERIFIER_REQUIRE_ENGINES ?= $(subst $(space),$(comma),$(strip $(TEST_ENGINES)))
 TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE) HARBOR_VENV=$(HARBOR_VENV) \
 	VERIFIER_REQUIRE_ENGINES=$(VERIFIER_REQUIRE_ENGINES) SOURCE_URL=$(SOURCE_URL)
 
-test: NEEDED = $(TEST_ENGINES) python-venv kubectl
+test: NEEDED = $(TEST_ENGINES) python-venv kubectl go
 test: prerequisites lint venv $(if $(filter 0,$(HARBOR_TRIALS)),,harbor-venv) image
 	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(if $(filter 0,$(HARBOR_TRIALS)),-m "not harbor") \
 	    $(PYTEST_ARGS)

@@ -7,6 +7,7 @@
 #   docker       docker with its daemon running
 #   python-venv  python3 able to create a virtual environment (Debian's python3-venv)
 #   kubectl      only checked: the Kubernetes manifest tests need it (not in Debian 12)
+#   go           a Go toolchain (Debian's golang-go): the tests of `runner: go`
 #
 # Usable items are left alone, so a second run does nothing. As root, with apt-get,
 # what is missing is set up the way CI needs it: the Debian packages are installed,
@@ -28,6 +29,7 @@ events_logger = "file"'
 DOCKERD=(dockerd --exec-opt native.cgroupdriver=cgroupfs --host unix:///var/run/docker.sock
          --bridge=none --iptables=false)
 PODMAN_PACKAGES=(podman runc uidmap slirp4netns fuse-overlayfs catatonit ca-certificates)
+GO_PACKAGES=(golang-go)
 DOCKER_PACKAGES=(docker.io ca-certificates)
 
 say() { printf 'prerequisites: %s\n' "$*"; }
@@ -143,8 +145,10 @@ for item in "$@"; do
         kubectl)
             command -v kubectl >/dev/null 2>&1 || say "kubectl is not installed: the Kubernetes" \
                 "manifest tests will be skipped (CI=true: fail); install kubectl >= 1.27" ;;
+        go)
+            command -v go >/dev/null 2>&1 || { needed+=(go); problems+=("go: not installed"); } ;;
         *)
-            echo "prerequisites: unknown item '$item' (podman, docker, python-venv, kubectl)" >&2
+            echo "prerequisites: unknown item '$item' (podman, docker, python-venv, kubectl, go)" >&2
             exit 2 ;;
     esac
 done
@@ -157,6 +161,7 @@ if can_install; then
             podman) set_up_podman ;;
             docker) set_up_docker ;;
             python-venv) apt_install python3-venv ;;
+            go) apt_install "${GO_PACKAGES[@]}" ;;
         esac
     done
     say "set up: ${needed[*]}"
@@ -169,6 +174,7 @@ for item in "${needed[@]}"; do
         podman) command -v podman >/dev/null 2>&1 || packages+=("${PODMAN_PACKAGES[@]}") ;;
         docker) command -v dockerd >/dev/null 2>&1 || packages+=("${DOCKER_PACKAGES[@]}") ;;
         python-venv) packages+=(python3-venv) ;;
+        go) packages+=("${GO_PACKAGES[@]}") ;;
     esac
 done
 {

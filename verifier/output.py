@@ -1,8 +1,9 @@
-"""Writes the graded case to the output dir: all four files or none, reward.json last.
+"""Writes the graded case to the output dir: all its files or none, reward.json last.
 
 Harbor (and anything polling the dir) reads reward.json first, so it is renamed
 into place only after every other file is complete; a reader sees either no
-reward or a whole one. All four files are written to temporary names and flushed
+reward or a whole one. All the files (four, and ctrf.json when a judge read a test
+report) are written to temporary names and flushed
 to disk first (a node crash on a network volume must not leave an empty
 reward.json), then renamed; when anything fails, every file of this run is
 removed again, so a failed run leaves no reward behind. Stale reward files are
@@ -15,18 +16,20 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from verifier.errors import OutputError, StaleRewardError
-from verifier.results import Grading, JudgeResult
+from verifier.results import CTRF_DETAILS, Grading, JudgeResult
 
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
 JUDGES_JSON = "judges.json"
 REWARD_DETAILS_JSON = "reward-details.json"
-OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON, REWARD_DETAILS_JSON)
+CTRF_JSON = "ctrf.json"  # only when a judge read a test report
+OUTPUT_FILES = (REWARD_JSON, REWARD_TXT, JUDGES_JSON, REWARD_DETAILS_JSON, CTRF_JSON)
 REWARD_FILES = (REWARD_JSON, REWARD_TXT)
 
 
@@ -181,14 +184,58 @@ def _judge_row(grading: Grading, result: JudgeResult, weight: float) -> dict[str
     return row
 
 
+def ctrf_report(grading: Grading) -> dict[str, Any] | None:
+    """ctrf.json: the tests of the judges that read a test report, in CTRF
+    (https://ctrf.io) as `harbor view` renders it; None when no judge read one.
+
+    Each judge's tests (tests.py's ctrf_tests: the listed ones with a test list) are its
+    `suite`; a judge whose tests are those of an earlier judge (pass_rate and all_passed
+    of the same run) adds its name to that suite and no tests."""
+    blocks: list[Mapping[str, Any]] = []
+    judges: list[list[str]] = []
+    for result in grading.results:
+        block = result.details.get(CTRF_DETAILS)
+        if not isinstance(block, Mapping):
+            continue
+        if block in blocks:
+            judges[blocks.index(block)].append(result.name)
+        else:
+            blocks.append(block)
+            judges.append([result.name])
+    if not blocks:
+        return None
+    summary = dict.fromkeys(("tests", "passed", "failed", "skipped", "pending", "other"), 0)
+    tests = []
+    for block, names in zip(blocks, judges, strict=True):
+        suite = ", ".join(names)
+        tests.extend({**test, "suite": [suite]} for test in block["tests"])
+        for status, count in block["summary"].items():
+            summary[status] += count
+            summary["tests"] += count
+    now = int(time.time() * 1000)
+    tools = sorted({block["tool"] for block in blocks})
+    return {
+        "reportFormat": "CTRF",
+        "specVersion": "1.0.0",
+        "generatedBy": "harbor-verifier",
+        "results": {
+            "tool": {"name": "+".join(tools)},
+            "summary": {**summary, "start": now, "stop": now},
+            "tests": tests,
+        },
+    }
+
+
 def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> list[Path]:
-    """Write the four files, all or none, reward.json last, and return their paths.
+    """Write the files, all or none, reward.json last, and return their paths.
 
     `durable` flushes each file and then the directory to disk (fsync) before and
     after the renames; OutputError (exit 4) when anything cannot be written, after
     removing every file of this run (StaleRewardError, exit 6, when even that fails).
     """
+    ctrf = ctrf_report(grading)
     documents = (
+        *(((CTRF_JSON, _dumps(ctrf)),) if ctrf is not None else ()),
         (JUDGES_JSON, _dumps(judges_json(grading))),
         (REWARD_DETAILS_JSON, _dumps(reward_details(grading))),
         (REWARD_TXT, f"{grading.reward!r}\n"),

@@ -24,6 +24,9 @@ class Status(enum.StrEnum):
 
 
 JudgeValue = bool | float
+# The details key of a judge that read a test report: its tests, for ctrf.json (output.py);
+# judges.json leaves them out (it has the counts and the failing names).
+CTRF_DETAILS = "ctrf"
 
 
 class JudgeResult(NamedTuple):
@@ -57,7 +60,7 @@ class JudgeResult(NamedTuple):
             "judge_type": self.kind,
             "duration_s": round(self.duration_s, 4),
         }
-        entry.update(self.details)
+        entry.update((key, value) for key, value in self.details.items() if key != CTRF_DETAILS)
         return entry
 
 

@@ -476,8 +476,8 @@ def test_a_report_in_a_format_other_than_the_one_given_fails(
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ("{}", "pass_rate needs argument 'report'"),
-        ("{report: r.xml, format: xml}", "'xml' must be junit, pytest-json or go-json"),
+        ("{}", "pass_rate needs exactly one of report, runner"),
+        ("{report: r.xml, format: xml}", "'xml' must be junit, pytest-json, go-json or ctrf"),
         ("{report: r.xml, min_tests: 0}", "must be a whole number of tests, 1 or more"),
         ("{report: r.xml, min_tests: 2.5}", "must be a whole number of tests, 1 or more"),
         ("{report: 'reports/[a.xml'}", "has an unclosed '['"),

@@ -1,15 +1,21 @@
 """Running code from the case (a command judge's command) where it cannot reach the grader.
 
 The command gets an environment built from an allow-list (never the grader's
-secrets), a HOME and TMPDIR of its own, no stdin, and its own session. When the
-grader runs as root it runs as an unprivileged user (65534 unless
-VERIFIER_SANDBOX_UID says otherwise) with no supplementary groups and no way to
-gain privileges, in a private copy of the case owned by that user: it can write
-there and nowhere the grader keeps anything. When the grader is not root it runs
-as the grader's user, which the grader's processes keep out of their /proc entries
-(see verifier.engine, processes.make_undumpable); everything it starts is killed
-before any output file is written. Its output is streamed and only a bounded tail
-kept, so a command that prints gigabytes costs nothing.
+secrets), a HOME and TMPDIR of its own, no stdin (unless the caller hands it bytes to
+read), and its own session. When the grader runs as root it runs as an unprivileged
+user (65534 unless VERIFIER_SANDBOX_UID says otherwise) with no supplementary groups
+and no way to gain privileges, in a private copy of the case owned by that user: it
+can write there and nowhere the grader keeps anything. When the grader is not root it
+runs as the grader's user, which the grader's processes keep out of their /proc
+entries (see verifier.engine, processes.make_undumpable); everything it starts is
+killed before any output file is written. Its output is streamed and only its start and a
+bounded tail kept, so a command that prints gigabytes costs nothing.
+
+Trusted files reach a command only when the caller hands them over (`provided`: copied
+into a dir of the command's scratch, read-only to the sandbox user, named by
+$VERIFIER_PROVIDED), and a command hands files back only through $VERIFIER_RESULTS
+(`returned`: a dir of its scratch, outside the case, read back as bounded facts like
+any case file): the trusted test runners write their reports there.
 
 subprocess, tempfile, shutil and selectors are imported where a command runs, in the
 judge's process: every batch worker imports this module, and each extension library
@@ -19,16 +25,18 @@ a worker has loaded makes every judge's fork and exit dearer.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import resource
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from verifier.casefiles import resolve_inside
+from verifier.casefiles import CaseFile, read_case_file, resolve_inside
 from verifier.named import NamedTuple
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
@@ -45,8 +53,13 @@ if TYPE_CHECKING:
 SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"
 DEFAULT_SANDBOX_UID = 65534  # nobody
 TAIL_BYTES = 64 * 1024
+HEAD_BYTES = 8 * 1024  # of the start of the output, kept apart when the tail cannot hold it
 STDOUT_BYTES = 1024 * 1024  # of stdout kept for judges that compare it
 MAX_COPY_BYTES = 4 * 1024**3  # of a case copied for the sandbox user
+RETURNED_BYTES = 64 * 1024 * 1024  # of each file a command hands back in $VERIFIER_RESULTS
+PROVIDED_ENV = "VERIFIER_PROVIDED"  # the dir of the trusted files handed to the command
+RESULTS_ENV = "VERIFIER_RESULTS"  # the dir where it leaves the files it hands back
+_STDIN_BYTES = 4096  # what a command may be handed on stdin: within any pipe's buffer
 _DRAIN_BYTES = 1024 * 1024  # read after the command exits (its leftovers may write on)
 _PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -63,9 +76,13 @@ class CommandRun(NamedTuple):
     tail: str  # the end of its output (stdout and stderr together, or stderr alone)
     cut_bytes: int  # output before the tail that was not kept
     confinement: str  # who it ran as, where, and what Landlock enforced
-    stdout: str | None = None  # with separate_stdout: the end of stdout (STDOUT_BYTES)
+    stdout: str | None = None  # with separate_stdout: the end of stdout (stdout_bytes)
     stdout_cut_bytes: int = 0
     collected: Any = None  # what `after` returned
+    start_error: str | None = None  # why it could not be executed (exec failed), else None
+    # each file of `returned`: its bytes, or the fact that it is missing or unusable
+    returned: Mapping[str, CaseFile] = MappingProxyType({})
+    head: str = ""  # the first HEAD_BYTES of the output, when the tail does not begin there
 
 
 class WorkdirProbe(Protocol):
@@ -84,15 +101,26 @@ def run_in_sandbox(
     timeout: float,
     env: Mapping[str, str] | None = None,
     separate_stdout: bool = False,
+    stdout_bytes: int = STDOUT_BYTES,
     probe: WorkdirProbe | None = None,
     cwd: str = "",
+    provided: Mapping[str, Path] | None = None,
+    returned: Sequence[str] = (),
+    stdin: bytes | None = None,
 ) -> CommandRun:
     """Run command in the case dir (or a private copy of it) and return how it ended.
 
-    `separate_stdout`: keep stdout apart (its last STDOUT_BYTES) for judges that compare
-    what a command prints; `probe` sees the working dir before and after the run (what
-    the command wrote there, e.g. a test report, exists only in the copy); `cwd`: a dir
-    inside the case to start in (one that leads out of the case is refused)."""
+    `separate_stdout`: keep stdout apart (its last `stdout_bytes`) for judges that compare
+    what a command prints, or read it as a report; `probe` sees the working dir before
+    and after the run (what the command wrote there, e.g. a test report, exists only in
+    the copy); `cwd`: a dir inside the case to start in (one that leads out of the case
+    is refused);
+    `provided`: trusted files (a name -> the file) copied into $VERIFIER_PROVIDED, which
+    the sandbox user can read and not change; `returned`: the names of the files the
+    command may leave in $VERIFIER_RESULTS, read back (RETURNED_BYTES each) into
+    CommandRun.returned; `stdin`: bytes the command reads on its stdin, then EOF (a
+    secret for a trusted helper to read before any code of the case runs), instead of
+    no stdin at all."""
     import subprocess
     import tempfile
 
@@ -113,10 +141,21 @@ def run_in_sandbox(
         if start is None or not start.is_dir():
             problem = f"its working dir {cwd} {problem or 'is not a directory in the case'}"
             return CommandRun(None, None, False, problem, 0, _who(uid, copied, abi))
+        extra_env = dict(env or {})
+        writable = [str(workdir), str(home)]
+        if provided:
+            extra_env[PROVIDED_ENV] = str(_provide(root / "provided", provided))
+        results = root / "results"
+        if returned:
+            results.mkdir(0o700)
+            writable.append(str(results))
+            extra_env[RESULTS_ENV] = str(results)
         if as_root:
             os.chown(root, uid, uid)
             os.chown(home, uid, uid)
-        confine = functools.partial(_confine, abi, (str(workdir), str(home)), as_root)
+            if returned:
+                os.chown(results, uid, uid)
+        confine = functools.partial(_confine, abi, tuple(writable), as_root)
         if probe is not None:
             probe.before(workdir)
         try:
@@ -124,8 +163,8 @@ def run_in_sandbox(
                 command,
                 shell=isinstance(command, str),
                 cwd=start,
-                env=_environment(home, env or {}),
-                stdin=subprocess.DEVNULL,
+                env=_environment(home, extra_env),
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE if separate_stdout else subprocess.STDOUT,
                 start_new_session=True,
@@ -137,9 +176,11 @@ def run_in_sandbox(
             )
         except OSError as error:
             return CommandRun(None, None, False, f"could not start: {error}", 0,
-                              _who(uid, copied, abi))  # fmt: skip
+                              _who(uid, copied, abi), start_error=str(error))  # fmt: skip
+        if stdin is not None:
+            _feed(process, stdin)
         output = _Tail(TAIL_BYTES)
-        stdout = _Tail(STDOUT_BYTES) if separate_stdout else output
+        stdout = _Tail(stdout_bytes) if separate_stdout else output
         tails = {process.stdout.fileno(): stdout}  # type: ignore[union-attr]
         if process.stderr is not None:
             tails[process.stderr.fileno()] = output
@@ -149,6 +190,7 @@ def run_in_sandbox(
             kill_trees([process.pid])
             process.wait()
         collected = probe.after(workdir) if probe is not None else None
+        handed_back = {name: read_case_file(results, name, RETURNED_BYTES) for name in returned}
     code = process.returncode
     signal_number = -code if code < 0 else None
     return CommandRun(
@@ -157,11 +199,18 @@ def run_in_sandbox(
         timed_out=timed_out,
         tail=output.text(),
         cut_bytes=output.cut,
+        head=output.head_text(),
         confinement=_who(uid, copied, abi),
         stdout=stdout.text() if separate_stdout else None,
         stdout_cut_bytes=stdout.cut if separate_stdout else 0,
         collected=collected,
+        returned=handed_back,
     )
+
+
+def command_path(extra: Mapping[str, str] | None = None) -> str:
+    """The PATH a command gets: the grader's (or the default), unless `env` sets one."""
+    return (extra or {}).get("PATH") or os.environ.get("PATH") or _DEFAULT_PATH
 
 
 def can_switch_user() -> bool:
@@ -235,6 +284,31 @@ def _private_copy(case_dir: Path, target: Path, uid: int) -> Path:
     return target
 
 
+def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
+    """data on the command's stdin, then EOF: small enough for the pipe's buffer, so this
+    never waits on the command."""
+    assert process.stdin is not None and len(data) <= _STDIN_BYTES
+    with contextlib.suppress(BrokenPipeError):  # it is gone already: its end says why
+        process.stdin.write(data)
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.close()
+
+
+def _provide(directory: Path, files: Mapping[str, Path]) -> Path:
+    """The trusted files, copied into directory: readable by anyone, writable by the
+    grader alone (the sandbox user can read them and change nothing)."""
+    import shutil
+
+    directory.mkdir(0o755)
+    for name, source in files.items():
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"a provided file's name must be a plain file name, not {name!r}")
+        target = directory / name
+        shutil.copyfile(source, target)
+        target.chmod(0o644)
+    return directory
+
+
 def _confine(abi: int, writable: tuple[str, ...], as_root: bool) -> None:
     """In the command's process, before exec: no privileges to gain, death with its
     judge, Landlock (writes beneath `writable` only; no signals out of its domain), and
@@ -284,13 +358,15 @@ def _stream(process: subprocess.Popen[bytes], tails: Mapping[int, _Tail], timeou
 
 
 class _Tail:
-    """The last `size` bytes of a stream, and how much came before them."""
+    """The last `size` bytes of a stream, how much came before them, and its first
+    HEAD_BYTES (a command's first error is often as telling as its last line)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.chunks: collections.deque[bytes] = collections.deque()
         self.kept = 0
         self.cut = 0
+        self.head = b""
 
     def read(self, fd: int, limit: int) -> None:
         """Whatever fd has now, up to limit bytes (a flood must not stop the clock)."""
@@ -303,6 +379,8 @@ class _Tail:
             if not chunk:
                 return
             taken += len(chunk)
+            if len(self.head) < HEAD_BYTES:
+                self.head += chunk[: HEAD_BYTES - len(self.head)]
             self.chunks.append(chunk)
             self.kept += len(chunk)
             while self.kept - len(self.chunks[0]) >= self.size:
@@ -312,6 +390,10 @@ class _Tail:
 
     def text(self) -> str:
         return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+    def head_text(self) -> str:
+        """The start of the stream up to where the tail begins, when the tail lost it."""
+        return self.head[: self.cut].decode("utf-8", errors="replace")
 
 
 def _who(uid: int, copied: bool, abi: int) -> str:

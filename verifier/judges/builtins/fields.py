@@ -1,8 +1,10 @@
 """Argument types that only builtins take: case paths, regexes, commands, any JSON value,
-reference files beside eval.yaml, globs, and a path that may be a glob."""
+reference files beside eval.yaml, globs, a path that may be a glob, lists of words, and
+lists of test ids (inline or in a file beside eval.yaml)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -183,3 +185,118 @@ class PathOrGlob(NamedTuple):
 
     def schema(self) -> dict[str, Any]:
         return {"type": "string", "minLength": 1, "description": self.description}
+
+
+class Words(NamedTuple):
+    """A list of non-empty strings (a runner's extra arguments, its paths, plugin modules)."""
+
+    description: str = "a list of strings"
+    problem: str = "must be a list of non-empty strings"
+
+    def parse(self, value: Any, at: Locator) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(
+            isinstance(item, str) and item and "\0" not in item for item in value
+        ):
+            raise at.error(self.problem)
+        return tuple(value)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "string", "minLength": 1},
+                "description": self.description}  # fmt: skip
+
+
+MAX_TEST_IDS = 100_000
+MAX_TEST_ID_CHARS = 4000
+MAX_TEST_LIST_BYTES = 32 * 1024 * 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class TestIdList(NamedTuple):
+    """Test ids (pytest node ids, go's Package/TestName, CTRF or JUnit names): a list, or
+    the path of a file beside eval.yaml with one id a line (blank lines and `#` comments
+    skipped), or a `.json` file holding a list of strings (SWE-bench's FAIL_TO_PASS)."""
+
+    description: str = (
+        "test ids: a list, or a file beside eval.yaml with one id a line (or a .json list)"
+    )
+
+    def parse(self, value: Any, at: Locator) -> tuple[str, ...]:
+        if isinstance(value, list):
+            entries = [(at.item(index), item) for index, item in enumerate(value)]
+        elif isinstance(value, str):
+            entries = _listed_in_file(at, RelativePath().parse(value, at))
+        else:
+            raise at.error(
+                "must be a list of test ids, or the path of a file beside eval.yaml "
+                "with one id a line"
+            )
+        if not entries:
+            raise at.error("lists no test")
+        if len(entries) > MAX_TEST_IDS:
+            raise at.error(f"lists {len(entries)} tests, over the {MAX_TEST_IDS} cap")
+        seen: set[str] = set()
+        for where, item in entries:
+            if not isinstance(item, str):
+                raise where.error(f"{_shown(item)} is not a test id (a string)")
+            problem = test_id_problem(item)
+            if problem is not None:
+                raise where.error(f"{_shown(item)} {problem}")
+            if item in seen:
+                raise where.error(f"{_shown(item)} is listed twice")
+            seen.add(item)
+        return tuple(item for _, item in entries)
+
+    def schema(self) -> dict[str, Any]:
+        item = {"type": "string", "minLength": 1, "maxLength": MAX_TEST_ID_CHARS}
+        return {"anyOf": [{"type": "array", "items": item, "minItems": 1},
+                          {"type": "string", "minLength": 1}],
+                "description": self.description}  # fmt: skip
+
+
+def test_id_problem(test_id: str) -> str | None:
+    """What makes a string no test id, or None."""
+    if not test_id.strip():
+        return "is empty"
+    if test_id != test_id.strip():
+        return "has spaces around it"
+    if len(test_id) > MAX_TEST_ID_CHARS:
+        return f"is over {MAX_TEST_ID_CHARS} characters"
+    if _CONTROL.search(test_id):
+        return "holds a control character"
+    return None
+
+
+def _listed_in_file(at: Locator, relative: PurePosixPath) -> list[tuple[Locator, Any]]:
+    """(where, id) of each id in the file: a line's number names it in an error."""
+    path = at.base_dir / relative
+    if not path.is_file():
+        raise at.error(f"{path} is not a file")
+    if path.stat().st_size > MAX_TEST_LIST_BYTES:
+        raise at.error(f"{path} is over {MAX_TEST_LIST_BYTES} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise at.error(f"{path} cannot be read as UTF-8 text ({error})") from None
+    if path.suffix == ".json":
+        try:
+            document = json.loads(text)
+        except ValueError as error:
+            raise at.error(f"{path} is not valid JSON ({error})") from None
+        if not isinstance(document, list):
+            raise at.error(f"{path} must hold a JSON list of test ids")
+        return [(at.child(f"{path.name}[{index}]"), item) for index, item in enumerate(document)]
+    return [
+        (at.child(f"{path.name}: line {number}"), line.strip())
+        for number, line in enumerate(text.splitlines(), 1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# The argument types that name files beside eval.yaml when given a string: `task init`
+# copies them and a batch's resume key hashes them.
+REFERENCE_FIELDS = (ReferencePath, TestIdList)

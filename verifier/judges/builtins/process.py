@@ -1,7 +1,9 @@
 """Builtins that run a command in the case dir: code from the case, so through the sandbox.
 
 rewardkit's command criteria, with its names (`cmd`, `cwd`, `timeout`); `command`
-is this verifier's older name for `cmd`, and both are accepted.
+is this verifier's older name for `cmd`, and both are accepted. A command the toolchain
+cannot run at all (its program missing or not executable, judged without the case:
+toolchain.py) makes the judge error, never a silent false.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from verifier.console import signal_name
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.fields import CasePath, CommandLine, Environment, Pattern
 from verifier.judges.builtins.registry import BuiltinContext, builtin
+from verifier.judges.builtins.toolchain import check_program, check_start
 from verifier.judges.sandbox import STDOUT_BYTES, CommandRun, run_in_sandbox
 
-_OUTPUT_TAIL_CHARS = 2000
+OUTPUT_CHARS = 2000  # of a command's output in a rationale: its start and its end
 _SHOWN_CHARS = 200
 TIMEOUT = Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
               default=30)  # fmt: skip
@@ -34,15 +37,20 @@ ONE_COMMAND = (("cmd", "command"),)
 
 
 def run_command(context: BuiltinContext, arguments: dict[str, Any], **options: Any) -> CommandRun:
-    """Run the judge's command (`cmd` or `command`) in the sandbox."""
-    return run_in_sandbox(
-        arguments["cmd"] or arguments["command"],
+    """Run the judge's command (`cmd` or `command`) in the sandbox; ToolchainFault when
+    the toolchain cannot run it."""
+    command, env = arguments["cmd"] or arguments["command"], arguments["env"]
+    check_program(command, env)
+    run = run_in_sandbox(
+        command,
         context.case_dir,
         timeout=arguments["timeout"],
-        env=arguments["env"],
+        env=env,
         cwd=arguments["cwd"] or "",
         **options,
     )
+    check_start(run, command, env)
+    return run
 
 
 @builtin("process", *COMMAND_KEYS, runs_case_code=True, one_of=ONE_COMMAND)
@@ -109,14 +117,33 @@ def _judge_stdout(
     return JudgeAnswer(passed, rationale, details)
 
 
-def describe_run(run: CommandRun, timeout: float) -> str:
-    """The rationale: how the command ended, and the end of what it printed."""
+def describe_run(run: CommandRun, timeout: float, limit: int = OUTPUT_CHARS) -> str:
+    """The rationale: how the command ended, and what it printed, within about `limit`
+    characters: its start and (three quarters of them) its end, the decisive lines."""
     if run.timed_out:
         return f"timed out after {timeout:g}s"
-    tail = run.tail[-_OUTPUT_TAIL_CHARS:]
+    output = clip(output_of(run), limit)
     if run.exit_code is None and run.signal is None:
-        return tail  # it never started
-    return f"{_ending(run)}\n{tail}".rstrip()
+        return output  # it never started
+    return f"{_ending(run)}\n{output}".rstrip()
+
+
+def output_of(run: CommandRun) -> str:
+    """What the command printed as far as it was kept: the start and the tail, and how
+    much between them was not."""
+    if not run.head:
+        return run.tail
+    lost = run.cut_bytes - len(run.head.encode())
+    between = f"\n[... {lost} bytes not kept ...]\n" if lost > 0 else ""
+    return f"{run.head}{between}{run.tail}"
+
+
+def clip(text: str, limit: int) -> str:
+    """text within about limit characters: its first quarter and its last three."""
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    return f"{text[:head]}\n[... {len(text) - limit} characters ...]\n{text[-(limit - head) :]}"
 
 
 def _ending(run: CommandRun) -> str:

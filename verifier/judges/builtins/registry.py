@@ -9,7 +9,7 @@ from typing import Any
 from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
 from verifier.judges.base import JudgeAnswer, Record
-from verifier.judges.builtins.fields import ReferencePath
+from verifier.judges.builtins.fields import REFERENCE_FIELDS
 from verifier.named import NamedTuple
 
 # What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
@@ -35,6 +35,8 @@ class Builtin(NamedTuple):
     one_of: tuple[tuple[str, ...], ...] = ()  # groups of arguments: exactly one is given
     prompt: str | None = None  # an LLM builtin's prompt template (then `run` is unused)
     score_range: tuple[float, float] | None = None  # the scale of a partial-credit value
+    # the rules between its arguments: (given, bound, at) -> None, or at.error(...)
+    check: Callable[[Mapping[str, Any], dict[str, Any], Locator], None] | None = None
 
     @property
     def qualified_name(self) -> str:
@@ -63,6 +65,8 @@ class Builtin(NamedTuple):
                     f"{self.name} needs exactly one of {', '.join(group)}"
                     + (f" (got {', '.join(given_names)})" if given_names else "")
                 )
+        if self.check is not None:
+            self.check(given, bound, at)
         return bound
 
     def reference_paths(self, given: Mapping[str, Any]) -> list[str]:
@@ -70,7 +74,7 @@ class Builtin(NamedTuple):
         return [
             given[key.name]
             for key in self.arguments
-            if isinstance(key.field, ReferencePath) and isinstance(given.get(key.name), str)
+            if isinstance(key.field, REFERENCE_FIELDS) and isinstance(given.get(key.name), str)
         ]
 
 
@@ -84,6 +88,7 @@ def builtin(
     runs_case_code: bool = False,
     one_of: tuple[tuple[str, ...], ...] = (),
     score_range: tuple[float, float] | None = None,
+    check: Callable[[Mapping[str, Any], dict[str, Any], Locator], None] | None = None,
 ) -> Callable[[Callable[..., BuiltinReturn]], Callable[..., BuiltinReturn]]:
     """Register the decorated function as the builtin `category/<function name>`.
 
@@ -92,7 +97,8 @@ def builtin(
     case's code, never as an error. `one_of`: groups of optional arguments of which
     exactly one must be given (rewardkit's name and ours, a case file or a reference).
     `score_range`: the scale of a builtin that gives partial credit, (0, 1): the judge's
-    own unless eval.yaml sets one.
+    own unless eval.yaml sets one. `check(given, bound, at)`: the rules between its
+    arguments, a load error (at.error) when they are broken.
     """
 
     def register(run: Callable[..., BuiltinReturn]) -> Callable[..., BuiltinReturn]:
@@ -100,7 +106,7 @@ def builtin(
             raise ValueError(f"builtin {run.__name__!r} is registered twice")
         BUILTINS[run.__name__] = Builtin(
             run.__name__, category, run, tuple(arguments), runs_case_code, one_of,
-            score_range=score_range,
+            score_range=score_range, check=check,
         )  # fmt: skip
         return run
 

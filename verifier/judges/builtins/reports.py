@@ -1,7 +1,7 @@
 """Test reports as test runners write them, read into counts and each test's outcome.
 
 Pure functions, bytes in and records out, no I/O: the builtins in tests.py find and
-read the files. Three formats:
+read the files. Four formats:
 
 - `junit`: JUnit XML (pytest --junitxml, go-junit-report, jest-junit, Maven surefire's
   TEST-*.xml): every <testcase> under <testsuites>/<testsuite>, failed with a
@@ -10,6 +10,10 @@ read the files. Three formats:
   report has no tests list); a module that failed to collect is one errored test.
 - `go-json`: `go test -json` lines, each test's (and subtest's) final action; a
   package that failed with no failing test (its build failed) is one errored test.
+- `ctrf`: CTRF JSON (https://ctrf.io; pytest-json-ctrf, jest-ctrf, and the trusted
+  pytest launcher of `runner: pytest`): `results.tests[]` by `status`; `pending` is
+  skipped, `other` errored, and a failure whose `rawStatus` says a fixture failed
+  (`error`, pytest-json-ctrf's `setup_failed`/`teardown_failed`) errored.
 
 The bytes come from the case, so nothing in them may cost more than reading them:
 XML is read by expat handlers (no tree is built) and a DOCTYPE is refused before any
@@ -26,7 +30,7 @@ from typing import Any
 
 from verifier.named import NamedTuple
 
-FORMATS = ("junit", "pytest-json", "go-json")
+FORMATS = ("junit", "pytest-json", "go-json", "ctrf")
 PASSED, FAILED, ERRORED, SKIPPED = "passed", "failed", "errored", "skipped"
 
 # pytest's outcomes: an expected failure that failed is skipped, one that passed passed.
@@ -45,6 +49,18 @@ _PYTEST_SUMMARY = {
     SKIPPED: ("skipped", "xfailed"),
 }
 _GO_OUTCOMES = {"pass": PASSED, "fail": FAILED, "skip": SKIPPED}
+# CTRF's statuses: `other` is neither a pass nor a skip, so it counts against the code.
+_CTRF_OUTCOMES = {
+    "passed": PASSED,
+    "failed": FAILED,
+    "skipped": SKIPPED,
+    "pending": SKIPPED,
+    "other": ERRORED,
+}
+# A failure's rawStatus that makes it an error: the launcher's, and pytest-json-ctrf's for a
+# failed fixture (as pytest counts those).
+_CTRF_ERROR_STATUSES = ("error", "errored", "setup_failed", "teardown_failed")
+MESSAGE_CHARS = 1000  # a failure's rawStatus that makes it an error
 # Before Go 1.24 a package that does not build is a plain line among the JSON events.
 _GO_BUILD_FAILED = re.compile(rb"^FAIL\t(\S+) \[(?:build|setup) failed\]\s*$", re.MULTILINE)
 _GO_PACKAGE_FAILURES = {
@@ -65,6 +81,7 @@ class ReportError(ValueError):
 class Outcome(NamedTuple):
     test: str
     result: str  # PASSED, FAILED, ERRORED or SKIPPED
+    message: str = ""  # what the report says of a failure or skip (CTRF), cut short
 
 
 class Counts(NamedTuple):
@@ -102,25 +119,38 @@ def parse_report(data: bytes, format: str | None = None) -> Report:
     data = data.removeprefix(b"\xef\xbb\xbf")
     if not data.strip():
         raise ReportError("is empty")
-    format = format or detect_format(data)
+    if format is not None:
+        return _PARSERS[format](data)
+    format, document = _detect(data)
+    if document is not None:  # a JSON document, already read to tell its format
+        return _DOCUMENT_PARSERS[format](document)
     return _PARSERS[format](data)
 
 
 def detect_format(data: bytes) -> str:
-    """The format of a non-empty report, from its first bytes; ReportError when none fits."""
+    """The format of a non-empty report, from its first bytes (a JSON document: its
+    top-level keys); ReportError when none fits."""
+    return _detect(data)[0]
+
+
+def _detect(data: bytes) -> tuple[str, dict[str, Any] | None]:
+    """(format, the JSON document when one had to be read to tell)."""
     text = data.lstrip()
     if text.startswith(b"<"):
-        return "junit"
+        return "junit", None
     if text.startswith(b"{"):
         try:
             first = json.loads(text.split(b"\n", 1)[0])
         except (ValueError, RecursionError):  # a document spread over lines
-            return "pytest-json"
-        return "go-json" if isinstance(first, dict) and "Action" in first else "pytest-json"
+            first = None
+        if isinstance(first, dict) and "Action" in first:
+            return "go-json", None
+        document = _json_document(data)
+        return ("ctrf" if isinstance(document.get("results"), dict) else "pytest-json"), document
     if _GO_EVENT.search(data) or _GO_BUILD_FAILED.search(data):  # go's own messages first
-        return "go-json"
+        return "go-json", None
     raise ReportError(
-        "is not a test report (neither JUnit XML, pytest-json-report nor go test -json)"
+        "is not a test report (neither JUnit XML, pytest-json-report, go test -json nor CTRF)"
     )
 
 
@@ -195,7 +225,10 @@ def _junit_name(attributes: Mapping[str, str]) -> str:
 
 
 def parse_pytest_json(data: bytes) -> Report:
-    document = _json_document(data)
+    return _pytest_json_report(_json_document(data))
+
+
+def _pytest_json_report(document: dict[str, Any]) -> Report:
     tests, summary = document.get("tests"), document.get("summary")
     if not isinstance(tests, list) and not isinstance(summary, dict):
         raise ReportError("is JSON but not a pytest-json-report (no tests and no summary)")
@@ -291,6 +324,37 @@ def parse_go_json(data: bytes) -> Report:
     return Report("go-json", Counts.of(outcomes), tuple(outcomes))
 
 
+def parse_ctrf(data: bytes) -> Report:
+    return _ctrf_report(_json_document(data))
+
+
+def _ctrf_report(document: dict[str, Any]) -> Report:
+    """Each of results.tests by its status (names need not be unique: CTRF names a test
+    within its suite, and two suites may hold the same name)."""
+    results = document.get("results")
+    tests = results.get("tests") if isinstance(results, dict) else None
+    if not isinstance(tests, list):
+        raise ReportError("is JSON but not a CTRF report (no results.tests list)")
+    outcomes = tuple(_ctrf_outcome(test) for test in tests)
+    return Report("ctrf", Counts.of(outcomes), outcomes)
+
+
+def _ctrf_outcome(test: Any) -> Outcome:
+    if not isinstance(test, dict) or not isinstance(test.get("name"), str) or not test["name"]:
+        raise ReportError("has a test without a name")
+    status = test.get("status")
+    if status not in _CTRF_OUTCOMES:
+        shown = str(status)[:50]
+        raise ReportError(f"has test {test['name'][:200]!r} with unknown status {shown!r}")
+    result = _CTRF_OUTCOMES[status]
+    if result == FAILED and test.get("rawStatus") in _CTRF_ERROR_STATUSES:
+        result = ERRORED
+    message = test.get("message")
+    return Outcome(
+        test["name"], result, message[:MESSAGE_CHARS] if isinstance(message, str) else ""
+    )
+
+
 def _go_event(line: bytes, number: int) -> dict[str, Any]:
     try:
         event = json.loads(line)
@@ -301,4 +365,10 @@ def _go_event(line: bytes, number: int) -> dict[str, Any]:
     return event
 
 
-_PARSERS = {"junit": parse_junit, "pytest-json": parse_pytest_json, "go-json": parse_go_json}
+_PARSERS = {
+    "junit": parse_junit,
+    "pytest-json": parse_pytest_json,
+    "go-json": parse_go_json,
+    "ctrf": parse_ctrf,
+}
+_DOCUMENT_PARSERS = {"pytest-json": _pytest_json_report, "ctrf": _ctrf_report}

@@ -1,31 +1,51 @@
 """Builtins over test reports: partial credit (`tests/pass_rate`) and its gate
 (`tests/all_passed`).
 
-The report is whatever file (or files, by glob) the case holds, or, with `command`,
-what the command wrote while it ran: a report left in the case by the agent proves
-nothing, so with a command only reports it wrote or rewrote count, and one it left
-as it was is stale. The command runs in the sandbox, and when the grader is root that
-is a private copy of the case: the report then exists only there, so it is found and
-read by a probe of the dir the command ran in (verifier.judges.sandbox.WorkdirProbe).
+Where the report comes from:
+- `report` alone: whatever file (or files, by glob) the case holds; the agent could
+  have written it.
+- `report` with `command`: what the command wrote while it ran, in the sandbox. A
+  report left in the case as it was proves nothing, so only reports the command wrote
+  or rewrote count; one it left as it was is stale. As root the command runs in a
+  private copy of the case, where the report is found by a probe of the dir it ran in
+  (verifier.judges.sandbox.WorkdirProbe).
+- `runner` (`pytest`, `go`): the verifier builds a hardened command itself (runners.py)
+  and its report comes back from outside the case copy ($VERIFIER_RESULTS).
+
+Which tests count: every test of the report; or, with a trusted list (`tests`,
+`fail_to_pass`, `pass_to_pass`: testlists.py), only the listed ones, a missing or
+skipped listed test counting as failed.
 
 Every read goes through verifier.casefiles and every parse through reports.py, so a
 missing, empty, malformed, huge, looping or out-of-case report is a failure with
-that fact as its rationale, never an error.
+that fact as its rationale, never an error. A toolchain that cannot run the tests at
+all, judged without the case, is an error (toolchain.py): reward.on_error decides.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
 import os
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+import secrets
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from verifier.casefiles import list_case, read_case_file, resolve_inside
-from verifier.config import Key
-from verifier.config.fields import Choice, Number
+from verifier.casefiles import CaseFile, list_case, read_case_file, resolve_inside
+from verifier.config import Key, Locator
+from verifier.config.fields import Choice, Number, Text
 from verifier.globs import Glob
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import CommandLine, PathOrGlob
+from verifier.judges.builtins.fields import (
+    CommandLine,
+    PathOrGlob,
+    ReferencePath,
+    TestIdList,
+    Words,
+)
 from verifier.judges.builtins.files import MAX_FILE_BYTES
 from verifier.judges.builtins.process import ENV, TIMEOUT, describe_run
 from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, builtin
@@ -35,15 +55,32 @@ from verifier.judges.builtins.reports import (
     FORMATS,
     PASSED,
     SKIPPED,
-    Counts,
     Outcome,
     Report,
     ReportError,
     merge,
     parse_report,
 )
+from verifier.judges.builtins.runners import RUNNERS, RunnerPlan, ini_problem, plan_runner
+from verifier.judges.builtins.testlists import (
+    GROUPS,
+    MISSING,
+    Selection,
+    TrustedTests,
+    overlap,
+    pytest_file,
+    select,
+)
+from verifier.judges.builtins.toolchain import (
+    PROBE_TIMEOUT_S,
+    ToolchainFault,
+    check_program,
+    check_start,
+    run_without_case,
+)
 from verifier.judges.sandbox import CommandRun, run_in_sandbox
 from verifier.named import NamedTuple
+from verifier.results import CTRF_DETAILS
 
 MAX_REPORTS = 1000  # files one glob may match
 MAX_TOTAL_BYTES = 64 * 1024 * 1024  # read across them
@@ -51,10 +88,20 @@ MAX_NAMED = 20  # tests named in a rationale
 MAX_NAME_CHARS = 200
 MAX_RATIONALE_CHARS = 2000
 MAX_DETAIL_NAMES = 100  # failing tests listed in judges.json
+MAX_CTRF_TESTS = 10_000  # tests of one judge in ctrf.json (the summary counts them all)
+MAX_CTRF_NAME_CHARS = 1000
 _COUNT_RESERVE = 32  # characters kept on a line of names for "and 1234 more"
-_COMMAND_TAIL_CHARS = 800  # of the command's output, when its report is unusable
+_COMMAND_CHARS = 800  # of the command's output, when its report is unusable
+SIGNATURE_SUFFIX = ".sig"  # beside a signed report: its HMAC, in hex
+_ORDER = (FAILED, ERRORED, SKIPPED, PASSED)  # how a rationale names the tests
+_LISTED_ORDER = (MISSING, *_ORDER)
+_CTRF_STATUS = {PASSED: "passed", FAILED: "failed", ERRORED: "failed", SKIPPED: "skipped",
+                MISSING: "failed"}  # fmt: skip
+_CTRF_RAW = {ERRORED: "error", MISSING: "missing"}
+_MISSING_MESSAGE = "listed, and not in the report (not collected, renamed or deleted)"
+_SKIPPED_MESSAGE = "listed, and skipped: a listed test must run, so it counts as failed"
 
-REPORT = Key("report", PathOrGlob(), required=True)
+REPORT = Key("report", PathOrGlob())
 FORMAT = Key("format", Choice(FORMATS, description="detected from the report when not given"))
 COMMAND = Key("command", CommandLine(description="run first (sandboxed); writes the report"))
 MIN_TESTS = Key(
@@ -63,7 +110,64 @@ MIN_TESTS = Key(
            description="fewer tests run (skipped ones aside) is a failure"),
     default=1,
 )  # fmt: skip
-ARGUMENTS = (REPORT, FORMAT, COMMAND, TIMEOUT, ENV, MIN_TESTS)
+TESTS = Key(
+    "tests",
+    TestIdList(
+        description="only these tests count (a missing or skipped one counts as failed): "
+        "a list of ids, or a file beside eval.yaml"
+    ),
+)
+FAIL_TO_PASS = Key(
+    "fail_to_pass",
+    TestIdList(description="SWE-bench's FAIL_TO_PASS: the tests the fix must make pass"),
+)
+PASS_TO_PASS = Key(
+    "pass_to_pass",
+    TestIdList(description="SWE-bench's PASS_TO_PASS: the tests that must keep passing"),
+)
+RUNNER = Key(
+    "runner",
+    Choice(
+        RUNNERS,
+        description="the verifier runs the tests itself, hardened against the case "
+        "(instead of report and command)",
+    ),
+)
+EXECUTABLE = Key(
+    "executable",
+    Text(non_empty=True, description="the runner's program: python3 (pytest) or go"),
+)
+RUN_PATHS = Key(
+    "paths",
+    Words(
+        description="what the runner runs: pytest's files or dirs (default: the listed "
+        "tests' files, else the ini's testpaths), go's packages (default ./...)"
+    ),
+)
+ARGS = Key("args", Words(description="more arguments for pytest or go test, after the verifier's"))
+INI = Key(
+    "ini",
+    ReferencePath(
+        kind="file",
+        check=ini_problem,
+        description="runner pytest: the trusted pytest configuration beside eval.yaml "
+        "(pytest.ini, tox.ini, setup.cfg, pyproject.toml); default: none",
+    ),
+)
+PLUGINS = Key(
+    "plugins",
+    Words(
+        description="runner pytest: plugin modules of the toolchain to load (autoload is "
+        "off), e.g. pytest_timeout"
+    ),
+)
+ARGUMENTS = (REPORT, FORMAT, COMMAND, TIMEOUT, ENV, MIN_TESTS, TESTS, FAIL_TO_PASS,
+             PASS_TO_PASS, RUNNER, EXECUTABLE, RUN_PATHS, ARGS, INI, PLUGINS)  # fmt: skip
+ONE_SOURCE = (("report", "runner"),)
+_RUNNER_ONLY = ("executable", "paths", "args", "ini", "plugins")
+_PYTEST_ONLY = ("ini", "plugins")
+_ID_SHAPES = {"pytest": ("::", "a pytest node id (path::name)"),
+              "go": ("/", "a go test id (Package/TestName)")}  # fmt: skip
 
 Identity = tuple[int, int, int]  # a file's (inode, size, mtime_ns): changed when rewritten
 
@@ -74,75 +178,260 @@ class Reading(NamedTuple):
     report: Report | None
     files: tuple[str, ...]
     problem: str | None = None
+    tool: str = ""  # what ran the tests, for ctrf.json (the format when not known)
 
 
 class Graded(NamedTuple):
-    """The shared verdict of both builtins: counts when a report was usable and enough
-    tests ran (else None), the rationale, and judges.json details."""
+    """The shared verdict of both builtins: passed of total (total 0: the report was
+    unusable, or too few tests ran), the rationale, and judges.json details."""
 
-    counts: Counts | None
+    passed: int
+    total: int
     rationale: str
     details: dict[str, Any]
 
 
-@builtin("tests", *ARGUMENTS, runs_case_code=True, score_range=PARTIAL_CREDIT)
+Judge = Callable[[Reading, dict[str, Any]], Graded]  # judge_reading, its limits bound
+
+
+def check_arguments(given: Mapping[str, Any], bound: dict[str, Any], at: Locator) -> None:
+    """Load errors for arguments that do not go together."""
+    runner = bound["runner"]
+    if runner is None:
+        extra = next((name for name in _RUNNER_ONLY if name in given), None)
+        if extra is not None:
+            raise at.child(extra).error("is an argument of `runner:` (pytest or go)")
+    else:
+        for name in ("format", "command", *(_PYTEST_ONLY if runner == "go" else ())):
+            if name in given:
+                raise at.child(name).error(f"does not go with runner: {runner}")
+    clash = overlap(bound)
+    if clash is not None:
+        test, first, second = clash
+        raise at.child(second).error(f"{test!r} is also in {first}: list a test once")
+    for group in GROUPS if runner is not None else ():
+        for test in bound[group] or ():
+            problem = _runner_id_problem(runner, test)
+            if problem is not None:
+                raise at.child(group).error(f"{test!r} {problem}")
+
+
+def _runner_id_problem(runner: str, test: str) -> str | None:
+    """What keeps a listed id from naming a test the runner runs, or None."""
+    mark, shape = _ID_SHAPES[runner]
+    if mark not in test:
+        return f"is not {shape}"
+    path = pytest_file(test) if runner == "pytest" else ""
+    if path.startswith("/") or ".." in path.split("/"):
+        return "names a file outside the repo"
+    return None
+
+
+_TESTS_BUILTIN = functools.partial(builtin, "tests", *ARGUMENTS, runs_case_code=True,
+                                   one_of=ONE_SOURCE, check=check_arguments)  # fmt: skip
+
+
+@_TESTS_BUILTIN(score_range=PARTIAL_CREDIT)
 def pass_rate(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
-    """passed / (passed + failed + errored) of the report; 0.0 when it is unusable."""
-    graded = grade_reports(context, **arguments)
-    counts = graded.counts
-    value = counts.passed / counts.ran if counts is not None else 0.0
+    """passed / (passed + failed + errored) of the report, or passed / listed with a
+    test list; 0.0 when the report is unusable."""
+    graded = grade_tests(context, **arguments)
+    value = graded.passed / graded.total if graded.total else 0.0
     return JudgeAnswer(value, graded.rationale, graded.details)
 
 
-@builtin("tests", *ARGUMENTS, runs_case_code=True)
+@_TESTS_BUILTIN()
 def all_passed(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
-    """True when the report is usable, enough tests ran, and none failed or errored."""
-    graded = grade_reports(context, **arguments)
-    counts = graded.counts
-    passed = counts is not None and counts.passed == counts.ran
-    return JudgeAnswer(passed, graded.rationale, graded.details)
+    """True when the report is usable, enough tests ran, and every one counted passed."""
+    graded = grade_tests(context, **arguments)
+    return JudgeAnswer(graded.total > 0 and graded.passed == graded.total, graded.rationale,
+                       graded.details)  # fmt: skip
 
 
-def grade_reports(
+def grade_tests(
     context: BuiltinContext,
-    report: str | Glob,
+    report: str | Glob | None,
     format: str | None,
     command: str | list[str] | None,
     timeout: float,
     env: dict[str, str] | None,
     min_tests: int,
+    tests: tuple[str, ...] | None,
+    fail_to_pass: tuple[str, ...] | None,
+    pass_to_pass: tuple[str, ...] | None,
+    runner: str | None,
+    executable: str | None,
+    paths: tuple[str, ...] | None,
+    args: tuple[str, ...] | None,
+    ini: PurePosixPath | None,
+    plugins: tuple[str, ...] | None,
 ) -> Graded:
-    """Run the command (when there is one), read the reports, and judge their counts."""
+    """Get the report (run the runner or the command when there is one), and judge it."""
+    lists = {"tests": tests, "fail_to_pass": fail_to_pass, "pass_to_pass": pass_to_pass}
+    listed = TrustedTests.of(lists)
+    judge = functools.partial(judge_reading, min_tests=min_tests, listed=listed)
+    if runner is not None:
+        trusted_ini = context.config_dir / ini if ini is not None else None
+        plan = plan_runner(runner, executable, paths, args, trusted_ini, plugins, listed)
+        return run_tests(context.case_dir, plan, timeout, env, judge)
+    assert report is not None  # one of report and runner: Builtin.bind
     if command is None:
-        return judge_reading(read_reports(context.case_dir, report, format), min_tests, {})
-    probe = FreshReports(report, format)
-    run = run_in_sandbox(command, context.case_dir, timeout=timeout, env=env, probe=probe)
+        return judge(read_reports(context.case_dir, report, format), {})
+    return run_report_command(context.case_dir, command, report, format, timeout, env, judge)
+
+
+def run_report_command(
+    case_dir: Path,
+    command: str | list[str],
+    report: str | Glob,
+    format: str | None,
+    timeout: float,
+    env: dict[str, str] | None,
+    judge: Judge,
+) -> Graded:
+    """Run the author's command, and judge the reports it wrote."""
+    check_program(command, env)
+    run = run_in_sandbox(command, case_dir, timeout=timeout, env=env,
+                         probe=FreshReports(report, format))  # fmt: skip
     details: dict[str, Any] = {"sandbox": run.confinement, "command": _ending(run)}
     if run.timed_out:
-        return Graded(None, f"the command timed out after {timeout:g}s; no report counts", details)
-    if not isinstance(run.collected, Reading):  # it never started
-        return Graded(None, f"the command did not run: {describe_run(run, timeout)}", details)
-    graded = judge_reading(run.collected, min_tests, details)
-    if run.collected.report is None:
-        said = describe_run(run, timeout)[:_COMMAND_TAIL_CHARS]
+        return _unusable(f"the command timed out after {timeout:g}s; no report counts", details)
+    reading = run.collected if isinstance(run.collected, Reading) else None
+    if reading is None or reading.report is None:
+        check_start(run, command, env)
+    if reading is None:  # it never started
+        return _unusable(f"the command did not run: {describe_run(run, timeout)}", details)
+    graded = judge(reading, details)
+    if reading.report is None:
+        said = describe_run(run, timeout, _COMMAND_CHARS)
         return graded._replace(rationale=f"{graded.rationale}\nthe command: {said}")
     return graded
 
 
-def judge_reading(reading: Reading, min_tests: int, details: dict[str, Any]) -> Graded:
+def run_tests(
+    case_dir: Path, plan: RunnerPlan, timeout: float, env: dict[str, str] | None, judge: Judge
+) -> Graded:
+    """Run the hardened runner, and judge the report it handed back. Without a usable
+    report (or after pytest's internal or usage error) the toolchain is probed without
+    the case: a fault there is an error, else what the case did is a failure."""
+    environment = {**plan.env, **(env or {})}
+    for program in plan.programs:
+        check_program([program], environment)
+    key = secrets.token_bytes(32) if plan.signed else None
+    returned = (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
+    run = run_in_sandbox(
+        list(plan.command), case_dir, timeout=timeout, env=environment,
+        provided=plan.provided, returned=returned, stdin=key,
+        separate_stdout=plan.report is None, stdout_bytes=MAX_FILE_BYTES,
+    )  # fmt: skip
+    details: dict[str, Any] = {"sandbox": run.confinement, "runner": plan.name,
+                               "command": _ending(run)}  # fmt: skip
+    if run.timed_out:
+        return _unusable(f"the tests timed out after {timeout:g}s; no report counts", details)
+    reading = handed_back(run, plan, key)
+    broken = run.exit_code in plan.probe_codes  # pytest's internal or usage error
+    if reading.report is None or broken:
+        probe_toolchain(plan, environment, timeout)
+    graded = judge(reading, details)
+    if reading.report is None or broken:
+        said = describe_run(run, timeout, _COMMAND_CHARS)
+        return graded._replace(rationale=f"{graded.rationale}\n{plan.name}: {said}")
+    return graded
+
+
+def handed_back(run: CommandRun, plan: RunnerPlan, key: bytes | None) -> Reading:
+    """The report the runner handed back (its file, or its stdout), or why none counts:
+    missing, unusable, not signed by the launcher, or from a runner that was killed."""
+    files = (plan.label,)
+    if plan.report is None:
+        if run.signal is not None:
+            killed = f"{plan.label} was killed by {signal.Signals(run.signal).name}"
+            return Reading(None, files, f"{killed}: its events do not count", plan.name)
+        if run.stdout_cut_bytes:
+            problem = f"{plan.label} printed more than {MAX_FILE_BYTES} bytes of events"
+            return Reading(None, files, problem, plan.name)
+        found: CaseFile | None = CaseFile((run.stdout or "").encode(), None)
+    else:
+        found = run.returned.get(plan.report)
+    if found is None or found.data is None:
+        why = found.problem if found is not None else "it did not run"
+        return Reading(None, files, f"{plan.label} left no report ({why})", plan.name)
+    if key is not None and plan.report is not None:
+        signature = run.returned.get(f"{plan.report}{SIGNATURE_SUFFIX}")
+        if not _signed(key, found.data, signature):
+            return Reading(None, files, f"the report of {plan.label} is not the launcher's: "
+                           "its signature does not verify", plan.name)  # fmt: skip
+    try:
+        return Reading(parse_report(found.data, plan.format), files, tool=plan.name)
+    except ReportError as error:
+        return Reading(None, files, f"the report of {plan.label} {error}", plan.name)
+
+
+def _signed(key: bytes, data: bytes, signature: CaseFile | None) -> bool:
+    """Whether signature holds the HMAC-SHA256 of data under key (the launcher's)."""
+    if signature is None or signature.data is None:
+        return False
+    expected = hmac.new(key, data, hashlib.sha256).hexdigest().encode("ascii")
+    return hmac.compare_digest(expected, signature.data.strip())
+
+
+def probe_toolchain(plan: RunnerPlan, env: Mapping[str, str], timeout: float) -> None:
+    """ToolchainFault unless the runner's probe succeeds in an empty dir."""
+    limit = min(timeout, PROBE_TIMEOUT_S)
+    probe = run_without_case(plan.probe, env, plan.provided, limit)
+    if probe.timed_out or probe.exit_code != 0:
+        said = describe_run(probe, limit, _COMMAND_CHARS)
+        raise ToolchainFault(
+            f"the toolchain cannot run {plan.name} (probed in an empty dir, without the "
+            f"case): {said}",
+            {"sandbox": probe.confinement, "runner": plan.name},
+        )
+
+
+def judge_reading(
+    reading: Reading, details: dict[str, Any], *, min_tests: int, listed: TrustedTests | None
+) -> Graded:
     """The counts when they are usable (a report, at least min_tests run), and why."""
     if reading.report is None:
-        return Graded(None, reading.problem or "", details)
+        return _unusable(reading.problem or "", details)
     report = reading.report
+    if listed is not None:
+        return judge_listed(select(report, listed), reading, min_tests, details)
     counts = report.counts
-    details = {**details, "tests": _details(reading, report)}
+    tests = ctrf_tests(reading.tool or report.format, report.outcomes)
+    details = {**details, "tests": _details(reading, report), CTRF_DETAILS: tests}
     summary = summarize(report, reading.files)
     if counts.ran == 0:
-        return Graded(None, f"no tests ran: {summary}", details)
+        return _unusable(f"no tests ran: {summary}", details)
     if counts.ran < min_tests:
         fewer = f"only {counts.ran} tests ran, fewer than min_tests {min_tests}"
-        return Graded(None, f"{fewer}: {summary}", details)
-    return Graded(counts, summary, details)
+        return _unusable(f"{fewer}: {summary}", details)
+    return Graded(counts.passed, counts.ran, summary, details)
+
+
+def judge_listed(
+    selection: Selection, reading: Reading, min_tests: int, details: dict[str, Any]
+) -> Graded:
+    """passed of the listed tests; too few of them ran (in the report, not skipped) is
+    a failure."""
+    assert reading.report is not None
+    report = reading.report
+    notes = {MISSING: _MISSING_MESSAGE, SKIPPED: _SKIPPED_MESSAGE}
+    outcomes = [Outcome(entry.test, entry.result, notes.get(entry.result, entry.message))
+                for entry in selection.listed]  # fmt: skip
+    details = {**details, "tests": _listed_details(selection, reading),
+               CTRF_DETAILS: ctrf_tests(reading.tool or report.format, outcomes)}  # fmt: skip
+    summary = summarize_listed(selection, reading)
+    if selection.found < min_tests:
+        fewer = f"only {selection.found} listed tests ran, fewer than min_tests {min_tests}"
+        if not selection.found:
+            fewer = f"none of the {len(outcomes)} listed tests ran"
+        return _unusable(f"{fewer}: {summary}", details)
+    return Graded(selection.passed, len(outcomes), summary, details)
+
+
+def _unusable(rationale: str, details: dict[str, Any]) -> Graded:
+    return Graded(0, 0, rationale, details)
 
 
 class FreshReports:
@@ -248,16 +537,54 @@ def summarize(report: Report, files: Sequence[str]) -> str:
         f"{counts.errored} errored ({counts.skipped} skipped): {rate}; "
         f"from {_listed(files)} ({report.format})"
     )
-    names = named_outcomes(report.outcomes, MAX_NAMED, MAX_RATIONALE_CHARS - len(head))
+    return _with_names(head, report.outcomes, _ORDER)
+
+
+def summarize_listed(selection: Selection, reading: Reading) -> str:
+    """The listed tests' counts and pass rate, each group's, the tests left out, the
+    report files; then the listed tests by outcome, missing and failed first."""
+    assert reading.report is not None
+    total = len(selection.listed)
+    count = {result: selection.count(result) for result in _LISTED_ORDER}
+    parts = [
+        f"{count[PASSED]} of {total} listed tests passed, {count[FAILED]} failed, "
+        f"{count[ERRORED]} errored, {count[SKIPPED]} skipped, {count[MISSING]} missing"
+        + (" (skipped and missing ones count as failed)" if count[SKIPPED] + count[MISSING]
+           else "")
+        + f": pass rate {count[PASSED] / total:.4g}"
+    ]  # fmt: skip
+    for group, passed, listed in _group_counts(selection):
+        parts.append(f"{group} {passed} of {listed} passed")
+    if selection.unlisted:
+        parts.append(f"{selection.unlisted} tests of the report not listed, ignored")
+    parts.append(f"from {_listed(reading.files)} ({reading.report.format})")
+    outcomes = [Outcome(entry.test, entry.result) for entry in selection.listed]
+    return _with_names("; ".join(parts), outcomes, _LISTED_ORDER)
+
+
+def _with_names(head: str, outcomes: Sequence[Outcome], order: Sequence[str]) -> str:
+    names = named_outcomes(outcomes, MAX_NAMED, MAX_RATIONALE_CHARS - len(head), order)
     text = "\n".join([head, *names])
     return text if len(text) <= MAX_RATIONALE_CHARS else text[: MAX_RATIONALE_CHARS - 6] + " [cut]"
 
 
-def named_outcomes(outcomes: Sequence[Outcome], names_left: int, chars_left: int) -> list[str]:
+def _group_counts(selection: Selection) -> list[tuple[str, int, int]]:
+    """(group, passed, listed) of fail_to_pass and pass_to_pass, those that were given."""
+    return [
+        (group, selection.count(PASSED, group),
+         sum(1 for entry in selection.listed if entry.group == group))
+        for group in GROUPS[1:]
+        if any(entry.group == group for entry in selection.listed)
+    ]  # fmt: skip
+
+
+def named_outcomes(
+    outcomes: Sequence[Outcome], names_left: int, chars_left: int, order: Sequence[str] = _ORDER
+) -> list[str]:
     """One line per outcome ('failed: a, b and 3 more'), in all at most names_left names
     and about chars_left characters: the names that do not fit are counted."""
     lines = []
-    for result in (FAILED, ERRORED, SKIPPED, PASSED):
+    for result in order:
         names = [_cut(outcome.test) for outcome in outcomes if outcome.result == result]
         if not names:
             continue
@@ -286,6 +613,42 @@ def _details(reading: Reading, report: Report) -> dict[str, Any]:
         **report.counts._asdict(),
         "failing": failing[:MAX_DETAIL_NAMES],
     }
+
+
+def _listed_details(selection: Selection, reading: Reading) -> dict[str, Any]:
+    assert reading.report is not None
+    failing = [_cut(entry.test) for entry in selection.listed if entry.result != PASSED]
+    return {
+        "reports": list(reading.files[:MAX_DETAIL_NAMES]),
+        "format": reading.report.format,
+        "listed": len(selection.listed),
+        **{result: selection.count(result) for result in (PASSED, FAILED, ERRORED, SKIPPED,
+                                                          MISSING)},
+        "unlisted": selection.unlisted,
+        "failing": failing[:MAX_DETAIL_NAMES],
+        **{group: {"passed": passed, "listed": listed}
+           for group, passed, listed in _group_counts(selection)},
+    }  # fmt: skip
+
+
+def ctrf_tests(tool: str, outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The judge's tests as ctrf.json's results (output.py merges the judges'): each
+    test's name and CTRF status, at most MAX_CTRF_TESTS of them (those that did not
+    pass first), and the summary of all."""
+    statuses = [_CTRF_STATUS[outcome.result] for outcome in outcomes]
+    summary = {status: statuses.count(status) for status in ("passed", "failed", "skipped")}
+    shown = sorted(range(len(outcomes)), key=lambda index: statuses[index] == "passed")
+    tests = []
+    for index in sorted(shown[:MAX_CTRF_TESTS]):
+        outcome = outcomes[index]
+        entry: dict[str, Any] = {"name": outcome.test[:MAX_CTRF_NAME_CHARS],
+                                 "status": statuses[index], "duration": 0}  # fmt: skip
+        if outcome.result in _CTRF_RAW:
+            entry["rawStatus"] = _CTRF_RAW[outcome.result]
+        if outcome.message:
+            entry["message"] = outcome.message
+        tests.append(entry)
+    return {"tool": tool, "summary": summary, "tests": tests}
 
 
 def _ending(run: CommandRun) -> dict[str, Any]:

@@ -1,0 +1,128 @@
+"""The hardened test runners of tests/pass_rate and tests/all_passed (`runner:`).
+
+With `runner`, the verifier builds the command itself, so that nothing the agent
+leaves in the case changes which trusted tests run or how their outcomes are
+reported; honest code still imports the usual way, run from the repo's root.
+
+- `pytest`: the task's python (`executable`, python3 by default) runs the trusted
+  launcher (pytest_launcher.py, handed to the sandbox as a provided file) isolated
+  (`-I`); see the launcher for what it pins. The report is CTRF, written by the
+  launcher outside the case copy ($VERIFIER_RESULTS).
+  The launcher signs the report with a key handed over on stdin for this run alone.
+- `go`: `go test -json` with GOFLAGS emptied, GOTOOLCHAIN=local (a go.mod's
+  `toolchain` line downloads nothing) and GOWORK=off (a go.work in the case redirects
+  no module). Its events are read from go's own stdout, which the test binaries (the
+  code of the case) do not hold: they write to go, which turns what they print into
+  events; a run that did not end by itself (killed: the binary can signal go) counts
+  no report. What Go cannot be kept from (go.mod's replace lines, vendor/, `_test.go`
+  files and TestMain the agent adds, code that prints test2json's framing; before
+  Go 1.20 any line that looks like a result) is for the guards: see the README.
+
+A plan says how to run it, and how to probe the toolchain without the case (toolchain.py):
+the probe runs only when the real run left no usable report, or ended with one of
+`probe_codes` (pytest: an internal or usage error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from verifier.judges.builtins.testlists import TrustedTests, pytest_file
+from verifier.named import NamedTuple
+
+RUNNERS = ("pytest", "go")
+LAUNCHER = Path(__file__).with_name("pytest_launcher.py")
+INI_SUFFIXES = (".ini", ".cfg", ".toml")  # how pytest tells an ini's format (`-c`)
+# Runs the launcher from $VERIFIER_PROVIDED with nothing but the standard library.
+_BOOTSTRAP = (
+    "import os, runpy; runpy.run_path(os.path.join(os.environ['VERIFIER_PROVIDED'], "
+    f"'{LAUNCHER.name}'), run_name='__main__')"
+)
+_PYTEST_PROBE_CODES = (3, 4)  # pytest's internal error and usage error, and the launcher's
+
+
+class RunnerPlan(NamedTuple):
+    name: str  # as in `runner:`
+    programs: tuple[str, ...]  # resolved in the toolchain before the case is staged
+    command: tuple[str, ...]
+    probe: tuple[str, ...]  # run in an empty dir: exit 0 when the toolchain works
+    provided: Mapping[str, Path]  # trusted files handed to both ($VERIFIER_PROVIDED)
+    report: str | None  # the report's name in $VERIFIER_RESULTS; None: it is the stdout
+    format: str  # reports.py's format of it
+    env: Mapping[str, str]  # under the author's `env`
+    probe_codes: tuple[int, ...] = ()
+    signed: bool = False  # the report comes with its HMAC (<report>.sig) under a key on stdin
+
+    @property
+    def label(self) -> str:
+        return f"the verifier's {self.name} run"
+
+
+def plan_runner(
+    name: str,
+    executable: str | None,
+    paths: Sequence[str] | None,
+    args: Sequence[str] | None,
+    ini: Path | None,
+    plugins: Sequence[str] | None,
+    tests: TrustedTests | None,
+) -> RunnerPlan:
+    if name == "pytest":
+        return pytest_plan(executable or "python3", paths, args or (), ini, plugins or (), tests)
+    return go_plan(executable or "go", paths, args or ())
+
+
+def pytest_plan(
+    python: str,
+    paths: Sequence[str] | None,
+    args: Sequence[str],
+    ini: Path | None,
+    plugins: Sequence[str],
+    tests: TrustedTests | None,
+) -> RunnerPlan:
+    """The launcher, with the trusted ini (or none), the plugins, then `args` and the
+    paths: those given, else the files the listed tests are in, else none (pytest then
+    runs the ini's testpaths, or the whole repo)."""
+    if paths is None:
+        paths = sorted({pytest_file(test) for test in tests.ids}) if tests else ()
+    options = ["--ini", ini.name] if ini is not None else []
+    for plugin in plugins:
+        options += ["--plugin", plugin]
+    launcher = (python, "-I", "-c", _BOOTSTRAP)
+    provided = {LAUNCHER.name: LAUNCHER, **({ini.name: ini} if ini is not None else {})}
+    return RunnerPlan(
+        name="pytest",
+        programs=(python,),
+        command=(*launcher, "--report", "ctrf.json", *options, "--", *args, *paths),
+        probe=(*launcher, "--probe", *options, "--", *args),
+        provided=provided,
+        report="ctrf.json",
+        format="ctrf",
+        env={},
+        probe_codes=_PYTEST_PROBE_CODES,
+        signed=True,
+    )
+
+
+def go_plan(go: str, packages: Sequence[str] | None, args: Sequence[str]) -> RunnerPlan:
+    return RunnerPlan(
+        name="go",
+        programs=(go,),
+        command=(go, "test", "-json", *args, *(packages or ("./...",))),
+        probe=(go, "version"),
+        provided={},
+        report=None,
+        format="go-json",
+        env={"GOFLAGS": "", "GOTOOLCHAIN": "local", "GOWORK": "off"},
+    )
+
+
+def ini_problem(path: Path) -> str | None:
+    """What keeps a file from being pytest's `-c` ini: pytest reads it by its suffix."""
+    if path.name == LAUNCHER.name or path.suffix not in INI_SUFFIXES:
+        return (
+            "must be pytest's configuration: pytest.ini, tox.ini, setup.cfg, "
+            "pyproject.toml (a name ending .ini, .cfg or .toml)"
+        )
+    return None
