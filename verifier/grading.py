@@ -252,6 +252,19 @@ def conclude(loaded: LoadedEval, results: tuple[JudgeResult, ...], context: Case
     )
 
 
+def check_reward_keys(config: EvalConfig, keys: tuple[str, ...] | None) -> None:
+    """`--reward-keys NAME,...` names judges of eval.yaml: UsageError (exit 2) otherwise,
+    before any case is graded (a typo would leave a key out of every trial)."""
+    judges = [judge.name for judge in config.judges]
+    unknown = [name for name in keys or () if name not in judges]
+    if unknown:
+        raise UsageError(
+            f"--reward-keys (or $VERIFIER_REWARD_KEYS): {', '.join(map(repr, unknown))} "
+            f"{'is not a judge' if len(unknown) == 1 else 'are not judges'} of {config.path} "
+            f"(its judges: {', '.join(judges) or 'none'}); name judges, or use reward or all"
+        )
+
+
 def refuse_config_inside_case(config_path: Path, case_dir: Path) -> None:
     """The agent writes the case; a config it could have written grades nothing."""
     if config_path.resolve().is_relative_to(case_dir.resolve()):

@@ -299,6 +299,29 @@ def test_no_llm_is_part_of_the_config_hash(small) -> None:
     assert again.count(resumed=True) == 0
 
 
+def test_reward_keys_shape_every_cases_reward_json_and_the_resume_key(small) -> None:
+    """--reward-keys reward: reward.json holds the reward alone (Harbor's pass@k), in every
+    case; a changed shape is a changed resume key, so no case keeps the old shape."""
+    out = small["out"]
+    assert set(json.loads((out / "pass-0000" / "reward.json").read_text())) > {"reward"}
+    again = batch(small["config"], small["cases"], out, reward_keys=())
+    assert again.count(resumed=True) == 0 and again.config_hash != small["first"].config_hash
+    for path in out.glob("*/reward.json"):
+        assert list(json.loads(path.read_text())) == ["reward"], path
+    chosen = batch(small["config"], small["cases"], out, reward_keys=("mentions_fix",))
+    assert chosen.count(resumed=True) == 0
+    boom = json.loads((out / "boom-0003" / "reward.json").read_text())
+    assert boom == {"reward": boom["reward"], "mentions_fix": 0.0}  # it errored: still there
+    assert [row.reward for row in chosen.outcomes] == [row.reward for row in small["first"].outcomes]
+
+
+def test_reward_keys_naming_no_judge_stop_the_batch_before_any_case(tmp_path: Path) -> None:
+    config, cases, log = make_corpus(tmp_path, 4)
+    with pytest.raises(UsageError, match="'nosuch' is not a judge"):
+        batch(config, cases, tmp_path / "out", reward_keys=("nosuch",))
+    assert calls(log) == Counter()
+
+
 # --- shards ---------------------------------------------------------------------------
 
 

@@ -119,6 +119,50 @@ def test_environment_variables_set_the_defaults(layout: dict[str, Path]) -> None
     assert (layout["out"] / "reward.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ("reward", {"reward": 0.875}),
+        ("all", {"reward": 0.875, "has_report": 1.0, "mentions_fix": 1.0, "quality": 4.0}),
+        # a chosen judge without a value (errored, skipped) is there, as 0.0
+        ("quality,broken,skipped_one", {"reward": 0.875, "quality": 4.0, "broken": 0.0,
+                                        "skipped_one": 0.0}),
+        ("reward,has_report", {"reward": 0.875, "has_report": 1.0}),
+    ],
+)  # fmt: skip
+def test_reward_keys_choose_what_reward_json_holds(
+    layout: dict[str, Path], keys: str, expected: dict[str, float]
+) -> None:
+    for given, env in ((["--reward-keys", keys], None),
+                       ([], {**os.environ, "VERIFIER_REWARD_KEYS": keys})):  # fmt: skip
+        completed = run(*grade_args(layout), *given, env=env)
+        assert completed.returncode == 0, completed.stderr
+        reward = json.loads((layout["out"] / "reward.json").read_text())
+        assert reward == expected and list(reward)[0] == "reward"
+        judges = json.loads((layout["out"] / "judges.json").read_text())
+        assert set(judges["per_judge"]) == {"has_report", "mentions_fix", "quality", "broken",
+                                            "skipped_one"}  # fmt: skip
+        details = json.loads((layout["out"] / "reward-details.json").read_text())
+        assert list(details)[0] == "reward" and len(details) == 6
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ("quality,nosuch", "'nosuch' is not a judge of"),
+        ("all,quality", "use reward, all, or judge names"),
+        (",", "use reward, all, or judge names"),
+    ],
+)
+def test_reward_keys_naming_no_judge_exit_2_before_grading(
+    layout: dict[str, Path], keys: str, message: str
+) -> None:
+    completed = run(*grade_args(layout), "--reward-keys", keys)
+    assert completed.returncode == 2
+    assert message in completed.stderr and "--reward-keys" in completed.stderr
+    assert not (layout["out"] / "reward.json").exists()
+
+
 def write_stale_reward(out: Path) -> None:
     out.mkdir(exist_ok=True)
     (out / "reward.json").write_text('{"reward": 1.0}')

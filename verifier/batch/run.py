@@ -28,9 +28,14 @@ from verifier.batch.summary import (
 )
 from verifier.console import warn_all
 from verifier.engine import Limits
-from verifier.grading import load_eval
+from verifier.grading import check_reward_keys, load_eval
 from verifier.named import NamedTuple
-from verifier.options import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY, Options
+from verifier.options import (
+    ALL_REWARD_KEYS,
+    DEFAULT_LLM_CACHE_MB,
+    DEFAULT_LLM_CONCURRENCY,
+    Options,
+)
 from verifier.output import prepare_out_dir
 from verifier.system import available_cpus
 
@@ -49,6 +54,8 @@ class BatchRequest(NamedTuple):
     llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
+    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
+    write_back: bool = False
     progress: IO[str] | None = None
 
     @classmethod
@@ -72,6 +79,8 @@ class BatchRequest(NamedTuple):
             llm_concurrency=options.llm_concurrency,
             llm_cache=cache,
             llm_cache_mb=options.llm_cache_mb,
+            reward_keys=options.reward_keys,
+            write_back=options.write_back,
         )
 
 
@@ -79,17 +88,19 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     """Load once, list the cases, grade them in workers, write the summary files."""
     started = time.monotonic()
     loaded = load_eval(request.config)
+    check_reward_keys(loaded.config, request.reward_keys)
     stream = request.progress if request.progress is not None else sys.stderr
     warn_all(loaded.config.warnings, stream)
     llm = llm_judges(loaded, request.limits)
-    digest = config_hash(request.config, request.limits, llm)
+    digest = config_hash(request.config, request.limits, llm, request.reward_keys)
     prepare_out_dir(request.out, remove=())
     with batch_lock(request.out, request.shard):
         entries = select_cases(discover_cases(request.cases, request.out), request.shard)
         cases = [entry for entry in entries if entry.skipped is None]
         grader = CaseGrader(
-            loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm
-        )
+            loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm,
+            request.reward_keys,
+        )  # fmt: skip
         plan = _llm_plan(request, grader) if llm else None
         progress = Progress(len(cases), stream)
         result = run_pool(cases, grader, request.jobs, progress.update, plan)
