@@ -287,9 +287,14 @@ COMMANDS: dict[str, Command] = {
         Command(
             "check",
             "Validate eval.yaml without grading: judges, reward mode, warnings, every problem.",
-            ("config", "strict", "debug"),
+            ("config", "deadline", "strict", "debug"),
             positional=("config",),
             required=("config",),
+            help_overrides={
+                "config": "the eval.yaml, or a Harbor task dir (its task.toml's timeouts "
+                          "and tests/eval.yaml)",
+                "deadline": "warn when the judges' timeouts can add up past this --deadline",
+            },
         ),
         Command(
             "schema",

@@ -312,7 +312,9 @@ def test_reward_keys_shape_every_cases_reward_json_and_the_resume_key(small) -> 
     assert chosen.count(resumed=True) == 0
     boom = json.loads((out / "boom-0003" / "reward.json").read_text())
     assert boom == {"reward": boom["reward"], "mentions_fix": 0.0}  # it errored: still there
-    assert [row.reward for row in chosen.outcomes] == [row.reward for row in small["first"].outcomes]
+    assert [row.reward for row in chosen.outcomes] == [
+        row.reward for row in small["first"].outcomes
+    ]
 
 
 def test_reward_keys_naming_no_judge_stop_the_batch_before_any_case(tmp_path: Path) -> None:
@@ -497,6 +499,19 @@ def test_a_timed_out_judge_is_a_judge_error_not_a_stopped_batch(tmp_path: Path) 
     summary = batch(config, cases, tmp_path / "out")
     assert summary.count(status=CaseStatus.REWARDED) == 14
     assert rows(summary)["hang-0"].errored_judges == ("length_score",)
+
+
+def test_the_deadline_holds_for_each_case_of_a_batch(tmp_path: Path) -> None:
+    """--deadline in a batch is each case's: a judge still running when its case's time
+    is up is a timeout saying so, and the batch goes on to the next case."""
+    config, cases, _ = make_corpus(tmp_path, 4, hang=2)
+    started = time.monotonic()
+    summary = batch(config, cases, tmp_path / "out", deadline_s=1.0, jobs=1)
+    assert time.monotonic() - started < 2 * 1.0 + 5  # two hanging cases, one worker
+    assert summary.count(status=CaseStatus.REWARDED) == 6
+    assert rows(summary)["hang-0"].errored_judges == ("length_score",)
+    judges = json.loads((tmp_path / "out" / "hang-0" / "judges.json").read_text())
+    assert "the grade's deadline (--deadline 1s" in judges["per_judge"]["length_score"]["error"]
 
 
 def crash_on_b(case: Case) -> CaseOutcome:

@@ -95,6 +95,44 @@ def test_hanging_judge_times_out_and_the_rest_finish(
     assert by_name(grading)["good"].status is Status.OK
 
 
+def test_the_grade_deadline_stops_judges_still_running_as_timeouts(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    """Judges whose own timeouts add up past the deadline: the one still running when it
+    comes is stopped as a timeout (on_error decides), a builtin as a failure (only the
+    case keeps it running), and one that never got a slot likewise; the others stand."""
+    slow = check_judge("slow", "import time\ntime.sleep(60)\nreturn 1", extra="    timeout: 50\n")
+    waiting = check_judge("waiting", "return 1", extra="    timeout: 50\n")
+    builtin = (
+        "  - name: hangs\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: 'sleep 60', timeout: 50}\n"
+    )
+    started = time.monotonic()
+    limits = Limits(parallel=2).until(3.0)
+    grading = grade_with(write_config, make_case, GOOD + slow + builtin + waiting, limits=limits)
+    elapsed = time.monotonic() - started
+    assert 2.0 < elapsed < 3.0  # before the deadline, less the margin kept for writing
+    judged = by_name(grading)
+    assert judged["good"].status is Status.OK and judged["good"].value == 5
+    assert judged["slow"].status is Status.TIMEOUT
+    assert judged["slow"].error.startswith("stopped after 2.")
+    assert "the grade's deadline (--deadline 3s, less 0.3s to write the reward)" in (
+        judged["slow"].error
+    )
+    assert (judged["hangs"].status, judged["hangs"].value) == (Status.OK, False)
+    assert "the grade's deadline" in judged["hangs"].rationale
+    assert judged["waiting"].status is Status.TIMEOUT
+    assert judged["waiting"].error.startswith("not started: the grade's deadline")
+
+
+def test_a_judge_timeout_before_the_deadline_is_still_its_own(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    hang = check_judge("hang", "while True:\n    pass\nreturn 1", extra="    timeout: 0.5\n")
+    grading = grade_with(write_config, make_case, hang, limits=Limits().until(30))
+    assert by_name(grading)["hang"].error == "timed out after 0.5s (judge timeout)"
+
+
 def test_timeout_kills_processes_the_judge_started(
     write_config: WriteConfig, make_case: MakeCase, tmp_path: Path
 ) -> None:

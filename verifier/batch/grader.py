@@ -68,6 +68,7 @@ class CaseGrader(NamedTuple):
     keep_errors: bool = False
     llm: Mapping[int, LLMJudge] = MappingProxyType({})  # by judge index: run in two stages
     reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS  # what reward.json holds
+    deadline_s: float | None = None  # --deadline: each case's whole grade
 
     def __call__(self, case: Case) -> CaseOutcome | PendingCase:
         """The CPU stage, in a worker: the finished row, or the case's LLM tasks."""
@@ -86,13 +87,14 @@ class CaseGrader(NamedTuple):
             judges = self.loaded.judges
             graded = step_indices(self.loaded, step)
             engine = [index for index in graded if index not in self.llm]
-            found = run_judges([judges[index] for index in engine], reading.record, self.limits)
+            limits = self.limits.until(self.deadline_s, started)
+            found = run_judges([judges[index] for index in engine], reading.record, limits)
             results: dict[int, JudgeResult] = dict(zip(engine, found, strict=True))
             tasks = []
             for index, judge in self.llm.items():
                 if index not in graded:
                     continue
-                task = _llm_task(index, judges[index], judge, reading.record)
+                task = _llm_task(index, judges[index], judge, reading.record, limits.deadline)
                 if isinstance(task, JudgeResult):
                     results[index] = task
                 else:
@@ -162,7 +164,7 @@ class _TimeUp(Exception):
 
 
 def _llm_task(
-    index: int, prepared: PreparedJudge, judge: LLMJudge, record: Record
+    index: int, prepared: PreparedJudge, judge: LLMJudge, record: Record, deadline: float | None
 ) -> LLMTask | JudgeResult:
     """An LLM judge's prompt for the LLM stage, or its result when it needs no request:
     skipped by its `if:`, or a prompt that failed, or took the judge's whole timeout, to
@@ -192,7 +194,7 @@ def _llm_task(
         return result(Status.TIMEOUT, error=f"timed out after {seconds} (judge timeout)")
     except LLMJudgeError as error:
         return result(Status.ERROR, error=str(error), details=error.details)
-    return LLMTask(index, prompt, time.monotonic() - started)
+    return LLMTask(index, prompt, time.monotonic() - started, deadline)
 
 
 @contextlib.contextmanager

@@ -55,6 +55,7 @@ class BatchRequest(NamedTuple):
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
     reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
+    deadline_s: float | None = None  # each case's whole grade (--deadline)
     write_back: bool = False
     progress: IO[str] | None = None
 
@@ -80,6 +81,7 @@ class BatchRequest(NamedTuple):
             llm_cache=cache,
             llm_cache_mb=options.llm_cache_mb,
             reward_keys=options.reward_keys,
+            deadline_s=options.deadline,
             write_back=options.write_back,
         )
 
@@ -99,7 +101,7 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         cases = [entry for entry in entries if entry.skipped is None]
         grader = CaseGrader(
             loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm,
-            request.reward_keys,
+            request.reward_keys, request.deadline_s,
         )  # fmt: skip
         plan = _llm_plan(request, grader) if llm else None
         progress = Progress(len(cases), stream)

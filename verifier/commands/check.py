@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.console import warn_all
 from verifier.dataset import DatasetSurvey, survey
-from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError
+from verifier.engine.runner import reward_margin_s
+from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError, UsageError
 from verifier.grading import check_eval
 from verifier.judges import describe_judge
-from verifier.options import Options
+from verifier.named import NamedTuple
+from verifier.options import Options, parse_seconds
+
+TASK_CONFIG = "task.toml"
+TASK_EVAL = Path("tests") / "eval.yaml"  # where `verifier task init` puts eval.yaml
+HARBOR_DEFAULT_TIMEOUT_S = 600.0  # [verifier] timeout_sec when task.toml sets none
 
 ON_ERROR_MEANINGS = {
     "drop": "an errored judge is dropped; in weighted mode the reward can go up",
@@ -21,7 +29,8 @@ ON_ERROR_MEANINGS = {
 
 
 def run(options: Options) -> int:
-    path = options.config
+    task = read_task(options.config) if options.config.is_dir() else None
+    path = options.config / TASK_EVAL if task is not None else options.config
     checked = check_eval(path)
     config = checked.config
     dataset = survey(config.dataset) if config is not None and config.dataset else None
@@ -29,6 +38,9 @@ def run(options: Options) -> int:
     if problems:
         return _invalid(path, problems, checked.warnings)
     assert config is not None
+    budgets = task if task is not None else (TimeBudget(None, None, options.deadline),)
+    timing = tuple(warning for budget in budgets for warning in time_warnings(config, budget))
+    checked = checked._replace(warnings=(*checked.warnings, *timing))
     count = len(checked.warnings)
     if options.strict and checked.warnings:
         print(f"{path}: invalid under --strict ({count} warning{'s' * (count > 1)})")
@@ -47,6 +59,113 @@ def run(options: Options) -> int:
         print(f"dataset: {describe_dataset(config, dataset)}")
     warn_all(checked.warnings)
     return EXIT_CONFIG if options.strict and checked.warnings else EXIT_OK
+
+
+class TimeBudget(NamedTuple):
+    """What one verifier run of a task may take: Harbor's `timeout_sec` for it (None: not
+    a task's) and the `--deadline` / VERIFIER_DEADLINE it grades with (None: none)."""
+
+    step: str | None  # the execution step whose verifier this is (None: the whole eval)
+    harbor_timeout_s: float | None
+    deadline_s: float | None
+
+
+def read_task(directory: Path) -> tuple[TimeBudget, ...]:
+    """The verifier time budgets of a Harbor task dir (task.toml and tests/eval.yaml, as
+    `verifier task init` writes them): [verifier] timeout_sec and its env's
+    VERIFIER_DEADLINE, and each [[steps]]' own where it sets them. UsageError when the
+    dir is no task or task.toml cannot be read."""
+    import tomllib  # only for a task dir
+
+    path = directory / TASK_CONFIG
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(
+            f"{directory}: a directory, but no {TASK_CONFIG} in it: give eval.yaml, or a "
+            "Harbor task dir (task.toml, tests/eval.yaml)"
+        ) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise UsageError(f"{path}: cannot be read as TOML ({error})") from None
+    root = _verifier_table(document)
+    steps = [step for step in document.get("steps") or () if isinstance(step, dict)]
+    if not steps:
+        return (_budget(None, root, {}, path),)
+    return tuple(_budget(str(step.get("name")), root, _verifier_table(step), path)
+                 for step in steps)  # fmt: skip
+
+
+def _verifier_table(table: Mapping[str, Any]) -> Mapping[str, Any]:
+    verifier = table.get("verifier")
+    return verifier if isinstance(verifier, dict) else {}
+
+
+def _budget(
+    step: str | None, root: Mapping[str, Any], own: Mapping[str, Any], path: Path
+) -> TimeBudget:
+    timeout = own.get("timeout_sec", root.get("timeout_sec", HARBOR_DEFAULT_TIMEOUT_S))
+    env = {**(root.get("env") or {}), **(own.get("env") or {})}
+    where = f"{path}: [verifier]" if step is None else f"{path}: [steps.verifier] of {step!r}"
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise UsageError(f"{where} timeout_sec: {timeout!r} is not a positive number")
+    deadline = env.get("VERIFIER_DEADLINE")
+    try:
+        seconds = parse_seconds(str(deadline)) if deadline is not None else None
+    except ValueError as error:
+        raise UsageError(f"{where} env VERIFIER_DEADLINE: {error}") from None
+    return TimeBudget(step, float(timeout), seconds)
+
+
+def harbor_margin_s(timeout_s: float) -> float:
+    """What Harbor's own verify phase spends inside its timeout besides test.sh (chmod,
+    rm, the exec's start, reading the files back): a deadline keeps this much below it."""
+    return max(5.0, 0.05 * timeout_s)
+
+
+def time_warnings(config: EvalConfig, budget: TimeBudget) -> list[str]:
+    """When the judges' timeouts can add up past the deadline or past Harbor's timeout.
+
+    Judges may run one at a time (a batch, a container with one CPU), so their
+    timeouts are added up: the worst case. Past the deadline, the judges still running
+    become timeouts (on_error decides); past Harbor's timeout without a deadline below
+    it, Harbor kills the verifier and the trial has no reward at all.
+    """
+    stepped = budget.step is not None and budget.step in config.step_ids
+    names = config.step_judges(budget.step) if stepped else [j.name for j in config.judges]
+    timeouts = {judge.name: judge.timeout_s for judge in config.judges if judge.name in names}
+    total = math.fsum(timeouts.values())
+    longest = sorted(timeouts, key=timeouts.__getitem__, reverse=True)[:3]
+    judges = (
+        f"the judges' timeouts add up to {total:g}s (longest: "
+        + ", ".join(f"{name} {timeouts[name]:g}s" for name in longest)
+        + ")"
+    )
+    of = "" if budget.step is None else f" (step {budget.step})"
+    warnings = []
+    deadline, harbor = budget.deadline_s, budget.harbor_timeout_s
+    if deadline is not None and total > deadline - reward_margin_s(deadline):
+        warnings.append(
+            f"{judges}{of}, more than the deadline of {deadline:g}s leaves them "
+            f"({deadline - reward_margin_s(deadline):g}s): judges still running then are "
+            "stopped as timeouts (on_error decides; a builtin fails)"
+        )
+    if harbor is None:
+        return warnings
+    if deadline is None and total > harbor - harbor_margin_s(harbor):
+        warnings.append(
+            f"{judges}{of}, more than Harbor's [verifier] timeout_sec = {harbor:g} leaves "
+            "them, and no VERIFIER_DEADLINE: when they run long, Harbor kills the verifier "
+            "and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = "
+            f'"{harbor - harbor_margin_s(harbor):g}" (or raise timeout_sec)'
+        )
+    elif deadline is not None and deadline > harbor - harbor_margin_s(harbor):
+        warnings.append(
+            f"VERIFIER_DEADLINE = {deadline:g}{of} is not at least "
+            f"{harbor_margin_s(harbor):g}s below Harbor's [verifier] timeout_sec = {harbor:g}: "
+            "Harbor may kill the verifier before it writes the reward; set it to "
+            f"{harbor - harbor_margin_s(harbor):g} or less"
+        )
+    return warnings
 
 
 def _invalid(path: Path, problems: Sequence[ConfigError], warnings: Sequence[str]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
@@ -20,9 +21,10 @@ No reward file is written unless the exit code is 0."""
 
 
 def run(options: Options) -> int:
+    started = time.monotonic()
     with stopped_by_signals():
         try:
-            limits = Limits.from_options(options)
+            limits = Limits.from_options(options).until(options.deadline, started)
             loaded = load_eval(options.config)
             check_reward_keys(loaded.config, options.reward_keys)
             warn_all(loaded.config.warnings)

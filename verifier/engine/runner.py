@@ -47,13 +47,27 @@ _WATCH_INTERVAL_S = 0.05  # memory and orphans are checked this often while judg
 
 
 class Limits(NamedTuple):
-    """How many judges run at once (per pool), how much memory each may use, and which
-    pools are skipped outright (`--no-llm`)."""
+    """How many judges run at once (per pool), how much memory each may use, which
+    pools are skipped outright (`--no-llm`), and when every judge must be done (the
+    grade's `--deadline`, as a time.monotonic() instant)."""
 
     parallel: int | None = None  # CPU judges at once; None: the CPU count
     llm_parallel: int = DEFAULT_LLM_PARALLEL
     memory_mb: int | None = DEFAULT_MEMORY_MB
     skip_pools: frozenset[Pool] = frozenset()
+    deadline: float | None = None  # None: each judge's own timeout only
+    deadline_s: float | None = None  # the --deadline it came from, for messages
+
+    def until(self, seconds: float | None, started: float | None = None) -> Limits:
+        """These limits with a whole-grade deadline `seconds` after `started` (default:
+        now), less the margin the grader needs after its judges to write the reward
+        files (reward_margin_s); unchanged when seconds is None."""
+        if seconds is None:
+            return self
+        started = time.monotonic() if started is None else started
+        return self._replace(
+            deadline=started + seconds - reward_margin_s(seconds), deadline_s=seconds
+        )
 
     @classmethod
     def from_options(cls, options: Options, **overrides: object) -> Limits:
@@ -78,15 +92,24 @@ class Limits(NamedTuple):
         return self.parallel if self.parallel is not None else available_cpus()
 
 
+def reward_margin_s(deadline_s: float) -> float:
+    """What a whole-grade deadline keeps back for stopping the judges still running
+    (killing and reaping their trees) and writing the four files: a tenth of it, at
+    most 2 s."""
+    return min(2.0, 0.1 * deadline_s)
+
+
 class _Running:
     """A judge process the runner waits on: its pipes, what they carried, its token."""
 
-    __slots__ = ("judge", "memory_exceeded", "output", "output_cut", "output_fd", "pid",
-                 "result", "result_closed", "result_fd", "started", "token")  # fmt: skip
+    __slots__ = ("grade_deadline", "judge", "memory_exceeded", "output", "output_cut",
+                 "output_fd", "pid", "result", "result_closed", "result_fd", "started",
+                 "token")  # fmt: skip
 
     def __init__(self, judge: PreparedJudge, pid: int, result_fd: int, output_fd: int,
-                 token: str) -> None:  # fmt: skip
+                 token: str, grade_deadline: float | None) -> None:  # fmt: skip
         self.judge = judge
+        self.grade_deadline = grade_deadline
         self.pid = pid
         self.result_fd = result_fd
         self.output_fd = output_fd
@@ -100,7 +123,13 @@ class _Running:
 
     @property
     def deadline(self) -> float:
-        return self.started + self.judge.config.timeout_s
+        """Its own timeout, or the grade's deadline when that comes first."""
+        own = self.started + self.judge.config.timeout_s
+        return own if self.grade_deadline is None else min(own, self.grade_deadline)
+
+    def stopped_by_grade_deadline(self) -> bool:
+        own = self.started + self.judge.config.timeout_s
+        return self.grade_deadline is not None and self.grade_deadline < own
 
     def is_over(self, now: float) -> bool:
         """It answered, died without answering, exceeded its memory or its time."""
@@ -166,10 +195,16 @@ class _Runner:
         sys.stderr.flush()
         next_watch = time.monotonic() + _WATCH_INTERVAL_S
         while pending or self.running:
+            if self.limits.deadline is not None and time.monotonic() >= self.limits.deadline:
+                for judge in pending:  # never started: the grade ran out of time first
+                    results[judge.config.name] = self._not_started(judge)
+                pending = []
             for judge in self._startable(pending):
                 pending.remove(judge)
                 self._spawn(judge, record)
-            wake = min(next_watch, *(run.deadline for run in self.running.values()))
+            wake = min([next_watch, *(run.deadline for run in self.running.values())])
+            if pending and self.limits.deadline is not None:
+                wake = min(wake, self.limits.deadline)
             for fd, _ in self.poller.poll(max(0.0, wake - time.monotonic()) * 1000):
                 self._read(self.watched[fd], fd)
             now = time.monotonic()
@@ -216,7 +251,7 @@ class _Runner:
         os.close(output_write)
         with contextlib.suppress(OSError):  # the child did it already, or has exited
             os.setpgid(pid, pid)
-        run = _Running(judge, pid, result_read, output_read, token)
+        run = _Running(judge, pid, result_read, output_read, token, self.limits.deadline)
         self.running[pid] = run
         for fd in (result_read, output_read):
             self.poller.register(fd, select.POLLIN)
@@ -273,6 +308,9 @@ class _Runner:
                 duration,
                 f"exceeded the memory limit of {self.limits.memory_mb} MiB",
             )
+        if timed_out and run.stopped_by_grade_deadline():
+            return self._unanswered(run, Status.TIMEOUT, duration, self._deadline_reason(
+                f"stopped after {duration:.1f}s"))  # fmt: skip
         if timed_out:
             timeout = run.judge.config.timeout_s
             return self._unanswered(
@@ -295,6 +333,24 @@ class _Runner:
             error=payload.get("error"),
             details=payload.get("details") or {},
         )
+
+    def _deadline_reason(self, what: str) -> str:
+        return (
+            f"{what}: the grade's deadline (--deadline {self.limits.deadline_s:g}s, less "
+            f"{reward_margin_s(self.limits.deadline_s or 0):g}s to write the reward) came "
+            "first"
+        )
+
+    def _not_started(self, judge: PreparedJudge) -> JudgeResult:
+        """A judge still waiting for a slot when the grade's deadline came: as a judge
+        stopped at once (a case-bound judge's wait is the case's doing too: the judges
+        before it ran on the case)."""
+        reason = self._deadline_reason("not started")
+        if judge.case_bound:
+            return _answer(judge, Status.OK, 0.0, self.secrets, value=False, rationale=(
+                f"the judge gave no answer on this case ({reason}): counted as a failure"
+            ))  # fmt: skip
+        return _answer(judge, Status.TIMEOUT, 0.0, self.secrets, error=reason)
 
     def _unanswered(
         self, run: _Running, status: Status, duration: float, reason: str
@@ -342,19 +398,26 @@ class _Runner:
     def _result(
         self, run: _Running, status: Status, duration: float, **fields: object
     ) -> JudgeResult:
-        """A judge's result, with every secret the grader knows redacted from its text."""
-        for name in ("rationale", "error"):
-            if isinstance(fields.get(name), str):
-                fields[name] = redact(fields[name], self.secrets)  # type: ignore[arg-type]
-        if fields.get("details"):
-            fields["details"] = redact_tree(fields["details"], self.secrets)
-        return JudgeResult(
-            name=run.judge.config.name,
-            kind=run.judge.config.kind,
-            status=status,
-            duration_s=duration,
-            **fields,  # type: ignore[arg-type]
-        )
+        return _answer(run.judge, status, duration, self.secrets, **fields)
+
+
+def _answer(
+    judge: PreparedJudge, status: Status, duration: float, secrets: tuple[str, ...],
+    **fields: object,
+) -> JudgeResult:  # fmt: skip
+    """A judge's result, with every secret the grader knows redacted from its text."""
+    for name in ("rationale", "error"):
+        if isinstance(fields.get(name), str):
+            fields[name] = redact(fields[name], secrets)  # type: ignore[arg-type]
+    if fields.get("details"):
+        fields["details"] = redact_tree(fields["details"], secrets)
+    return JudgeResult(
+        name=judge.config.name,
+        kind=judge.config.kind,
+        status=status,
+        duration_s=duration,
+        **fields,  # type: ignore[arg-type]
+    )
 
 
 def _drain(fd: int, run: _Running) -> None:
