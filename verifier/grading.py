@@ -104,6 +104,9 @@ def case_sources(config: EvalConfig, case_id: str) -> CaseSources:
     eval.yaml has a dataset) over them. ConfigError when the entry cannot be used."""
     if config.dataset is None:
         return CaseSources(config.annotations, {}, config.task_input, None, ())
+    if config.dataset.missing:
+        warning = config.dataset.missing_warning()
+        return CaseSources(config.annotations, {}, config.task_input, None, (warning,))
     entry = config.dataset.case(case_id)
     if entry is None:
         warning = (

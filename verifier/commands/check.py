@@ -40,7 +40,10 @@ def run(options: Options) -> int:
     assert config is not None
     budgets = task if task is not None else (TimeBudget(None, None, options.deadline),)
     timing = tuple(warning for budget in budgets for warning in time_warnings(config, budget))
-    checked = checked._replace(warnings=(*checked.warnings, *timing))
+    absent = (
+        (config.dataset.missing_warning(),) if config.dataset and config.dataset.missing else ()
+    )
+    checked = checked._replace(warnings=(*checked.warnings, *absent, *timing))
     count = len(checked.warnings)
     if options.strict and checked.warnings:
         print(f"{path}: invalid under --strict ({count} warning{'s' * (count > 1)})")
@@ -179,6 +182,8 @@ def _invalid(path: Path, problems: Sequence[ConfigError], warnings: Sequence[str
 def describe_dataset(config: EvalConfig, dataset: DatasetSurvey) -> str:
     """`dataset/: 4 cases; annotation keys: instruction, oracle (files: ...)`."""
     assert config.dataset is not None
+    if config.dataset.missing:
+        return f"{config.dataset.path}/: absent (no cases: judges get no annotations)"
     count = len(dataset.case_ids)
     text = f"{config.dataset.path}/: {count} case{'s' * (count != 1)}"
     keys = ", ".join(dataset.annotation_keys) or "none"

@@ -77,6 +77,8 @@ def init_dataset_tasks(
     dataset = read_dataset(document.get("dataset"), str(config), config.resolve().parent)
     if dataset is None:
         raise UsageError(f"--from-dataset: {config} has no dataset.path")
+    if dataset.missing:
+        raise UsageError(f"--from-dataset: {dataset.missing_warning()}, so no task to make")
     entries = _entries(dataset, case_ids)
     execution = read_execution(config)
     base = plan_tests_dir(config, leave_out=[dest, dataset.root])
