@@ -499,6 +499,12 @@ def test_a_timed_out_judge_is_a_judge_error_not_a_stopped_batch(tmp_path: Path) 
     summary = batch(config, cases, tmp_path / "out")
     assert summary.count(status=CaseStatus.REWARDED) == 14
     assert rows(summary)["hang-0"].errored_judges == ("length_score",)
+    assert rows(summary)["hang-0"].timed_out_judges == ("length_score",)
+    # every case has a reward (errors=0), and the line still says judges could not run
+    assert " errors=0 judge_errors=2 judge_timeouts=2 with_judge_errors=4 " in summary.line()
+    document = summary_json(tmp_path / "out")
+    assert (document["judges_errored"], document["judges_timed_out"]) == (4, 2)
+    assert document["cases"][0]["timed_out_judges"] == []
 
 
 def test_the_deadline_holds_for_each_case_of_a_batch(tmp_path: Path) -> None:
@@ -577,7 +583,8 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
     assert completed.returncode == 0, completed.stderr
     line = completed.stdout.splitlines()[0]
     assert line.startswith(
-        "batch: cases=12 graded=12 resumed=0 skipped=0 errors=0 with_judge_errors=2 mean_reward="
+        "batch: cases=12 graded=12 resumed=0 skipped=0 errors=0 judge_errors=2 judge_timeouts=0 "
+        "with_judge_errors=2 mean_reward="
     )
     assert termination.read_text().strip() == line.removeprefix("batch: ")
     assert "batch: 12/12 (100%)" in completed.stderr

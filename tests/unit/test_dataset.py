@@ -245,7 +245,7 @@ def test_an_absent_dataset_dir_is_a_case_warning_not_a_load_error(tmp_path: Path
     config = tmp_path / "eval.yaml"
     config.write_text(
         "dataset: {path: eval/dataset/cases, schema: text}\njudges:\n  - name: a\n"
-        "    check: return not outputs.get(\"annotations\")\n"
+        '    check: return not outputs.get("annotations")\n'
     )
     case = tmp_path / "case"
     case.mkdir()

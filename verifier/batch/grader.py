@@ -121,6 +121,9 @@ class CaseGrader(NamedTuple):
             CaseStatus.REWARDED,
             reward=grading.reward,
             errored_judges=tuple(result.name for result in grading.results if result.failed),
+            timed_out_judges=tuple(
+                result.name for result in grading.results if result.status is Status.TIMEOUT
+            ),
             seconds=time.monotonic() - pending.started,
             **counts,
         )

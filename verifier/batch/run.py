@@ -68,15 +68,16 @@ class BatchRequest(NamedTuple):
         cache = (
             None if options.no_llm_cache else options.llm_cache or default_llm_cache(options.out)
         )
+        jobs = options.jobs or available_cpus()
         return cls(
             config=options.config,
             cases=options.cases,
             out=options.out,
-            jobs=options.jobs or available_cpus(),
+            jobs=jobs,
             shard=Shard(*options.shard) if options.shard else None,
             force=options.force,
             keep_errors=options.keep_errors,
-            limits=Limits.from_options(options, parallel=1),
+            limits=Limits.from_options(options, workers=jobs, parallel=1),
             llm_concurrency=options.llm_concurrency,
             llm_cache=cache,
             llm_cache_mb=options.llm_cache_mb,
