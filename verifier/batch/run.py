@@ -7,6 +7,7 @@ whole run (verifier.batch.layout).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -14,9 +15,9 @@ import time
 from pathlib import Path
 from typing import IO
 
-from verifier.batch.cases import Case, Shard, discover_cases, select_cases
+from verifier.batch.cases import Case, Shard, discover_cases, is_harbor_job, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
-from verifier.batch.layout import batch_lock, default_llm_cache
+from verifier.batch.layout import batch_lock, default_llm_cache, report_path
 from verifier.batch.pool import LLMPlan, run_pool
 from verifier.batch.summary import (
     BatchSummary,
@@ -28,7 +29,8 @@ from verifier.batch.summary import (
 )
 from verifier.console import warn_all
 from verifier.engine import Limits
-from verifier.grading import check_reward_keys, load_eval
+from verifier.errors import UsageError
+from verifier.grading import LoadedEval, check_reward_keys, load_eval
 from verifier.named import NamedTuple
 from verifier.options import (
     ALL_REWARD_KEYS,
@@ -36,7 +38,7 @@ from verifier.options import (
     DEFAULT_LLM_CONCURRENCY,
     Options,
 )
-from verifier.output import prepare_out_dir
+from verifier.output import prepare_out_dir, write_atomic
 from verifier.system import available_cpus
 
 
@@ -92,6 +94,13 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     started = time.monotonic()
     loaded = load_eval(request.config)
     check_reward_keys(loaded.config, request.reward_keys)
+    harbor_job = is_harbor_job(request.cases)
+    if request.write_back:
+        from verifier.batch.writeback import check_job
+
+        if not harbor_job:
+            raise UsageError(f"--write-back: {request.cases} is not a Harbor job dir")
+        check_job(request.cases)
     stream = request.progress if request.progress is not None else sys.stderr
     warn_all(loaded.config.warnings, stream)
     llm = llm_judges(loaded, request.limits)
@@ -126,6 +135,26 @@ def run_batch(request: BatchRequest) -> BatchSummary:
             llm=figures,
         )  # fmt: skip
         write_summary(request.out, summary)
+        if harbor_job and not summary.interrupted:
+            summary = _harbor_results(request, loaded, entries, summary)
+    return summary
+
+
+def _harbor_results(
+    request: BatchRequest, loaded: LoadedEval, entries: list[Case], summary: BatchSummary
+) -> BatchSummary:
+    """A batch over a Harbor job dir: its job report, and --write-back into the trials."""
+    from verifier.batch.report import job_report
+
+    report = job_report(loaded, request.out, entries, summary.outcomes)
+    text = json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n"
+    write_atomic(report_path(request.out, request.shard), text)
+    summary = summary._replace(report=report)
+    if request.write_back:
+        from verifier.batch.writeback import write_back
+
+        written = write_back(request.cases, request.out, entries, summary.outcomes)
+        summary = summary._replace(written_back=written)
     return summary
 
 

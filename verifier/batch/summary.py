@@ -157,6 +157,10 @@ class BatchSummary(NamedTuple):
     elapsed_s: float
     stopped_by: str | None = None  # SIGTERM / SIGINT when a signal stopped the batch
     llm: LLMFigures | None = None  # None: no LLM judge ran
+    # Over a Harbor job dir (after the summary files): a verifier.batch.report.JobReport,
+    # and with --write-back a verifier.batch.writeback.WriteBack (both import this module).
+    report: Any = None
+    written_back: Any = None
 
     @property
     def interrupted(self) -> bool:
