@@ -317,13 +317,16 @@ COMMANDS: dict[str, Command] = {
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
             ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
-             "task_input", "from_dataset", "case_ids", "protect", "force", "debug"),
+             "task_input", "from_dataset", "case_ids", "protect", "reward_keys", "force",
+             "debug"),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
                 "config": "the eval.yaml that grades the task",
                 "force": "write into a non-empty DEST (its other files stay)",
                 "name": "the task's org/name (with --from-dataset: the org)",
+                "reward_keys": "what the package's reward.json holds: its [verifier] env "
+                               "VERIFIER_REWARD_KEYS (reward, all, NAME,...)",
             },
         ),
     )
