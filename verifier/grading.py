@@ -262,7 +262,7 @@ def check_reward_keys(config: EvalConfig, keys: tuple[str, ...] | None) -> None:
     unknown = [name for name in keys or () if name not in judges]
     if unknown:
         raise UsageError(
-            f"--reward-keys (or $VERIFIER_REWARD_KEYS): {', '.join(map(repr, unknown))} "
+            f"--reward-keys (or $VERIFIER_REWARD_JSON): {', '.join(map(repr, unknown))} "
             f"{'is not a judge' if len(unknown) == 1 else 'are not judges'} of {config.path} "
             f"(its judges: {', '.join(judges) or 'none'}); name judges, or use reward or all"
         )

@@ -207,7 +207,9 @@ OPTIONS: dict[str, Option] = {
                "what reward.json holds: `reward` alone (Harbor's pass@k needs it), `all` "
                "(the reward and every judge with a value), or `NAME,...` (the reward and "
                "these judges, always present); judges.json has every judge either way",
-               parse_reward_keys, "VERIFIER_REWARD_KEYS", ALL_REWARD_KEYS, default_text="all",
+               # Not VERIFIER_REWARD_KEYS: Harbor scrubs the value of every [verifier] env
+               # name with KEY in it from every file of the trial, reward.json included.
+               parse_reward_keys, "VERIFIER_REWARD_JSON", ALL_REWARD_KEYS, default_text="all",
                metavar="reward|all|NAME,..."),
         Option("deadline", ("--deadline",),
                "seconds the whole grade may take: judges still running when it nears are "
@@ -326,7 +328,7 @@ COMMANDS: dict[str, Command] = {
                 "force": "write into a non-empty DEST (its other files stay)",
                 "name": "the task's org/name (with --from-dataset: the org)",
                 "reward_keys": "what the package's reward.json holds: its [verifier] env "
-                               "VERIFIER_REWARD_KEYS (reward, all, NAME,...)",
+                               "VERIFIER_REWARD_JSON (reward, all, NAME,...)",
             },
         ),
     )

@@ -3,7 +3,7 @@ timeout, a regrade written back, the job report, and `harbor view` showing it.
 
 One Harbor job (oracle agent, podman, two attempts per task) of three tasks made by
 `init_task` from one pass/fail eval.yaml (`reward.judge` on a boolean), graded with
-`VERIFIER_REWARD_KEYS=reward` and `VERIFIER_DEADLINE=20` under Harbor's
+`VERIFIER_REWARD_JSON=reward` and `VERIFIER_DEADLINE=20` under Harbor's
 `[verifier] timeout_sec = 30`:
 
 - passes:   answer.txt holds 42; reward 1
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -81,7 +82,9 @@ ATTEMPTS = 2
 
 def solve_sh(files: dict[str, str]) -> str:
     lines = ["#!/bin/bash", "set -euo pipefail", f"mkdir -p {WORKDIR}", f"cd {WORKDIR}"]
-    lines += [f"printf '%s' {json.dumps(text)} > {name}" for name, text in files.items()]
+    lines += [
+        f"printf '%s\\n' {shlex.quote(text.rstrip())} > {name}" for name, text in files.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -96,7 +99,7 @@ def harbor_native_task(dest: Path, config: Path, image: str, as_root: bool, solv
         r"\[verifier\]\ntimeout_sec = [0-9.]+\n(.*?\n)env = \{ (.*?) \}\n",
         lambda match: (
             f"[verifier]\ntimeout_sec = {HARBOR_TIMEOUT_S}.0\n{match[1]}env = {{ {match[2]}, "
-            f'VERIFIER_REWARD_KEYS = "reward", VERIFIER_DEADLINE = "{DEADLINE_S}" }}\n'
+            f'VERIFIER_REWARD_JSON = "reward", VERIFIER_DEADLINE = "{DEADLINE_S}" }}\n'
         ),
         toml.read_text(),
         flags=re.DOTALL,
@@ -220,6 +223,10 @@ def test_the_regrade_is_written_back_into_the_trials(
         original = verifier / "original"
         assert json.loads((original / "reward.json").read_text()) == trial.rewards
         assert (original / "test-stdout.txt").is_file()
+        assert (
+            "regraded by `verifier batch --write-back`"
+            in (verifier / "test-stdout.txt").read_text()
+        )
         assert json.loads((original / "result.json").read_text()) == trial.result
     stats = job_stats(job["dir"])
     assert stats["pass_at_k"] == {"2": 1.0}

@@ -135,7 +135,7 @@ def test_reward_keys_choose_what_reward_json_holds(
     layout: dict[str, Path], keys: str, expected: dict[str, float]
 ) -> None:
     for given, env in ((["--reward-keys", keys], None),
-                       ([], {**os.environ, "VERIFIER_REWARD_KEYS": keys})):  # fmt: skip
+                       ([], {**os.environ, "VERIFIER_REWARD_JSON": keys})):  # fmt: skip
         completed = run(*grade_args(layout), *given, env=env)
         assert completed.returncode == 0, completed.stderr
         reward = json.loads((layout["out"] / "reward.json").read_text())
@@ -525,6 +525,23 @@ def test_check_deadline_warns_for_an_eval_yaml(tmp_path: Path) -> None:
     assert "more than the deadline of 100s leaves them (98s)" in completed.stderr
     assert "warning" not in run("check", str(config)).stderr
     assert "warning" not in run("check", str(config), "--deadline", "800").stderr
+
+
+def test_check_warns_about_a_setting_harbor_would_scrub_as_a_secret(tmp_path: Path) -> None:
+    """Harbor replaces the value of an env name with KEY (TOKEN, ...) in every file of
+    the trial: `VERIFIER_REWARD_KEYS = "reward"` would corrupt reward.json."""
+    task = harbor_task(
+        tmp_path,
+        'timeout_sec = 900.0\nenv = {VERIFIER_DEADLINE = "800", VERIFIER_REWARD_KEYS = '
+        '"reward", OPENAI_API_KEY = "${OPENAI_API_KEY}"}\n',
+    )
+    completed = run("check", str(task))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr.count("Harbor takes") == 1
+    assert (
+        "env VERIFIER_REWARD_KEYS = 'reward': Harbor takes VERIFIER_REWARD_KEYS for a secret"
+        in (completed.stderr)
+    )
 
 
 def test_check_of_a_dir_without_task_toml_is_a_usage_error(tmp_path: Path) -> None:

@@ -123,6 +123,8 @@ def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, jo
     assert json.loads((original / "result.json").read_text())["exception_info"]["exception_type"] \
         == "RewardFileNotFoundError"  # fmt: skip
     assert (original / "test-stdout.txt").read_text() == "the first grading\n"
+    stdout = (failed / "verifier" / "test-stdout.txt").read_text()
+    assert stdout.startswith("regraded by `verifier batch --write-back`") and "0.75" in stdout
     for name in ("reward.json", "reward.txt", "judges.json", "reward-details.json"):
         assert (failed / "verifier" / name).read_text() == (
             tmp_path / "out" / "same__002" / name

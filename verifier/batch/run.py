@@ -153,7 +153,7 @@ def _harbor_results(
     if request.write_back:
         from verifier.batch.writeback import write_back
 
-        written = write_back(request.cases, request.out, entries, summary.outcomes)
+        written = write_back(request.cases, request.out, entries, summary.outcomes, request.config)
         summary = summary._replace(written_back=written)
     return summary
 

@@ -3,8 +3,8 @@
 Harbor's own regrade (harbor/trial/regrade.py) runs the verifier again and records
 the trial's new `verifier/` dir and result.json's `verifier_result`; `harbor view`
 and Harbor's job metrics read nothing else. After a batch over a job dir, each
-rewarded trial gets the same: the four reward files (and the batch's test-stdout
-equivalent, none) replace those in `<trial>/verifier/`, whose earlier files are kept
+rewarded trial gets the same: the four reward files, and a test-stdout.txt saying
+what regraded it, replace those in `<trial>/verifier/`, whose earlier files are kept
 once in `<trial>/verifier/original/` (the first grading is never lost);
 `verifier_result` becomes `{"rewards": <the new reward.json>}`, and an exception
 recorded by the verifier phase (no reward file, the verifier's timeout) is moved to
@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from verifier import __version__
 from verifier.batch.cases import Case
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.errors import OutputError, UsageError
@@ -34,6 +35,7 @@ from verifier.output import OUTPUT_FILES, REWARD_JSON, write_atomic
 
 ORIGINAL = "original"  # <trial>/verifier/original/: what Harbor's own grading left
 RESULT = "result.json"
+TEST_STDOUT = "test-stdout.txt"  # what the viewer shows as the verifier's log
 
 
 class WriteBack(NamedTuple):
@@ -65,7 +67,7 @@ def check_job(job: Path) -> None:
 
 
 def write_back(
-    job: Path, out: Path, cases: Sequence[Case], outcomes: Iterable[CaseOutcome]
+    job: Path, out: Path, cases: Sequence[Case], outcomes: Iterable[CaseOutcome], config: Path
 ) -> WriteBack:
     """Each rewarded single-step trial's files from OUT/<trial>/ into the trial; then the
     job's stats. A trial that cannot be written is named in `refused`, never raised."""
@@ -79,7 +81,7 @@ def write_back(
             refused.append((outcome.name, "a step of a multi-step trial (not written back)"))
             continue
         try:
-            _write_trial(job / case.name, out / case.name)
+            _write_trial(job / case.name, out / case.name, _stdout(config, out, outcome))
         except (OSError, ValueError, OutputError) as error:
             refused.append((outcome.name, str(getattr(error, "message", error))))
             continue
@@ -92,7 +94,17 @@ def write_back(
     return WriteBack(tuple(written), tuple(refused))
 
 
-def _write_trial(trial: Path, graded: Path) -> None:
+def _stdout(config: Path, out: Path, outcome: CaseOutcome) -> str:
+    """test-stdout.txt of a written-back trial: what the viewer shows as its log."""
+    return (
+        f"regraded by `verifier batch --write-back` (harbor-verifier {__version__})\n"
+        f"config: {config}\nfiles: {out / outcome.name}\nreward: {outcome.reward!r}\n"
+        f"errored judges: {', '.join(outcome.errored_judges) or 'none'}\n"
+        f"Harbor's own grading of this trial: {ORIGINAL}/\n"
+    )
+
+
+def _write_trial(trial: Path, graded: Path, stdout: str) -> None:
     result_path = trial / RESULT
     result = json.loads(result_path.read_text(encoding="utf-8"))
     if not isinstance(result, dict):
@@ -108,6 +120,7 @@ def _write_trial(trial: Path, graded: Path) -> None:
         shutil.copy2(result_path, original / RESULT)
     for name in OUTPUT_FILES:
         write_atomic(verifier / name, (graded / name).read_text(encoding="utf-8"))
+    write_atomic(verifier / TEST_STDOUT, stdout)
     result["verifier_result"] = {"rewards": rewards}
     if _from_the_verifier(result):
         result["exception_info"] = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,9 @@ def run(options: Options) -> int:
     if problems:
         return _invalid(path, problems, checked.warnings)
     assert config is not None
-    budgets = task if task is not None else (TimeBudget(None, None, options.deadline),)
+    budgets = task.budgets if task is not None else (TimeBudget(None, None, options.deadline),)
     timing = tuple(warning for budget in budgets for warning in time_warnings(config, budget))
+    timing += task.warnings if task is not None else ()
     absent = (
         (config.dataset.missing_warning(),) if config.dataset and config.dataset.missing else ()
     )
@@ -73,7 +75,12 @@ class TimeBudget(NamedTuple):
     deadline_s: float | None
 
 
-def read_task(directory: Path) -> tuple[TimeBudget, ...]:
+class HarborTask(NamedTuple):
+    budgets: tuple[TimeBudget, ...]  # one per verifier run: the task's, or each step's
+    warnings: tuple[str, ...]  # about its [verifier] env
+
+
+def read_task(directory: Path) -> HarborTask:
     """The verifier time budgets of a Harbor task dir (task.toml and tests/eval.yaml, as
     `verifier task init` writes them): [verifier] timeout_sec and its env's
     VERIFIER_DEADLINE, and each [[steps]]' own where it sets them. UsageError when the
@@ -92,10 +99,37 @@ def read_task(directory: Path) -> tuple[TimeBudget, ...]:
         raise UsageError(f"{path}: cannot be read as TOML ({error})") from None
     root = _verifier_table(document)
     steps = [step for step in document.get("steps") or () if isinstance(step, dict)]
+    tables = [root, *(_verifier_table(step) for step in steps)]
+    warnings = tuple(
+        warning for table in tables for warning in scrubbed_env(table.get("env") or {}, path)
+    )
     if not steps:
-        return (_budget(None, root, {}, path),)
-    return tuple(_budget(str(step.get("name")), root, _verifier_table(step), path)
-                 for step in steps)  # fmt: skip
+        return HarborTask((_budget(None, root, {}, path),), warnings)
+    budgets = tuple(_budget(str(step.get("name")), root, _verifier_table(step), path)
+                    for step in steps)  # fmt: skip
+    return HarborTask(budgets, warnings)
+
+
+# Harbor 0.26 (utils/env.py: is_sensitive_env_key) takes an env name with one of these
+# for a secret, and replaces its value in every file of the trial (trial.py:
+# _scrub_trial_outputs), reward.json included.
+HARBOR_SECRET_NAME = re.compile(r"(KEY|SECRET|TOKEN(?!S)|PASSWORD|CREDENTIAL|AUTH)", re.I)
+
+
+def scrubbed_env(env: Mapping[str, Any], path: Path) -> list[str]:
+    """A literal value under a name Harbor takes for a secret's is scrubbed from the
+    trial's files: a short word ("reward", a judge's name, a number) corrupts them."""
+    return [
+        f"{path}: [verifier] env {name} = {value!r}: Harbor takes {name} for a secret's name "
+        "and replaces its value in every file of the trial (reward.json included); give "
+        "secrets as ${HOST_VAR}, and settings names without KEY, SECRET, TOKEN, PASSWORD, "
+        "CREDENTIAL or AUTH"
+        for name, value in env.items()
+        if HARBOR_SECRET_NAME.search(str(name))
+        and isinstance(value, str)
+        and "${" not in value
+        and value.strip().lower() not in ("", "true", "false", "1", "0", "yes", "no")
+    ]
 
 
 def _verifier_table(table: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -58,14 +58,14 @@ def _init_from_dataset(options: Options) -> int:
 
 def verifier_env(options: Options) -> dict[str, str]:
     """What of this command's options the package's verifier reads from `[verifier] env`
-    (`--reward-keys`: its VERIFIER_REWARD_KEYS; names that are no judge of eval.yaml, when
+    (`--reward-keys`: its VERIFIER_REWARD_JSON; names that are no judge of eval.yaml, when
     it loads, are a UsageError before anything is written)."""
     if options.reward_keys is ALL_REWARD_KEYS:
         return {}
     config = check_eval(options.config).config
     if config is not None:
         check_reward_keys(config, options.reward_keys)
-    return {"VERIFIER_REWARD_KEYS": ",".join(options.reward_keys) or "reward"}
+    return {"VERIFIER_REWARD_JSON": ",".join(options.reward_keys) or "reward"}
 
 
 def _warn_if_invalid(options: Options) -> None:
