@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -185,16 +184,16 @@ def test_judges_that_overrun_still_give_a_reward_within_harbors_timeout(
     overruns = [trial for trial in job["trials"] if task_of(trial) == "overruns"]
     assert len(overruns) == ATTEMPTS
     for trial in overruns:
+        # Harbor's timeout (its verify step: test.sh) did not strike: no
+        # VerifierTimeoutError, a reward. (result.json's verifier timing also counts the
+        # container's start and the artifacts' upload, which the timeout does not.)
+        assert trial.result["exception_info"] is None
         assert trial.rewards == {"reward": 1.0}
-        timing = trial.result["verifier"]
-        took = datetime.fromisoformat(timing["finished_at"]) - datetime.fromisoformat(
-            timing["started_at"]
-        )
-        assert took.total_seconds() < HARBOR_TIMEOUT_S
         judges = json.loads((trial.directory / "verifier" / "judges.json").read_text())
         slow = judges["per_judge"]["slow"]
         assert slow["status"] == "timeout"
         assert f"the grade's deadline (--deadline {DEADLINE_S}s" in slow["error"]
+        assert DEADLINE_S - 3 < slow["duration_s"] < DEADLINE_S
 
 
 @pytest.fixture(scope="module")
