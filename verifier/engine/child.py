@@ -89,11 +89,24 @@ def _isolate(memory_mb: int | None, token: str, output_fd: int, backstop_mb: int
     os.environ[JUDGE_TOKEN_ENV] = token
     if memory_mb is not None:
         limit = MEMORY_BACKSTOP_FACTOR * memory_mb * 1024 * 1024
-        if backstop_mb is not None:  # in a container: never past what it leaves the judges
-            limit = min(limit, backstop_mb * 1024 * 1024)
+        if backstop_mb is not None:  # in a container: no more than it leaves the judges
+            limit = min(limit, _data_size() + backstop_mb * 1024 * 1024)
         _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
         if hard == resource.RLIM_INFINITY or hard > limit:
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _data_size() -> int:
+    """This process's data segment now (VmData: what RLIMIT_DATA counts), most of it the
+    grader's, shared since the fork: the backstop bounds what the judge adds to it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _judge_payload(judge: PreparedJudge, record: Record) -> dict[str, Any]:
