@@ -507,6 +507,7 @@ def test_check_of_a_task_dir_warns_when_the_judges_can_overrun_harbors_timeout(
     assert "add up to 700s (longest: a 400s, b 300s)" in completed.stderr
     assert warned in completed.stderr
     assert run("check", str(task), "--strict").returncode == 2
+    assert warned in run("check", str(task / "task.toml")).stderr  # its task.toml: the same
 
 
 def test_check_is_quiet_when_the_judges_fit_the_deadline_and_harbors_timeout(

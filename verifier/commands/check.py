@@ -30,8 +30,11 @@ ON_ERROR_MEANINGS = {
 
 
 def run(options: Options) -> int:
-    task = read_task(options.config) if options.config.is_dir() else None
-    path = options.config / TASK_EVAL if task is not None else options.config
+    given = options.config
+    if given.name == TASK_CONFIG:  # a task's task.toml: the task
+        given = given.parent
+    task = read_task(given) if given.is_dir() else None
+    path = given / TASK_EVAL if task is not None else given
     checked = check_eval(path)
     config = checked.config
     dataset = survey(config.dataset) if config is not None and config.dataset else None
