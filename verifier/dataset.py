@@ -8,8 +8,12 @@ prompts read), and its input as the trusted task input. `verifier task init
 --from-dataset` makes one Harbor task per entry from the same reading.
 
 The dataset is the task author's, so it is trusted, but it is still checked: a
-broken entry (invalid YAML, an annotation file behind a symlink or outside the
-dataset) is a ConfigError naming the file and the key, never a silent omission.
+dataset dir that is absent altogether is not an error (agent-eval-harness's root
+eval.yaml names the dir its own runs generate, and a task package may ship eval.yaml
+alone): every case is graded without annotations, with a case warning, and `verifier
+check` warns. A dataset path that is there but is no directory, and a broken entry
+(invalid YAML, an annotation file behind a symlink or outside the dataset), is a
+ConfigError naming the file and the key, never a silent omission.
 Which annotation values name files follows the harness (`load_case_record` in its
 score.py): a short, one-line, relative string naming a file of the dataset.
 """
@@ -70,9 +74,18 @@ class Dataset(NamedTuple):
     root: Path  # resolved
     path: PurePosixPath  # as eval.yaml gives it, relative to eval.yaml's dir
     source: str  # eval.yaml, for messages
+    missing: bool = False  # nothing at root: a dataset with no entries (see the module)
+
+    def missing_warning(self) -> str:
+        return (
+            f"{self.source}: dataset.path {str(self.path)!r} does not exist beside eval.yaml: "
+            "cases are graded without the dataset's annotations and input"
+        )
 
     def case_ids(self) -> list[str]:
         """The ids of every entry: the dataset's non-hidden subdirectories, sorted."""
+        if self.missing:
+            return []
         try:
             entries = sorted(os.scandir(self.root), key=lambda entry: entry.name)
         except OSError as error:
@@ -88,7 +101,7 @@ class Dataset(NamedTuple):
     def case(self, case_id: str) -> DatasetCase | None:
         """The entry for case_id, or None when the dataset has none (ConfigError when it
         has one that cannot be used)."""
-        if not CASE_ID_PATTERN.match(case_id):
+        if self.missing or not CASE_ID_PATTERN.match(case_id):
             return None
         directory = self.root / case_id
         if directory.is_symlink() or not directory.is_dir():
@@ -167,6 +180,8 @@ def read_dataset(value: Any, source: str, base_dir: Path) -> Dataset | None:
             "a Harbor task package carries eval.yaml's dir, nothing outside it",
         )
     root = base_dir / relative
+    if not root.is_symlink() and not root.exists():  # absent altogether: no entries
+        return Dataset(root=root.resolve(), path=relative, source=source, missing=True)
     if not root.is_dir():
         raise ConfigError(
             source, "dataset.path", f"{root} is not a directory (paths are relative to eval.yaml)"

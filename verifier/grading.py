@@ -109,6 +109,9 @@ def case_sources(config: EvalConfig, case_id: str) -> CaseSources:
     eval.yaml has a dataset) over them. ConfigError when the entry cannot be used."""
     if config.dataset is None:
         return CaseSources(config.annotations, {}, config.task_input, None, ())
+    if config.dataset.missing:
+        warning = config.dataset.missing_warning()
+        return CaseSources(config.annotations, {}, config.task_input, None, (warning,))
     entry = config.dataset.case(case_id)
     if entry is None:
         warning = (
@@ -266,6 +269,19 @@ def refuse_cache_inside_case(cache: Path, case_dir: Path) -> None:
         raise UsageError(
             f"--llm-cache {cache}: lies inside the case dir {case_dir}, which the agent "
             "controls (it could plant passing answers); keep the cache outside it"
+        )
+
+
+def check_reward_keys(config: EvalConfig, keys: tuple[str, ...] | None) -> None:
+    """`--reward-keys NAME,...` names judges of eval.yaml: UsageError (exit 2) otherwise,
+    before any case is graded (a typo would leave a key out of every trial)."""
+    judges = [judge.name for judge in config.judges]
+    unknown = [name for name in keys or () if name not in judges]
+    if unknown:
+        raise UsageError(
+            f"--reward-keys (or $VERIFIER_REWARD_JSON): {', '.join(map(repr, unknown))} "
+            f"{'is not a judge' if len(unknown) == 1 else 'are not judges'} of {config.path} "
+            f"(its judges: {', '.join(judges) or 'none'}); name judges, or use reward or all"
         )
 
 

@@ -101,6 +101,31 @@ def parse_globs(text: str) -> tuple[str, ...]:
     return globs
 
 
+ALL_REWARD_KEYS = None  # --reward-keys all: the reward and every judge with a value
+
+
+def parse_reward_keys(text: str) -> tuple[str, ...] | None:
+    """`reward` -> (), `all` -> None (ALL_REWARD_KEYS), `NAME,...` -> the judges' names
+    (besides the reward, always written; `reward` may be listed too)."""
+    words = [part.strip() for part in text.split(",") if part.strip()]
+    if words == ["all"]:
+        return ALL_REWARD_KEYS
+    if not words or "all" in words:
+        raise ValueError(f"{text!r}: use reward, all, or judge names (NAME,NAME,...)")
+    return tuple(dict.fromkeys(parse_name(word) for word in words if word != "reward"))
+
+
+def parse_seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{text!r} must be a positive number of seconds")
+    return value
+
+
 def parse_text(text: str) -> str:
     if "\0" in text:
         raise ValueError(f"{text!r} contains a NUL byte")
@@ -178,9 +203,25 @@ OPTIONS: dict[str, Option] = {
         Option("keep_errors", ("--keep-errors",),
                "do not re-grade cases graded with this config whose judges errored",
                is_flag=True, default=False),
+        Option("reward_keys", ("--reward-keys",),
+               "what reward.json holds: `reward` alone (Harbor's pass@k needs it), `all` "
+               "(the reward and every judge with a value), or `NAME,...` (the reward and "
+               "these judges, always present); judges.json has every judge either way",
+               # Not VERIFIER_REWARD_KEYS: Harbor scrubs the value of every [verifier] env
+               # name with KEY in it from every file of the trial, reward.json included.
+               parse_reward_keys, "VERIFIER_REWARD_JSON", ALL_REWARD_KEYS, default_text="all",
+               metavar="reward|all|NAME,..."),
+        Option("deadline", ("--deadline",),
+               "seconds the whole grade may take: judges still running when it nears are "
+               "stopped as timeouts and the reward is written before it (a batch: per case)",
+               parse_seconds, "VERIFIER_DEADLINE", default_text="none", metavar="S"),
         Option("termination_log", ("--termination-log",),
                "also write the summary line here (/dev/termination-log in Kubernetes)",
                parse_path, "VERIFIER_TERMINATION_LOG", metavar="FILE"),
+        Option("write_back", ("--write-back",),
+               "with a Harbor job dir as --cases: write each trial's new reward into the "
+               "trial (its verifier/ dir and result.json), as Harbor's regrade records one",
+               is_flag=True, default=False),
         Option("debug", ("--debug",), "show tracebacks", is_flag=True, default=False),
         Option("strict", ("--strict",), "treat warnings as errors (exit 2)", is_flag=True,
                default=False),
@@ -239,18 +280,23 @@ COMMANDS: dict[str, Command] = {
             "grade",
             "Grade one case dir and write reward.json, reward.txt, judges.json and "
             "reward-details.json.",
-            ("config", "case", "out", "case_id", "step", "agent_logs", "memory_mb",
-             "llm_parallel", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
-             "termination_log", "debug"),
+            ("config", "case", "out", "case_id", "step", "agent_logs", "reward_keys",
+             "deadline", "memory_mb", "llm_parallel", "no_llm", "llm_cache", "no_llm_cache",
+             "llm_cache_mb", "termination_log", "debug"),
             help_overrides={"llm_cache": "keep model answers in DIR and reuse them (off unless "
                                          "given)"},
         ),
         Command(
             "check",
             "Validate eval.yaml without grading: judges, reward mode, warnings, every problem.",
-            ("config", "strict", "debug"),
+            ("config", "deadline", "strict", "debug"),
             positional=("config",),
             required=("config",),
+            help_overrides={
+                "config": "the eval.yaml, or a Harbor task dir (its task.toml's timeouts "
+                          "and tests/eval.yaml)",
+                "deadline": "warn when the judges' timeouts can add up past this --deadline",
+            },
         ),
         Command(
             "schema",
@@ -260,9 +306,9 @@ COMMANDS: dict[str, Command] = {
         Command(
             "batch",
             "Grade every case under --cases in parallel workers; resumable, shardable.",
-            ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "memory_mb",
-             "llm_concurrency", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
-             "termination_log", "debug"),
+            ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "reward_keys",
+             "deadline", "write_back", "memory_mb", "llm_concurrency", "no_llm", "llm_cache",
+             "no_llm_cache", "llm_cache_mb", "termination_log", "debug"),
             required=("cases", "out"),
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
@@ -273,13 +319,16 @@ COMMANDS: dict[str, Command] = {
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
             ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
-             "task_input", "from_dataset", "case_ids", "protect", "force", "debug"),
+             "task_input", "from_dataset", "case_ids", "protect", "reward_keys", "force",
+             "debug"),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
                 "config": "the eval.yaml that grades the task",
                 "force": "write into a non-empty DEST (its other files stay)",
                 "name": "the task's org/name (with --from-dataset: the org)",
+                "reward_keys": "what the package's reward.json holds: its [verifier] env "
+                               "VERIFIER_REWARD_JSON (reward, all, NAME,...)",
             },
         ),
     )
@@ -308,6 +357,9 @@ class Options(NamedTuple):
     no_llm_cache: bool = False
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
     keep_errors: bool = False
+    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
+    deadline: float | None = None
+    write_back: bool = False
     termination_log: Path | None = None
     debug: bool = False
     strict: bool = False

@@ -81,12 +81,28 @@ def remove_stale_rewards(out_dir: Path, because: str = "no reward was written") 
         )
 
 
-def reward_json(grading: Grading) -> dict[str, float]:
-    """Harbor's flat reward.json: the reward, then every judge that produced a value."""
+def reward_json(grading: Grading, keys: Sequence[str] | None = None) -> dict[str, float]:
+    """Harbor's flat reward.json (`--reward-keys`).
+
+    keys None (`all`, the default): the reward, then every judge that produced a value
+    (a judge without one is absent). A sequence of judge names: the reward, then each
+    of those judges this grading graded, always present so that every trial has the same
+    keys for Harbor to average: a judge without a value is written as 0.0, which is
+    what Harbor's per-key mean counts an absent key as (judges.json says why it has
+    none). An empty sequence (`reward`): the reward alone, the one key Harbor's pass@k
+    needs.
+    """
     flat = {"reward": grading.reward}
-    for result in grading.results:
-        if result.value is not None:
-            flat[result.name] = float(result.value)
+    if keys is None:
+        for result in grading.results:
+            if result.value is not None:
+                flat[result.name] = float(result.value)
+    else:
+        by_name = {result.name: result for result in grading.results}
+        for name in keys:
+            if name in by_name:
+                value = by_name[name].value
+                flat[name] = 0.0 if value is None else float(value)
     assert all(math.isfinite(value) for value in flat.values())
     return flat
 
@@ -119,18 +135,18 @@ def reward_details(grading: Grading) -> dict[str, Any]:
     One row per judge: {kind, score, criteria: [{name, value, weight, raw, reasoning?,
     error?}], warnings?, judge?}: score is the judge's normalized contribution when the
     reward has one, else its value (0.0 when it has none); weight is the weight it has
-    in the composition (composition_weights). Then the composition row, `reward`: a
-    rewardkit group {kind: group, score: the reward, aggregation: how the reward was
-    composed, threshold: null, components: each judge with its weight and a short
-    copy of its row}, so `harbor view` shows how the reward came about. See
-    docs/harbor.md.
+    in the composition (composition_weights). Before them, the composition row,
+    `reward`: a rewardkit group {kind: group, score: the reward, aggregation: how the
+    reward was composed, threshold: null, components: each judge with its weight and
+    a short copy of its row}, so `harbor view`, which lists the rows in the file's
+    order, shows the reward first and how it came about. See docs/harbor.md.
     """
     weights = composition_weights(grading)
-    details: dict[str, Any] = {}
+    rows: dict[str, Any] = {}
     components = []
     for result in grading.results:
         row = _judge_row(grading, result, weights[result.name])
-        details[result.name] = row
+        rows[result.name] = row
         criterion = {key: row["criteria"][0][key] for key in ("name", "value", "weight", "raw")}
         short = {"kind": row["kind"], "score": row["score"], "criteria": [criterion]}
         components.append({"name": result.name, "weight": weights[result.name], "detail": short})
@@ -138,7 +154,7 @@ def reward_details(grading: Grading) -> dict[str, Any]:
     aggregation = grading.reward_rule or composition.mode
     if composition.gate_failed:
         aggregation += f"; gate failed: {', '.join(composition.gate_failed)}, so 0"
-    details[COMPOSITION_ROW] = {
+    composition_row = {
         "kind": "group",
         "score": grading.reward,
         "aggregation": aggregation,
@@ -149,7 +165,7 @@ def reward_details(grading: Grading) -> dict[str, Any]:
         "on_error": composition.on_error,
         "warnings": list(composition.warnings),
     }
-    return details
+    return {COMPOSITION_ROW: composition_row, **rows}
 
 
 def composition_weights(grading: Grading) -> dict[str, float]:
@@ -226,12 +242,19 @@ def ctrf_report(grading: Grading) -> dict[str, Any] | None:
     }
 
 
-def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> list[Path]:
+def write_outputs(
+    out_dir: Path,
+    grading: Grading,
+    *,
+    durable: bool = True,
+    reward_keys: Sequence[str] | None = None,
+) -> list[Path]:
     """Write the files, all or none, reward.json last, and return their paths.
 
     `durable` flushes each file and then the directory to disk (fsync) before and
     after the renames; OutputError (exit 4) when anything cannot be written, after
     removing every file of this run (StaleRewardError, exit 6, when even that fails).
+    `reward_keys`: what reward.json holds (reward_json).
     """
     ctrf = ctrf_report(grading)
     documents = (
@@ -239,7 +262,7 @@ def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> l
         (JUDGES_JSON, _dumps(judges_json(grading))),
         (REWARD_DETAILS_JSON, _dumps(reward_details(grading))),
         (REWARD_TXT, f"{grading.reward!r}\n"),
-        (REWARD_JSON, _dumps(reward_json(grading))),
+        (REWARD_JSON, _dumps(reward_json(grading, reward_keys))),
     )
     staged: list[tuple[Path, Path]] = []
     renamed: list[Path] = []

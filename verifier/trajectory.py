@@ -67,6 +67,9 @@ class Trajectory(NamedTuple):
     cost_usd: float | None
     input_tokens: int | None
     output_tokens: int | None
+    # Every tool call's name as rewardkit counts them: on any step (an ATIF step without
+    # `source: agent` too) and a subagent's too; tool_calls holds the agent's own steps'.
+    tool_names: tuple[str, ...] = ()
 
     @property
     def num_turns(self) -> int:
@@ -82,6 +85,7 @@ class Trajectory(NamedTuple):
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "num_turns": self.num_turns,
+            "tool_names": list(self.tool_names),
         }
 
 
@@ -199,7 +203,14 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
     prompt_tokens = completion_tokens = 0
     cost = 0.0
     has_metrics = False
+    names: list[str] = []
     for step in document["steps"]:
+        if isinstance(step, dict) and isinstance(step.get("tool_calls"), list):
+            names += [
+                call["function_name"]
+                for call in step["tool_calls"]
+                if isinstance(call, dict) and isinstance(call.get("function_name"), str)
+            ]
         if not isinstance(step, dict) or step.get("source") != "agent":
             continue
         turns.append(_text(step.get("message")))
@@ -226,6 +237,7 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
         input_tokens=_first(_count(final.get("total_prompt_tokens")), prompt_tokens or None),
         output_tokens=_first(_count(final.get("total_completion_tokens")),
                              completion_tokens or None),
+        tool_names=tuple(names),
     )  # fmt: skip
 
 
@@ -253,7 +265,8 @@ def _from_events(events: Iterable[Any], source: str) -> Trajectory:
                                             result, subagent))  # fmt: skip
         elif event.get("type") == "result" and _amount(event.get("cost_usd")) is not None:
             cost = _amount(event["cost_usd"])
-    return Trajectory(source, tuple(turns), tuple(calls), cost, None, None)
+    names = tuple(call.name for call in calls)
+    return Trajectory(source, tuple(turns), tuple(calls), cost, None, None, names)
 
 
 def _tool_call(

@@ -90,11 +90,14 @@ def harbor(
     )
 
 
-def run_job(path: Path, jobs: Path, job_name: str, concurrent: int = 2) -> dict[str, Trial]:
-    """`harbor run -p PATH --agent oracle -e podman --no-delete`: {task dir name: trial}."""
+def run_job(
+    path: Path, jobs: Path, job_name: str, concurrent: int = 2, attempts: int = 1
+) -> dict[str, Trial]:
+    """`harbor run -p PATH --agent oracle -e podman --no-delete [-k N]`: {task dir name:
+    trial} (with attempts, one of each task's trials)."""
     run = harbor(
         "run", "-p", str(path), "--agent", "oracle", "-e", "podman", "--no-delete",
-        "-n", str(concurrent), "-o", str(jobs), "--job-name", job_name,
+        "-n", str(concurrent), "-k", str(attempts), "-o", str(jobs), "--job-name", job_name,
         cwd=jobs.parent, timeout=JOB_TIMEOUT_S,
     )  # fmt: skip
     assert run.returncode == 0, f"harbor run failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"

@@ -1,7 +1,9 @@
 """deploy/kubernetes: the manifests kustomize renders, checked three ways.
 
 1. Offline against the Kubernetes API schemas (kubernetes-validate ships them), strict:
-   an unknown or misplaced field fails.
+   an unknown or misplaced field fails; against the oldest release the manifests
+   support (1.29: OpenShift 4.16) and the newest schema, whose rules differ (before
+   1.35 a pod-condition rule needs its `status`).
 2. The fields OpenShift's restricted-v2 SCC demands, and the Job settings the
    issue asks for (backoffLimit, activeDeadlineSeconds, termination message).
 3. On a real engine: the Job's pod template, with its security context, volumes and
@@ -38,7 +40,9 @@ from verifier.cli.fast import run_grade
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("job", "batch")
-KUBERNETES_VERSION = "1.37"
+# The oldest Kubernetes the manifests support (backoffLimitPerIndex is beta from 1.29;
+# OpenShift 4.16) and the newest schema kubernetes-validate ships.
+KUBERNETES_VERSIONS = ("1.29", "1.37")
 IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
 SECRET = "harbor-verifier-judge-keys"
 OPENSHIFT_UID = 1000680000  # what restricted-v2 picks from a project's UID range
@@ -74,22 +78,38 @@ def container_of(job: dict[str, Any]) -> dict[str, Any]:
 # --- 1. the API schemas ---------------------------------------------------------------
 
 
-def test_manifests_validate_against_the_kubernetes_schemas(rendered) -> None:
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_manifests_validate_against_the_kubernetes_schemas(rendered, version: str) -> None:
     import kubernetes_validate
 
     examples = list(yaml.safe_load_all((DEPLOY / "volumes.example.yaml").read_text()))
     for doc in [*rendered, *examples]:
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(doc, version, strict=True)
 
 
-def test_the_validator_rejects_a_misplaced_field(rendered) -> None:
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_validator_rejects_a_misplaced_field(rendered, version: str) -> None:
     """The check above can fail: a pod-level field on the container is an error."""
     import kubernetes_validate
 
     job = copy.deepcopy(the(rendered, "Job"))
     container_of(job)["securityContext"]["fsGroup"] = 1000
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(job, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(job, version, strict=True)
+
+
+def test_the_oldest_schema_rejects_a_pod_condition_rule_without_its_status(rendered) -> None:
+    """What the API server of 1.29-1.34 (OpenShift 4.16-4.20) refuses, and the newest
+    schema allows: so validating against the newest alone would not have caught it."""
+    import kubernetes_validate
+
+    job = copy.deepcopy(the(rendered, "Job"))
+    (rule,) = [rule for rule in job["spec"]["podFailurePolicy"]["rules"]
+               if "onPodConditions" in rule]  # fmt: skip
+    del rule["onPodConditions"][0]["status"]
+    with pytest.raises(kubernetes_validate.ValidationError, match="'status' is a required"):
+        kubernetes_validate.validate(job, KUBERNETES_VERSIONS[0], strict=True)
+    kubernetes_validate.validate(job, KUBERNETES_VERSIONS[-1], strict=True)
 
 
 # --- 2. restricted-v2 and the Job settings ------------------------------------------------
@@ -173,16 +193,36 @@ def test_volumes_config_read_only_case_writable_results(rendered) -> None:
     assert not mounts["/results"].get("readOnly", False)
 
 
+def shard_argument(job: dict[str, Any]) -> tuple[str, int]:
+    """The pod's --shard=I/N as the kubelet expands it: (I unexpanded, N)."""
+    container = container_of(job)
+    plain = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    (shard,) = [arg for arg in container["args"] if arg.startswith("--shard=")]
+    index, count = kubelet_expand(shard.removeprefix("--shard="), plain).split("/")
+    return index, int(count)
+
+
 def test_the_indexed_job_shards_by_completion_index() -> None:
     job = the(render("batch"), "Job")
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed"
-    args = container_of(job)["args"]
-    assert args[0] == "batch"
-    (shard,) = [arg for arg in args if arg.startswith("--shard=")]
-    index, count = shard.removeprefix("--shard=").split("/")
+    assert container_of(job)["args"][0] == "batch"
+    index, count = shard_argument(job)
     assert index == "$(JOB_COMPLETION_INDEX)"
-    assert int(count) == spec["completions"] == spec["parallelism"]
+    assert count == spec["completions"] == spec["parallelism"]
+
+
+def test_the_shard_count_is_written_once(tmp_path: Path) -> None:
+    """Changing `completions` alone changes the pods at once and every pod's --shard N."""
+    deploy = tmp_path / "kubernetes"
+    shutil.copytree(DEPLOY, deploy)
+    manifest = deploy / "batch" / "indexed-job.yaml"
+    text = manifest.read_text()
+    assert text.count("completions: 4") == 1 and "/4" not in text and "parallelism: 4" not in text
+    manifest.write_text(text.replace("completions: 4", "completions: 7"))
+    job = the(render("batch", deploy), "Job")
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 7
+    assert shard_argument(job) == ("$(JOB_COMPLETION_INDEX)", 7)
 
 
 RECOMMENDED_LABELS = ("name", "instance", "version", "component", "part-of", "managed-by")
@@ -242,7 +282,8 @@ def test_with_llm_judges_the_pods_reach_only_the_endpoint_and_dns(tmp_path: Path
     kustomization.write_text(text.replace("../network/no-egress", "../network/llm-egress"))
     docs = render("job", deploy)
     for doc in docs:
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        for version in KUBERNETES_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
     policy = the(docs, "NetworkPolicy")
     assert policy["metadata"]["labels"]["app.kubernetes.io/instance"] == "harbor-verifier-grade"
     assert selected_pods_of(policy, the(docs, "Job"))

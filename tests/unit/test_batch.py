@@ -299,6 +299,31 @@ def test_no_llm_is_part_of_the_config_hash(small) -> None:
     assert again.count(resumed=True) == 0
 
 
+def test_reward_keys_shape_every_cases_reward_json_and_the_resume_key(small) -> None:
+    """--reward-keys reward: reward.json holds the reward alone (Harbor's pass@k), in every
+    case; a changed shape is a changed resume key, so no case keeps the old shape."""
+    out = small["out"]
+    assert set(json.loads((out / "pass-0000" / "reward.json").read_text())) > {"reward"}
+    again = batch(small["config"], small["cases"], out, reward_keys=())
+    assert again.count(resumed=True) == 0 and again.config_hash != small["first"].config_hash
+    for path in out.glob("*/reward.json"):
+        assert list(json.loads(path.read_text())) == ["reward"], path
+    chosen = batch(small["config"], small["cases"], out, reward_keys=("mentions_fix",))
+    assert chosen.count(resumed=True) == 0
+    boom = json.loads((out / "boom-0003" / "reward.json").read_text())
+    assert boom == {"reward": boom["reward"], "mentions_fix": 0.0}  # it errored: still there
+    assert [row.reward for row in chosen.outcomes] == [
+        row.reward for row in small["first"].outcomes
+    ]
+
+
+def test_reward_keys_naming_no_judge_stop_the_batch_before_any_case(tmp_path: Path) -> None:
+    config, cases, log = make_corpus(tmp_path, 4)
+    with pytest.raises(UsageError, match="'nosuch' is not a judge"):
+        batch(config, cases, tmp_path / "out", reward_keys=("nosuch",))
+    assert calls(log) == Counter()
+
+
 # --- shards ---------------------------------------------------------------------------
 
 
@@ -474,6 +499,25 @@ def test_a_timed_out_judge_is_a_judge_error_not_a_stopped_batch(tmp_path: Path) 
     summary = batch(config, cases, tmp_path / "out")
     assert summary.count(status=CaseStatus.REWARDED) == 14
     assert rows(summary)["hang-0"].errored_judges == ("length_score",)
+    assert rows(summary)["hang-0"].timed_out_judges == ("length_score",)
+    # every case has a reward (errors=0), and the line still says judges could not run
+    assert " errors=0 judge_errors=2 judge_timeouts=2 with_judge_errors=4 " in summary.line()
+    document = summary_json(tmp_path / "out")
+    assert (document["judges_errored"], document["judges_timed_out"]) == (4, 2)
+    assert document["cases"][0]["timed_out_judges"] == []
+
+
+def test_the_deadline_holds_for_each_case_of_a_batch(tmp_path: Path) -> None:
+    """--deadline in a batch is each case's: a judge still running when its case's time
+    is up is a timeout saying so, and the batch goes on to the next case."""
+    config, cases, _ = make_corpus(tmp_path, 4, hang=2)
+    started = time.monotonic()
+    summary = batch(config, cases, tmp_path / "out", deadline_s=1.0, jobs=1)
+    assert time.monotonic() - started < 2 * 1.0 + 5  # two hanging cases, one worker
+    assert summary.count(status=CaseStatus.REWARDED) == 6
+    assert rows(summary)["hang-0"].errored_judges == ("length_score",)
+    judges = json.loads((tmp_path / "out" / "hang-0" / "judges.json").read_text())
+    assert "the grade's deadline (--deadline 1s" in judges["per_judge"]["length_score"]["error"]
 
 
 def crash_on_b(case: Case) -> CaseOutcome:
@@ -539,7 +583,8 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
     assert completed.returncode == 0, completed.stderr
     line = completed.stdout.splitlines()[0]
     assert line.startswith(
-        "batch: cases=12 graded=12 resumed=0 skipped=0 errors=0 with_judge_errors=2 mean_reward="
+        "batch: cases=12 graded=12 resumed=0 skipped=0 errors=0 judge_errors=2 judge_timeouts=0 "
+        "with_judge_errors=2 mean_reward="
     )
     assert termination.read_text().strip() == line.removeprefix("batch: ")
     assert "batch: 12/12 (100%)" in completed.stderr

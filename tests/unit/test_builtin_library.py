@@ -84,7 +84,7 @@ FILES = {"out.txt": "answer: 42\n", "copy.txt": "answer: 42\n", "crlf.txt": "ans
         ("file_matches", "{path: out.txt, expected: 'answer: 4'}", False),
         ("file_matches", "{path: out.txt, pattern: 'answer'}", True),
         ("files_equal", "{path1: out.txt, path2: copy.txt}", True),
-        ("files_equal", "{path1: out.txt, path2: crlf.txt}", False),
+        ("files_equal", "{path1: out.txt, path2: crlf.txt}", True),  # universal newlines
         ("files_equal", "{path1: out.txt, path2: crlf.txt, ignore_line_endings: true}", True),
         ("files_equal", "{path1: spaced.txt, reference: ref/out.txt}", False),
         ("files_equal", "{path1: spaced.txt, reference: ref/out.txt, ignore_whitespace: true}",
@@ -112,7 +112,7 @@ def test_files_equal_says_where_the_files_first_differ(run: Grader) -> None:
     result = run("files_equal", "{path1: a.txt, path2: b.txt}", {"a.txt": "one\ntwo\n",
                                                                  "b.txt": "one\ntoo\n"})  # fmt: skip
     assert (result.value, result.rationale) == (
-        False, "a.txt differs from b.txt: first at line 2, column 2: 'wo\\n' instead of 'oo\\n'",
+        False, "a.txt differs from b.txt: first at line 2, column 2: 'wo' instead of 'oo'",
     )  # fmt: skip
 
 
@@ -121,7 +121,7 @@ def test_diff_ratio_is_partial_credit(run: Grader) -> None:
     reference = {"poem.txt": "roses are red\nviolets are blue\n"}
     assert run("diff_ratio", "{path: poem.txt, reference: poem.txt}", case, reference).value == 1.0
     half = run("diff_ratio", "{path: poem.txt, expected: 'roses are red\n'}", case).value
-    assert half == pytest.approx(2 * 14 / (31 + 14))
+    assert half == pytest.approx(2 * 13 / (30 + 13))  # the texts stripped, as rewardkit's
     assert run("diff_ratio", "{path: missing.txt, expected: x}", case).value == 0.0
 
 
@@ -548,6 +548,29 @@ def test_trail_builtins(
 
 
 CASE_TRAIL = "trajectory: case\n"  # the case's own events.json (agent-written) is the trail
+
+
+def test_a_tool_called_through_a_subagent_or_off_the_agents_steps_is_still_used(
+    run: Grader,
+) -> None:
+    """`*_not_used` must not fail open: a forbidden call made by a subagent (events) or on
+    an ATIF step without `source: agent` counts, as rewardkit counts every step."""
+    subagent = json.dumps([
+        {"type": "assistant", "text": "delegating", "tools": [{"name": "Task", "id": "t0"}]},
+        {"type": "assistant", "parent_tool_use_id": "t0", "text": "",
+         "tools": [{"name": "WebFetch", "id": "t1", "input": {"url": "u"}}]},
+    ])  # fmt: skip
+    off_steps = json.dumps({"steps": [
+        {"step_id": 1, "source": "agent", "message": "hi"},
+        {"step_id": 2, "source": "system", "tool_calls": [
+            {"tool_call_id": "c1", "function_name": "WebFetch", "arguments": {}}]},
+    ]})  # fmt: skip
+    for name, trail in (("events.json", subagent), ("trajectory.json", off_steps)):
+        case = {name: trail}
+        result = run("trajectory_tool_not_used", "{tool_name: WebFetch}", case, extra=CASE_TRAIL)
+        assert (result.value, result.rationale) == (False, "WebFetch was called 1 times")
+        used = run("trajectory_tool_used", "{tool_name: WebFetch}", case, extra=CASE_TRAIL)
+        assert used.value is True
 
 
 def test_the_reference_builtins_say_what_the_reference_says(run: Grader) -> None:

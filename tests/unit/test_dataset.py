@@ -225,15 +225,47 @@ def test_a_broken_entry_is_a_config_error_naming_the_file(
         ("dataset: [cases]", "dataset: must be a mapping"),
         ("dataset: {path: /abs/cases}", "must be a directory inside eval.yaml's dir"),
         ("dataset: {path: ../cases}", "must be a directory inside eval.yaml's dir"),
-        ("dataset: {path: nowhere}", "is not a directory"),
+        ("dataset: {path: afile}", "is not a directory"),
+        ("dataset: {path: dangling}", "is not a directory"),
         ("dataset: {path: 5}", "must be a directory relative to eval.yaml"),
     ],
 )
 def test_a_bad_dataset_path_is_a_load_error(tmp_path: Path, block: str, message: str) -> None:
+    (tmp_path / "afile").write_text("not a dir")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     config = tmp_path / "eval.yaml"
     config.write_text(f"{block}\njudges:\n  - name: a\n    check: return True\n")
     with pytest.raises(ConfigError, match=message):
         load_eval(config)
+
+
+def test_an_absent_dataset_dir_is_a_case_warning_not_a_load_error(tmp_path: Path) -> None:
+    """agent-eval-harness's root eval.yaml names `eval/dataset/cases`, which its runs
+    generate: a package shipping eval.yaml alone grades, without annotations."""
+    config = tmp_path / "eval.yaml"
+    config.write_text(
+        "dataset: {path: eval/dataset/cases, schema: text}\njudges:\n  - name: a\n"
+        '    check: return not outputs.get("annotations")\n'
+    )
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "out.md").write_text("x")
+    out = tmp_path / "out"
+    graded = verifier("grade", "--config", config, "--case", case, "--out", out)
+    assert graded.returncode == 0, graded.stderr
+    judges = json.loads((out / "judges.json").read_text())
+    assert judges["reward"] == 1.0 and judges["dataset"] == {"case_id": "case", "entry": None}
+    (warning,) = judges["case_warnings"]
+    assert "dataset.path 'eval/dataset/cases' does not exist beside eval.yaml" in warning
+    checked = verifier("check", config)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "valid (1 warning)" in checked.stdout
+    assert "dataset: eval/dataset/cases/: absent" in checked.stdout
+    assert "does not exist beside eval.yaml" in checked.stderr
+    strict = verifier("check", config, "--strict")
+    assert strict.returncode == 2 and "does not exist beside eval.yaml" in strict.stderr
+    made = verifier("task", "init", tmp_path / "tasks", "--config", config, "--from-dataset")
+    assert made.returncode == 2 and "no task to make" in made.stderr
 
 
 def test_no_dataset_path_means_no_dataset(tmp_path: Path) -> None:

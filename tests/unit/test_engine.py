@@ -96,6 +96,97 @@ def test_hanging_judge_times_out_and_the_rest_finish(
     assert by_name(grading)["good"].status is Status.OK
 
 
+def test_the_grade_deadline_stops_judges_still_running_as_timeouts(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    """Judges whose own timeouts add up past the deadline: the one still running when it
+    comes is stopped as a timeout (on_error decides), a builtin as a failure (only the
+    case keeps it running), and one that never got a slot likewise; the others stand."""
+    slow = check_judge("slow", "import time\ntime.sleep(60)\nreturn 1", extra="    timeout: 50\n")
+    waiting = check_judge("waiting", "return 1", extra="    timeout: 50\n")
+    builtin = (
+        "  - name: hangs\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: 'sleep 60', timeout: 50}\n"
+    )
+    started = time.monotonic()
+    limits = Limits(parallel=2).until(3.0)
+    grading = grade_with(write_config, make_case, GOOD + slow + builtin + waiting, limits=limits)
+    elapsed = time.monotonic() - started
+    assert 2.0 < elapsed < 3.0  # before the deadline, less the margin kept for writing
+    judged = by_name(grading)
+    assert judged["good"].status is Status.OK and judged["good"].value == 5
+    assert judged["slow"].status is Status.TIMEOUT
+    assert judged["slow"].error.startswith("stopped after 2.")
+    assert "the grade's deadline (--deadline 3s, less 0.3s to write the reward)" in (
+        judged["slow"].error
+    )
+    assert (judged["hangs"].status, judged["hangs"].value) == (Status.OK, False)
+    assert "the grade's deadline" in judged["hangs"].rationale
+    assert judged["waiting"].status is Status.TIMEOUT
+    assert judged["waiting"].error.startswith("not started: the grade's deadline")
+
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("asked", "container_mb", "own_mb", "workers", "expected"),
+    [
+        # a 512 MiB container, one grader of 20 MiB: 512 - (20 + 32) = 460 for the judges
+        (2048, 512, 20, 1, {"memory_mb": 460, "memory_total_mb": 460}),
+        (256, 512, 20, 1, {}),  # asked for less than the container leaves: unchanged
+        (2048, 64 * 1024, 20, 1, {}),  # a big container changes nothing
+        # a batch: 4 workers, the parent and the LLM stage; each worker a quarter
+        (2048, 1024, 20, 4, {"memory_mb": (1024 - 6 * 52) // 4, "memory_total_mb": 1024 - 312}),
+        (200, 1024, 20, 4, {"memory_mb": 178, "memory_total_mb": 712}),  # 4 x 200 > 712
+    ],
+)  # fmt: skip
+def test_the_judges_memory_fits_the_container(
+    asked: int, container_mb: int, own_mb: int, workers: int, expected: dict
+) -> None:
+    from verifier.engine.runner import container_share
+
+    share = container_share(asked, container_mb * MIB, own_mb * MIB, workers)
+    assert {key: share[key] for key in ("memory_mb", "memory_total_mb") if key in share} == expected
+    if expected:
+        assert share["memory_note"].startswith(f"the container's memory limit, {container_mb} MiB")
+
+
+def test_a_container_too_small_for_a_judge_is_a_usage_error() -> None:
+    from verifier.engine.runner import container_share
+    from verifier.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"leaves 0 MiB per judge .* or pass fewer --jobs"):
+        container_share(2048, 200 * MIB, 20 * MIB, 4)
+
+
+def test_judges_over_the_containers_share_together_stop_the_largest(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    """Two judges each under its own limit, over the container's share together: the
+    larger is stopped by the verifier with an error naming the container's limit,
+    before the kernel would kill one."""
+    hog = "data = b'x' * ({} * 1024 * 1024)\nimport time\ntime.sleep(3)\nreturn True"
+    judges = check_judge("big", hog.format(150)) + check_judge("small", hog.format(60))
+    note = "the container's memory limit, 512 MiB (cgroup), less 52 MiB for the grader"
+    limits = Limits(memory_mb=200, memory_total_mb=180, memory_note=note, parallel=2)
+    grading = grade_with(write_config, make_case, judges, limits=limits)
+    big, small = by_name(grading)["big"], by_name(grading)["small"]
+    assert big.status is Status.ERROR
+    assert big.error == (
+        f"exceeded the memory limit of 180 MiB of the judges running together ({note})"
+    )
+    assert small.status is Status.OK and small.value is True
+
+
+def test_a_judge_timeout_before_the_deadline_is_still_its_own(
+    write_config: WriteConfig, make_case: MakeCase
+) -> None:
+    hang = check_judge("hang", "while True:\n    pass\nreturn 1", extra="    timeout: 0.5\n")
+    grading = grade_with(write_config, make_case, hang, limits=Limits().until(30))
+    assert by_name(grading)["hang"].error == "timed out after 0.5s (judge timeout)"
+
+
 def test_timeout_kills_processes_the_judge_started(
     write_config: WriteConfig, make_case: MakeCase, tmp_path: Path
 ) -> None:

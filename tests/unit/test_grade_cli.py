@@ -9,6 +9,7 @@ import resource
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,77 @@ def test_environment_variables_set_the_defaults(layout: dict[str, Path]) -> None
     completed = run("grade", env=env)
     assert completed.returncode == 0, completed.stderr
     assert (layout["out"] / "reward.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        ("reward", {"reward": 0.875}),
+        ("all", {"reward": 0.875, "has_report": 1.0, "mentions_fix": 1.0, "quality": 4.0}),
+        # a chosen judge without a value (errored, skipped) is there, as 0.0
+        ("quality,broken,skipped_one", {"reward": 0.875, "quality": 4.0, "broken": 0.0,
+                                        "skipped_one": 0.0}),
+        ("reward,has_report", {"reward": 0.875, "has_report": 1.0}),
+    ],
+)  # fmt: skip
+def test_reward_keys_choose_what_reward_json_holds(
+    layout: dict[str, Path], keys: str, expected: dict[str, float]
+) -> None:
+    for given, env in ((["--reward-keys", keys], None),
+                       ([], {**os.environ, "VERIFIER_REWARD_JSON": keys})):  # fmt: skip
+        completed = run(*grade_args(layout), *given, env=env)
+        assert completed.returncode == 0, completed.stderr
+        reward = json.loads((layout["out"] / "reward.json").read_text())
+        assert reward == expected and next(iter(reward)) == "reward"
+        judges = json.loads((layout["out"] / "judges.json").read_text())
+        assert set(judges["per_judge"]) == {"has_report", "mentions_fix", "quality", "broken",
+                                            "skipped_one"}  # fmt: skip
+        details = json.loads((layout["out"] / "reward-details.json").read_text())
+        assert next(iter(details)) == "reward" and len(details) == 6
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ("quality,nosuch", "'nosuch' is not a judge of"),
+        ("all,quality", "use reward, all, or judge names"),
+        (",", "use reward, all, or judge names"),
+    ],
+)
+def test_reward_keys_naming_no_judge_exit_2_before_grading(
+    layout: dict[str, Path], keys: str, message: str
+) -> None:
+    completed = run(*grade_args(layout), "--reward-keys", keys)
+    assert completed.returncode == 2
+    assert message in completed.stderr and "--reward-keys" in completed.stderr
+    assert not (layout["out"] / "reward.json").exists()
+
+
+def test_a_grade_whose_judges_overrun_writes_its_reward_before_the_deadline(
+    layout: dict[str, Path],
+) -> None:
+    """Judges whose timeouts add up past the deadline: the process, start to reward files,
+    ends within it; the judges still running are timeouts, which on_error decides."""
+    slow = "  - name: slow\n    timeout: 100\n    check: |\n      import time\n      time.sleep(100)\n      return 5\n"
+    assert "  - name: broken\n" in EVAL
+    layout["config"].write_text(EVAL.replace("  - name: broken\n", slow + "  - name: broken\n"))
+    for given, env in ((["--deadline", "4"], None),
+                       ([], {**os.environ, "VERIFIER_DEADLINE": "4"})):  # fmt: skip
+        started = time.monotonic()
+        completed = run(*grade_args(layout), *given, env=env)
+        assert time.monotonic() - started < 4
+        assert completed.returncode == 0, completed.stderr
+        judges = json.loads((layout["out"] / "judges.json").read_text())
+        assert judges["per_judge"]["slow"]["status"] == "timeout"
+        assert "the grade's deadline (--deadline 4s" in judges["per_judge"]["slow"]["error"]
+        assert json.loads((layout["out"] / "reward.json").read_text())["reward"] == 0.875
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_deadline_is_a_usage_error(layout: dict[str, Path], value: str) -> None:
+    completed = run(*grade_args(layout), f"--deadline={value}")
+    assert completed.returncode == 2
+    assert "--deadline" in completed.stderr and "seconds" in completed.stderr
 
 
 def write_stale_reward(out: Path) -> None:
@@ -392,6 +464,91 @@ def test_grade_still_refuses_to_grade_without_a_model(layout: dict[str, Path]) -
         "LLM judge: set model on the judge, models.judge in eval.yaml, or $EVAL_JUDGE_MODEL\n"
     )
     assert not (layout["out"] / "reward.json").exists()
+
+
+SLOW_JUDGES = """\
+judges:
+  - name: a
+    timeout: 400
+    check: "return True"
+  - name: b
+    timeout: 300
+    check: "return True"
+"""
+
+
+def harbor_task(root: Path, verifier_toml: str) -> Path:
+    """A Harbor task dir as `verifier task init` lays it out: task.toml, tests/eval.yaml."""
+    task = root / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "eval.yaml").write_text(SLOW_JUDGES)
+    (task / "task.toml").write_text(f'schema_version = "1.4"\n\n[verifier]\n{verifier_toml}')
+    return task
+
+
+@pytest.mark.parametrize(
+    ("verifier_toml", "warned"),
+    [
+        ("timeout_sec = 600.0\n", "no VERIFIER_DEADLINE: when they run long, Harbor kills the "
+         "verifier and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = \"570\""),
+        ("timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = \"598\"}\n",
+         "VERIFIER_DEADLINE = 598 is not at least 30s below Harbor's [verifier] timeout_sec"),
+        ("timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = \"570\"}\n",
+         "more than the deadline of 570s leaves them (568s)"),
+        ("", "timeout_sec = 600 leaves them"),  # Harbor's default timeout
+    ],
+)  # fmt: skip
+def test_check_of_a_task_dir_warns_when_the_judges_can_overrun_harbors_timeout(
+    tmp_path: Path, verifier_toml: str, warned: str
+) -> None:
+    task = harbor_task(tmp_path, verifier_toml)
+    completed = run("check", str(task))
+    assert completed.returncode == 0, completed.stderr
+    assert "add up to 700s (longest: a 400s, b 300s)" in completed.stderr
+    assert warned in completed.stderr
+    assert run("check", str(task), "--strict").returncode == 2
+    assert warned in run("check", str(task / "task.toml")).stderr  # its task.toml: the same
+
+
+def test_check_is_quiet_when_the_judges_fit_the_deadline_and_harbors_timeout(
+    tmp_path: Path,
+) -> None:
+    task = harbor_task(tmp_path, 'timeout_sec = 900.0\nenv = {VERIFIER_DEADLINE = "800"}\n')
+    completed = run("check", str(task), "--strict")
+    assert completed.returncode == 0, completed.stderr
+    assert "warning" not in completed.stderr
+
+
+def test_check_deadline_warns_for_an_eval_yaml(tmp_path: Path) -> None:
+    config = tmp_path / "eval.yaml"
+    config.write_text(SLOW_JUDGES)
+    completed = run("check", str(config), "--deadline", "100")
+    assert "more than the deadline of 100s leaves them (98s)" in completed.stderr
+    assert "warning" not in run("check", str(config)).stderr
+    assert "warning" not in run("check", str(config), "--deadline", "800").stderr
+
+
+def test_check_warns_about_a_setting_harbor_would_scrub_as_a_secret(tmp_path: Path) -> None:
+    """Harbor replaces the value of an env name with KEY (TOKEN, ...) in every file of
+    the trial: `VERIFIER_REWARD_KEYS = "reward"` would corrupt reward.json."""
+    task = harbor_task(
+        tmp_path,
+        'timeout_sec = 900.0\nenv = {VERIFIER_DEADLINE = "800", VERIFIER_REWARD_KEYS = '
+        '"reward", OPENAI_API_KEY = "${OPENAI_API_KEY}"}\n',
+    )
+    completed = run("check", str(task))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr.count("Harbor takes") == 1
+    assert (
+        "env VERIFIER_REWARD_KEYS = 'reward': Harbor takes VERIFIER_REWARD_KEYS for a secret"
+        in (completed.stderr)
+    )
+
+
+def test_check_of_a_dir_without_task_toml_is_a_usage_error(tmp_path: Path) -> None:
+    completed = run("check", str(tmp_path))
+    assert completed.returncode == 2
+    assert "no task.toml in it" in completed.stderr
 
 
 def test_check_strict_fails_on_any_warning(layout: dict[str, Path]) -> None:

@@ -111,8 +111,8 @@ def test_all_cases_share_one_bound_per_endpoint_and_fill_it(tmp_path: Path, styl
     assert quality["value"] == 4.0 and quality["cached"] is False
     assert quality["model"] == "judge-m" and quality["usage"]["input_tokens"] == 321
     table = (tmp_path / "out" / ".batch" / "summary.csv").read_text().splitlines()
-    assert table[0].endswith("requests,cache_hits,input_tokens,output_tokens")
-    assert table[1].endswith(",1,0,321,12")
+    assert table[0].endswith("requests,cache_hits,input_tokens,output_tokens,timed_out_judges")
+    assert table[1].endswith(",1,0,321,12,")
 
 
 def test_each_endpoint_has_its_own_bound(
@@ -203,7 +203,7 @@ def test_an_unreachable_endpoint_is_judge_errors_not_failed_cases(tmp_path: Path
     completed, summary = run_batch(tmp_path, eval_yaml(QUALITY.replace("MODEL", "openai/m")), dead)
     assert summary["errors"] == 0  # every case got a reward...
     assert summary["cases_with_judge_errors"] == 4 == summary["judges_errored"]  # ...but not graded
-    assert "errors=0 with_judge_errors=4" in completed.stdout
+    assert "errors=0 judge_errors=4 judge_timeouts=0 with_judge_errors=4" in completed.stdout
     assert summary["llm"]["requests"] == 12  # 3 attempts each (VERIFIER_LLM_RETRIES=2)
     quality = judges_of(tmp_path, "case-000")["quality"]
     assert quality["status"] == "error" and "connection refused" in quality["error"]

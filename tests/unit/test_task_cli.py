@@ -83,3 +83,25 @@ def test_task_init_warns_when_a_weighted_reward_drops_errored_judges(tmp_path: P
     config.write_text(config.read_text().replace("{a: 1}}", "{a: 1}, on_error: zero}"))
     again = init(str(tmp_path / "task"), "--config", str(config), "--force")
     assert "on_error" not in again.stderr
+
+
+def test_task_init_reward_keys_go_into_the_verifiers_env(tmp_path: Path) -> None:
+    """`--reward-keys reward`: the package's reward.json holds the reward alone (Harbor's
+    pass@k); a name that is no judge of eval.yaml writes no package."""
+    env = {key: value for key, value in os.environ.items() if key != "VERIFIER_REWARD_JSON"}
+    for keys, expected in (("reward", "reward"), ("has_report,length_score",
+                                                  "has_report,length_score")):  # fmt: skip
+        dest = tmp_path / f"task-{len(keys)}"
+        completed = subprocess.run(
+            [VERIFIER, "task", "init", str(dest), "--config", str(EXAMPLE), "--reward-keys", keys],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+        assert completed.returncode == 0, completed.stderr
+        verifier = tomllib.loads((dest / "task.toml").read_text())["verifier"]
+        assert verifier["env"]["VERIFIER_REWARD_JSON"] == expected
+    plain = tmp_path / "plain"
+    assert init(str(plain), "--config", str(EXAMPLE)).returncode == 0
+    assert "VERIFIER_REWARD_JSON" not in (plain / "task.toml").read_text()
+    refused = init(str(tmp_path / "typo"), "--config", str(EXAMPLE), "--reward-keys", "nosuch")
+    assert refused.returncode == 2 and "'nosuch' is not a judge" in refused.stderr
+    assert not (tmp_path / "typo").exists()

@@ -38,6 +38,7 @@ from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
 from verifier.judges.base import Pool, PreparedJudge, Record
 from verifier.judges.builtins import builtin_reference_files
 from verifier.named import NamedTuple
+from verifier.options import ALL_REWARD_KEYS
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
 from verifier.references import referenced_files
 from verifier.results import JudgeResult, Status
@@ -71,6 +72,8 @@ class CaseGrader(NamedTuple):
     force: bool = False
     keep_errors: bool = False
     llm: Mapping[int, LLMJudge] = MappingProxyType({})  # by judge index: run in two stages
+    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS  # what reward.json holds
+    deadline_s: float | None = None  # --deadline: each case's whole grade
 
     def __call__(self, case: Case) -> CaseOutcome | PendingCase:
         """The CPU stage, in a worker: the finished row, or the case's LLM tasks."""
@@ -90,13 +93,14 @@ class CaseGrader(NamedTuple):
             judges = self.loaded.judges
             graded = step_indices(self.loaded, step)
             engine = [index for index in graded if index not in self.llm]
-            found = run_judges([judges[index] for index in engine], reading.record, self.limits)
+            limits = self.limits.until(self.deadline_s, started)
+            found = run_judges([judges[index] for index in engine], reading.record, limits)
             results: dict[int, JudgeResult] = dict(zip(engine, found, strict=True))
             tasks = []
             for index, judge in self.llm.items():
                 if index not in graded:
                     continue
-                task = _llm_task(index, judges[index], judge, reading.record)
+                task = _llm_task(index, judges[index], judge, reading.record, limits.deadline)
                 if isinstance(task, JudgeResult):
                     results[index] = task
                 else:
@@ -117,7 +121,8 @@ class CaseGrader(NamedTuple):
         try:
             ordered = tuple(results[index] for index in sorted(results))
             grading = conclude(self.loaded, ordered, pending.context)
-            write_outputs(out, grading, durable=False)  # the batch syncs once, at its end
+            # the batch syncs once, at its end
+            write_outputs(out, grading, durable=False, reward_keys=self.reward_keys)
         except Exception as error:
             return self._failed(pending.name, out, error, pending.started)
         counts = {name: sum(getattr(judged.spend, name) for judged in done) for name in COUNTS}
@@ -126,6 +131,9 @@ class CaseGrader(NamedTuple):
             CaseStatus.REWARDED,
             reward=grading.reward,
             errored_judges=tuple(result.name for result in grading.results if result.failed),
+            timed_out_judges=tuple(
+                result.name for result in grading.results if result.status is Status.TIMEOUT
+            ),
             seconds=time.monotonic() - pending.started,
             **counts,
         )
@@ -169,7 +177,7 @@ class _TimeUp(Exception):
 
 
 def _llm_task(
-    index: int, prepared: PreparedJudge, judge: LLMJudge, record: Record
+    index: int, prepared: PreparedJudge, judge: LLMJudge, record: Record, deadline: float | None
 ) -> LLMTask | JudgeResult:
     """An LLM judge's prompt for the LLM stage, or its result when it needs no request:
     skipped by its `if:`, or a prompt that failed, or took the judge's whole timeout, to
@@ -206,7 +214,7 @@ def _llm_task(
         answer = judge.lowest(prompt, prompt.case_fact)
         return result(Status.OK, value=answer.value, rationale=answer.rationale,
                       details=answer.details)  # fmt: skip
-    return LLMTask(index, prompt, time.monotonic() - started)
+    return LLMTask(index, prompt, time.monotonic() - started, deadline)
 
 
 @contextlib.contextmanager
@@ -310,13 +318,17 @@ def _stat_line(name: str, entry: os.DirEntry[str] | Path) -> bytes:
 
 
 def config_hash(
-    config_path: Path, limits: Limits, judges: Mapping[int, LLMJudge] = MappingProxyType({})
+    config_path: Path,
+    limits: Limits,
+    judges: Mapping[int, LLMJudge] = MappingProxyType({}),
+    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS,
 ) -> str:
     """The resume key: sha256 of everything that can change a case's result.
 
     eval.yaml and the files it references (judge modules' local imports included:
     references.referenced_files, the same list a task package copies), the verifier
-    version, --no-llm and --memory-mb, and each LLM judge's effective model,
+    version, --no-llm, --memory-mb, --reward-keys (reward.json's shape) and each LLM
+    judge's effective model,
     provider, endpoint and request settings (VERIFIER_LLM_MAX_TOKENS, _TEMPERATURE,
     _OUTPUT, _SEED, _MAX_CASE_CHARS; `EVAL_JUDGE_MODEL` through the model). Timeouts
     and retries are left out: they change whether a judge errors, and a case whose
@@ -328,6 +340,8 @@ def config_hash(
     digest.update(
         f"harbor-verifier {__version__}\0skip={skipped}\0memory={limits.memory_mb}\0".encode()
     )
+    if reward_keys is not ALL_REWARD_KEYS:  # the default leaves earlier keys as they were
+        digest.update(f"reward_keys={list(reward_keys)}\0".encode())
     digest.update(json.dumps(llm, sort_keys=True, default=str).encode() + b"\0")
     base = config_path.resolve().parent
     try:

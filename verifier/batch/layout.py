@@ -38,6 +38,12 @@ def summary_paths(out: Path, shard: Shard | None) -> tuple[Path, Path]:
     return batch_dir(out) / f"{stem}.json", batch_dir(out) / f"{stem}.csv"
 
 
+def report_path(out: Path, shard: Shard | None) -> Path:
+    """The job report of a batch over a Harbor job dir (verifier.batch.report)."""
+    stem = "report" if shard is None else f"report.{_shard_name(shard)}"
+    return batch_dir(out) / f"{stem}.json"
+
+
 def default_llm_cache(out: Path) -> Path:
     return out / LLM_CACHE_DIR
 

@@ -39,11 +39,14 @@ from verifier.results import JudgeResult, Status
 
 class LLMTask(NamedTuple):
     """One LLM judge of one case: judge `index` in the config, its prompt, the seconds
-    building it took (already spent of the judge's budget)."""
+    building it took (already spent of the judge's budget), and the case's deadline
+    (`--deadline`, a time.monotonic() instant: the clock is the machine's, shared by
+    the worker that set it and this process)."""
 
     index: int
     prompt: Prompt
     prompt_s: float
+    deadline: float | None = None
 
 
 class LLMDone(NamedTuple):
@@ -165,6 +168,8 @@ class _JudgeRun:
             if self.started is None:
                 self.started = time.monotonic()
             deadline = self.judge.deadline(self.started, self.task.prompt_s)
+            if self.task.deadline is not None:
+                deadline = min(deadline, self.task.deadline)
         sample = self.judge.sample(self.task.prompt, client, index, deadline)
         with self.lock:
             self.samples[index] = sample

@@ -7,6 +7,7 @@ whole run (verifier.batch.layout).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -14,9 +15,9 @@ import time
 from pathlib import Path
 from typing import IO
 
-from verifier.batch.cases import Case, Shard, discover_cases, select_cases
+from verifier.batch.cases import Case, Shard, discover_cases, is_harbor_job, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
-from verifier.batch.layout import batch_lock, default_llm_cache
+from verifier.batch.layout import batch_lock, default_llm_cache, report_path
 from verifier.batch.pool import LLMPlan, run_pool
 from verifier.batch.summary import (
     BatchSummary,
@@ -28,10 +29,16 @@ from verifier.batch.summary import (
 )
 from verifier.console import warn_all
 from verifier.engine import Limits
-from verifier.grading import load_eval, refuse_cache_inside_case
+from verifier.errors import UsageError
+from verifier.grading import LoadedEval, check_reward_keys, load_eval, refuse_cache_inside_case
 from verifier.named import NamedTuple
-from verifier.options import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY, Options
-from verifier.output import prepare_out_dir
+from verifier.options import (
+    ALL_REWARD_KEYS,
+    DEFAULT_LLM_CACHE_MB,
+    DEFAULT_LLM_CONCURRENCY,
+    Options,
+)
+from verifier.output import prepare_out_dir, write_atomic
 from verifier.system import available_cpus
 
 
@@ -49,6 +56,9 @@ class BatchRequest(NamedTuple):
     llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
+    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
+    deadline_s: float | None = None  # each case's whole grade (--deadline)
+    write_back: bool = False
     progress: IO[str] | None = None
 
     @classmethod
@@ -60,18 +70,22 @@ class BatchRequest(NamedTuple):
         cache = (
             None if options.no_llm_cache else options.llm_cache or default_llm_cache(options.out)
         )
+        jobs = options.jobs or available_cpus()
         return cls(
             config=options.config,
             cases=options.cases,
             out=options.out,
-            jobs=options.jobs or available_cpus(),
+            jobs=jobs,
             shard=Shard(*options.shard) if options.shard else None,
             force=options.force,
             keep_errors=options.keep_errors,
-            limits=Limits.from_options(options, parallel=1),
+            limits=Limits.from_options(options, workers=jobs, parallel=1),
             llm_concurrency=options.llm_concurrency,
             llm_cache=cache,
             llm_cache_mb=options.llm_cache_mb,
+            reward_keys=options.reward_keys,
+            deadline_s=options.deadline,
+            write_back=options.write_back,
         )
 
 
@@ -79,17 +93,26 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     """Load once, list the cases, grade them in workers, write the summary files."""
     started = time.monotonic()
     loaded = load_eval(request.config)
+    check_reward_keys(loaded.config, request.reward_keys)
+    harbor_job = is_harbor_job(request.cases)
+    if request.write_back:
+        from verifier.batch.writeback import check_job
+
+        if not harbor_job:
+            raise UsageError(f"--write-back: {request.cases} is not a Harbor job dir")
+        check_job(request.cases)
     stream = request.progress if request.progress is not None else sys.stderr
     warn_all(loaded.config.warnings, stream)
     llm = llm_judges(loaded, request.limits)
-    digest = config_hash(request.config, request.limits, llm)
+    digest = config_hash(request.config, request.limits, llm, request.reward_keys)
     prepare_out_dir(request.out, remove=())
     with batch_lock(request.out, request.shard):
         entries = select_cases(discover_cases(request.cases, request.out), request.shard)
         cases = [entry for entry in entries if entry.skipped is None]
         grader = CaseGrader(
-            loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm
-        )
+            loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm,
+            request.reward_keys, request.deadline_s,
+        )  # fmt: skip
         plan = _llm_plan(request, grader) if llm else None
         progress = Progress(len(cases), stream)
         result = run_pool(cases, grader, request.jobs, progress.update, plan)
@@ -112,6 +135,26 @@ def run_batch(request: BatchRequest) -> BatchSummary:
             llm=figures,
         )  # fmt: skip
         write_summary(request.out, summary)
+        if harbor_job and not summary.interrupted:
+            summary = _harbor_results(request, loaded, entries, summary)
+    return summary
+
+
+def _harbor_results(
+    request: BatchRequest, loaded: LoadedEval, entries: list[Case], summary: BatchSummary
+) -> BatchSummary:
+    """A batch over a Harbor job dir: its job report, and --write-back into the trials."""
+    from verifier.batch.report import job_report
+
+    report = job_report(loaded, request.out, entries, summary.outcomes)
+    text = json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n"
+    write_atomic(report_path(request.out, request.shard), text)
+    summary = summary._replace(report=report)
+    if request.write_back:
+        from verifier.batch.writeback import write_back
+
+        written = write_back(request.cases, request.out, entries, summary.outcomes, request.config)
+        summary = summary._replace(written_back=written)
     return summary
 
 

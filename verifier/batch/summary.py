@@ -6,7 +6,9 @@ graded is a row too, with status `error` and no reward, and an entry of --cases 
 is not a case (a plain file, a dangling link, a link leaving --cases) is a row with
 status `skipped` and the reason. A case's status (was a reward written?) is not a
 judge's status (verifier.results.Status): a rewarded case may well have judges that
-errored, which its row lists and the summary counts apart (`cases_with_judge_errors`).
+errored, which its row lists and the summary counts apart (`cases_with_judge_errors`,
+and the judge records that errored or timed out), so that a batch whose judges could
+not run never reads as a clean one.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class CaseOutcome(NamedTuple):
     name: str
     status: CaseStatus
     reward: float | None = None
-    errored_judges: tuple[str, ...] = ()
+    errored_judges: tuple[str, ...] = ()  # errored or timed out
     seconds: float = 0.0
     error: str | None = None
     resumed: bool = False
@@ -56,6 +58,7 @@ class CaseOutcome(NamedTuple):
     cache_hits: int = 0  # samples answered from the cache
     input_tokens: int = 0  # of the requests sent (not of cache hits)
     output_tokens: int = 0
+    timed_out_judges: tuple[str, ...] = ()  # those of errored_judges that timed out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +66,7 @@ class CaseOutcome(NamedTuple):
             "status": self.status.value,
             "reward": self.reward,
             "errored_judges": list(self.errored_judges),
+            "timed_out_judges": list(self.timed_out_judges),
             "time_s": round(self.seconds, 4),
             "resumed": self.resumed,
             "error": self.error,
@@ -76,6 +80,7 @@ class CaseOutcome(NamedTuple):
             status=CaseStatus(record["status"]),
             reward=record["reward"],
             errored_judges=tuple(record["errored_judges"]),
+            timed_out_judges=tuple(record.get("timed_out_judges", ())),
             seconds=float(record["time_s"]),
             error=record.get("error"),
             **{name: int(record.get(name, 0)) for name in COUNTS},
@@ -152,6 +157,10 @@ class BatchSummary(NamedTuple):
     elapsed_s: float
     stopped_by: str | None = None  # SIGTERM / SIGINT when a signal stopped the batch
     llm: LLMFigures | None = None  # None: no LLM judge ran
+    # Over a Harbor job dir (after the summary files): a verifier.batch.report.JobReport,
+    # and with --write-back a verifier.batch.writeback.WriteBack (both import this module).
+    report: Any = None
+    written_back: Any = None
 
     @property
     def interrupted(self) -> bool:
@@ -188,7 +197,8 @@ class BatchSummary(NamedTuple):
             "skipped": self.count(status=CaseStatus.SKIPPED),
             "errors": self.count(status=CaseStatus.FAILED),
             "cases_with_judge_errors": self.with_judge_errors,
-            "judges_errored": sum(len(row.errored_judges) for row in self.outcomes),
+            "judges_errored": self.judge_records(),
+            "judges_timed_out": self.judge_records(timeouts=True),
             "mean_reward": self.mean_reward,
             "elapsed_s": round(self.elapsed_s, 3),
             "cases_per_s": round(processed / self.elapsed_s, 1) if self.elapsed_s > 0 else None,
@@ -197,6 +207,12 @@ class BatchSummary(NamedTuple):
             "llm": self.llm.to_json() if self.llm is not None else None,
             "cases": [row.to_json() for row in self.outcomes],
         }
+
+    def judge_records(self, *, timeouts: bool = False) -> int:
+        """Judge records that errored or timed out in all (only those that timed out)."""
+        return sum(
+            len(row.timed_out_judges if timeouts else row.errored_judges) for row in self.outcomes
+        )
 
     @property
     def with_judge_errors(self) -> int:
@@ -219,6 +235,8 @@ class BatchSummary(NamedTuple):
             f"graded={self.count(status=CaseStatus.REWARDED, resumed=False)} "
             f"resumed={self.count(resumed=True)} skipped={self.count(status=CaseStatus.SKIPPED)} "
             f"errors={self.count(status=CaseStatus.FAILED)} "
+            f"judge_errors={self.judge_records() - self.judge_records(timeouts=True)} "
+            f"judge_timeouts={self.judge_records(timeouts=True)} "
             f"with_judge_errors={self.with_judge_errors} "
             f"mean_reward={shown}{llm}{shard}{stopped}"
         )
@@ -293,6 +311,7 @@ def _isatty(stream: IO[str]) -> bool:
 
 CSV_COLUMNS = (
     "case", "status", "reward", "errored_judges", "time_s", "resumed", "error", *COUNTS,
+    "timed_out_judges",
 )  # fmt: skip
 
 
@@ -319,5 +338,6 @@ def summary_csv(outcomes: Sequence[CaseOutcome]) -> str:
             int(row.resumed),
             row.error or "",
             *(getattr(row, name) for name in COUNTS),
+            ";".join(row.timed_out_judges),
         ])  # fmt: skip
     return buffer.getvalue()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from verifier.batch import BatchRequest, run_batch, summary_paths
+from verifier.batch.layout import report_path
 from verifier.console import write_termination_message
 from verifier.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 from verifier.options import Options
@@ -20,5 +21,10 @@ def run(options: Options) -> int:
     print(f"batch: {summary.line()}")
     for path in summary_paths(request.out, request.shard):
         print(f"wrote {path}")
+    if summary.report is not None:
+        print("\n".join(summary.report.lines()))
+        print(f"wrote {report_path(request.out, request.shard)}")
+    if summary.written_back is not None:
+        print(f"batch: {summary.written_back.line(request.cases)}")
     write_termination_message(options.termination_log, summary.line())
     return _EXIT_BY_SIGNAL.get(summary.stopped_by or "", EXIT_OK)

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.console import warn_all
 from verifier.dataset import DatasetSurvey, survey
-from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError
+from verifier.engine.runner import reward_margin_s
+from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError, UsageError
 from verifier.grading import check_eval
 from verifier.judges import describe_judge
-from verifier.options import Options
+from verifier.named import NamedTuple
+from verifier.options import Options, parse_seconds
+
+TASK_CONFIG = "task.toml"
+TASK_EVAL = Path("tests") / "eval.yaml"  # where `verifier task init` puts eval.yaml
+HARBOR_DEFAULT_TIMEOUT_S = 600.0  # [verifier] timeout_sec when task.toml sets none
 
 ON_ERROR_MEANINGS = {
     "drop": "an errored judge is dropped; in weighted mode the reward can go up",
@@ -21,7 +30,11 @@ ON_ERROR_MEANINGS = {
 
 
 def run(options: Options) -> int:
-    path = options.config
+    given = options.config
+    if given.name == TASK_CONFIG:  # a task's task.toml: the task
+        given = given.parent
+    task = read_task(given) if given.is_dir() else None
+    path = given / TASK_EVAL if task is not None else given
     checked = check_eval(path)
     config = checked.config
     dataset = survey(config.dataset) if config is not None and config.dataset else None
@@ -29,6 +42,13 @@ def run(options: Options) -> int:
     if problems:
         return _invalid(path, problems, checked.warnings)
     assert config is not None
+    budgets = task.budgets if task is not None else (TimeBudget(None, None, options.deadline),)
+    timing = tuple(warning for budget in budgets for warning in time_warnings(config, budget))
+    timing += task.warnings if task is not None else ()
+    absent = (
+        (config.dataset.missing_warning(),) if config.dataset and config.dataset.missing else ()
+    )
+    checked = checked._replace(warnings=(*checked.warnings, *absent, *timing))
     count = len(checked.warnings)
     if options.strict and checked.warnings:
         print(f"{path}: invalid under --strict ({count} warning{'s' * (count > 1)})")
@@ -49,6 +69,145 @@ def run(options: Options) -> int:
     return EXIT_CONFIG if options.strict and checked.warnings else EXIT_OK
 
 
+class TimeBudget(NamedTuple):
+    """What one verifier run of a task may take: Harbor's `timeout_sec` for it (None: not
+    a task's) and the `--deadline` / VERIFIER_DEADLINE it grades with (None: none)."""
+
+    step: str | None  # the execution step whose verifier this is (None: the whole eval)
+    harbor_timeout_s: float | None
+    deadline_s: float | None
+
+
+class HarborTask(NamedTuple):
+    budgets: tuple[TimeBudget, ...]  # one per verifier run: the task's, or each step's
+    warnings: tuple[str, ...]  # about its [verifier] env
+
+
+def read_task(directory: Path) -> HarborTask:
+    """The verifier time budgets of a Harbor task dir (task.toml and tests/eval.yaml, as
+    `verifier task init` writes them): [verifier] timeout_sec and its env's
+    VERIFIER_DEADLINE, and each [[steps]]' own where it sets them. UsageError when the
+    dir is no task or task.toml cannot be read."""
+    import tomllib  # only for a task dir
+
+    path = directory / TASK_CONFIG
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(
+            f"{directory}: a directory, but no {TASK_CONFIG} in it: give eval.yaml, or a "
+            "Harbor task dir (task.toml, tests/eval.yaml)"
+        ) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise UsageError(f"{path}: cannot be read as TOML ({error})") from None
+    root = _verifier_table(document)
+    steps = [step for step in document.get("steps") or () if isinstance(step, dict)]
+    tables = [root, *(_verifier_table(step) for step in steps)]
+    warnings = tuple(
+        warning for table in tables for warning in scrubbed_env(table.get("env") or {}, path)
+    )
+    if not steps:
+        return HarborTask((_budget(None, root, {}, path),), warnings)
+    budgets = tuple(_budget(str(step.get("name")), root, _verifier_table(step), path)
+                    for step in steps)  # fmt: skip
+    return HarborTask(budgets, warnings)
+
+
+# Harbor 0.26 (utils/env.py: is_sensitive_env_key) takes an env name with one of these
+# for a secret, and replaces its value in every file of the trial (trial.py:
+# _scrub_trial_outputs), reward.json included.
+HARBOR_SECRET_NAME = re.compile(r"(KEY|SECRET|TOKEN(?!S)|PASSWORD|CREDENTIAL|AUTH)", re.I)
+
+
+def scrubbed_env(env: Mapping[str, Any], path: Path) -> list[str]:
+    """A literal value under a name Harbor takes for a secret's is scrubbed from the
+    trial's files: a short word ("reward", a judge's name, a number) corrupts them."""
+    return [
+        f"{path}: [verifier] env {name} = {value!r}: Harbor takes {name} for a secret's name "
+        "and replaces its value in every file of the trial (reward.json included); give "
+        "secrets as ${HOST_VAR}, and settings names without KEY, SECRET, TOKEN, PASSWORD, "
+        "CREDENTIAL or AUTH"
+        for name, value in env.items()
+        if HARBOR_SECRET_NAME.search(str(name))
+        and isinstance(value, str)
+        and "${" not in value
+        and value.strip().lower() not in ("", "true", "false", "1", "0", "yes", "no")
+    ]
+
+
+def _verifier_table(table: Mapping[str, Any]) -> Mapping[str, Any]:
+    verifier = table.get("verifier")
+    return verifier if isinstance(verifier, dict) else {}
+
+
+def _budget(
+    step: str | None, root: Mapping[str, Any], own: Mapping[str, Any], path: Path
+) -> TimeBudget:
+    timeout = own.get("timeout_sec", root.get("timeout_sec", HARBOR_DEFAULT_TIMEOUT_S))
+    env = {**(root.get("env") or {}), **(own.get("env") or {})}
+    where = f"{path}: [verifier]" if step is None else f"{path}: [steps.verifier] of {step!r}"
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise UsageError(f"{where} timeout_sec: {timeout!r} is not a positive number")
+    deadline = env.get("VERIFIER_DEADLINE")
+    try:
+        seconds = parse_seconds(str(deadline)) if deadline is not None else None
+    except ValueError as error:
+        raise UsageError(f"{where} env VERIFIER_DEADLINE: {error}") from None
+    return TimeBudget(step, float(timeout), seconds)
+
+
+def harbor_margin_s(timeout_s: float) -> float:
+    """What Harbor's own verify phase spends inside its timeout besides test.sh (chmod,
+    rm, the exec's start, reading the files back): a deadline keeps this much below it."""
+    return max(5.0, 0.05 * timeout_s)
+
+
+def time_warnings(config: EvalConfig, budget: TimeBudget) -> list[str]:
+    """When the judges' timeouts can add up past the deadline or past Harbor's timeout.
+
+    Judges may run one at a time (a batch, a container with one CPU), so their
+    timeouts are added up: the worst case. Past the deadline, the judges still running
+    become timeouts (on_error decides); past Harbor's timeout without a deadline below
+    it, Harbor kills the verifier and the trial has no reward at all.
+    """
+    stepped = budget.step is not None and budget.step in config.step_ids
+    names = config.step_judges(budget.step) if stepped else [j.name for j in config.judges]
+    timeouts = {judge.name: judge.timeout_s for judge in config.judges if judge.name in names}
+    total = math.fsum(timeouts.values())
+    longest = sorted(timeouts, key=timeouts.__getitem__, reverse=True)[:3]
+    judges = (
+        f"the judges' timeouts add up to {total:g}s (longest: "
+        + ", ".join(f"{name} {timeouts[name]:g}s" for name in longest)
+        + ")"
+    )
+    of = "" if budget.step is None else f" (step {budget.step})"
+    warnings = []
+    deadline, harbor = budget.deadline_s, budget.harbor_timeout_s
+    if deadline is not None and total > deadline - reward_margin_s(deadline):
+        warnings.append(
+            f"{judges}{of}, more than the deadline of {deadline:g}s leaves them "
+            f"({deadline - reward_margin_s(deadline):g}s): judges still running then are "
+            "stopped as timeouts (on_error decides; a builtin fails)"
+        )
+    if harbor is None:
+        return warnings
+    if deadline is None and total > harbor - harbor_margin_s(harbor):
+        warnings.append(
+            f"{judges}{of}, more than Harbor's [verifier] timeout_sec = {harbor:g} leaves "
+            "them, and no VERIFIER_DEADLINE: when they run long, Harbor kills the verifier "
+            "and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = "
+            f'"{harbor - harbor_margin_s(harbor):g}" (or raise timeout_sec)'
+        )
+    elif deadline is not None and deadline > harbor - harbor_margin_s(harbor):
+        warnings.append(
+            f"VERIFIER_DEADLINE = {deadline:g}{of} is not at least "
+            f"{harbor_margin_s(harbor):g}s below Harbor's [verifier] timeout_sec = {harbor:g}: "
+            "Harbor may kill the verifier before it writes the reward; set it to "
+            f"{harbor - harbor_margin_s(harbor):g} or less"
+        )
+    return warnings
+
+
 def _invalid(path: Path, problems: Sequence[ConfigError], warnings: Sequence[str]) -> int:
     print(f"{path}: invalid ({len(problems)} problem{'s' * (len(problems) > 1)})")
     for problem in problems:
@@ -60,6 +219,8 @@ def _invalid(path: Path, problems: Sequence[ConfigError], warnings: Sequence[str
 def describe_dataset(config: EvalConfig, dataset: DatasetSurvey) -> str:
     """`dataset/: 4 cases; annotation keys: instruction, oracle (files: ...)`."""
     assert config.dataset is not None
+    if config.dataset.missing:
+        return f"{config.dataset.path}/: absent (no cases: judges get no annotations)"
     count = len(dataset.case_ids)
     text = f"{config.dataset.path}/: {count} case{'s' * (count != 1)}"
     keys = ", ".join(dataset.annotation_keys) or "none"

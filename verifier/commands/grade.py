@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
 from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
-from verifier.grading import grade, load_eval, with_llm_cache
+from verifier.grading import check_reward_keys, grade, load_eval, with_llm_cache
 from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
@@ -20,10 +21,12 @@ No reward file is written unless the exit code is 0."""
 
 
 def run(options: Options) -> int:
+    started = time.monotonic()
     with stopped_by_signals():
         try:
-            limits = Limits.from_options(options)
+            limits = Limits.from_options(options).until(options.deadline, started)
             loaded = load_eval(options.config)
+            check_reward_keys(loaded.config, options.reward_keys)
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
             if options.llm_cache is not None and not options.no_llm_cache:
@@ -35,7 +38,7 @@ def run(options: Options) -> int:
                 agent_logs=options.agent_logs,
             )  # fmt: skip
             _report_warnings(grading)
-            written = write_outputs(options.out, grading)
+            written = write_outputs(options.out, grading, reward_keys=options.reward_keys)
         except OutputError:
             raise
         except VerifierError as error:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from verifier.console import warn, warn_all
 from verifier.errors import EXIT_OK, ConfigErrors, UsageError
-from verifier.grading import check_eval
-from verifier.options import Options
+from verifier.grading import check_eval, check_reward_keys
+from verifier.options import ALL_REWARD_KEYS, Options
 from verifier.task import init_task
 from verifier.task.cases import init_dataset_tasks
 from verifier.task.manifest import MANIFEST
@@ -22,6 +22,7 @@ def run_init(options: Options) -> int:
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         name=options.name, workdir=options.workdir, instruction=options.instruction,
         task_input=options.task_input, protect=options.protect or (), force=options.force,
+        verifier_env=verifier_env(options),
     )  # fmt: skip
     print(f"created Harbor task {created}")
     _warn_if_invalid(options)
@@ -44,7 +45,7 @@ def _init_from_dataset(options: Options) -> int:
     created = init_dataset_tasks(
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         org=options.name, workdir=options.workdir, case_ids=options.case_ids,
-        protect=options.protect or (), force=options.force,
+        protect=options.protect or (), force=options.force, verifier_env=verifier_env(options),
     )  # fmt: skip
     for task in created:
         print(f"created Harbor task {task}")
@@ -53,6 +54,18 @@ def _init_from_dataset(options: Options) -> int:
     print("next: write each task's solution/solve.sh (for the oracle agent), then")
     print(f"  harbor run -p {options.dest} --agent oracle -e podman --no-delete")
     return EXIT_OK
+
+
+def verifier_env(options: Options) -> dict[str, str]:
+    """What of this command's options the package's verifier reads from `[verifier] env`
+    (`--reward-keys`: its VERIFIER_REWARD_JSON; names that are no judge of eval.yaml, when
+    it loads, are a UsageError before anything is written)."""
+    if options.reward_keys is ALL_REWARD_KEYS:
+        return {}
+    config = check_eval(options.config).config
+    if config is not None:
+        check_reward_keys(config, options.reward_keys)
+    return {"VERIFIER_REWARD_JSON": ",".join(options.reward_keys) or "reward"}
 
 
 def _warn_if_invalid(options: Options) -> None:

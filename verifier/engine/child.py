@@ -35,8 +35,11 @@ def judge_main(
     token: str,
     result_fd: int,
     output_fd: int,
+    *,
+    backstop_mb: int | None = None,
 ) -> None:
-    """The body of a judge's process; never returns."""
+    """The body of a judge's process; never returns. `backstop_mb`: a lower ceiling for
+    the memory backstop (the container's share for all judges: see runner.container_share)."""
     judge_pid = os.getpid()
     # The collector, off in `verifier grade`, is on for the judge; what the grader had
     # allocated is frozen, so collections never touch (and copy) the pages shared with it.
@@ -47,7 +50,7 @@ def judge_main(
     try:
         os.setpgid(0, 0)
         die_with_parent()
-        _isolate(memory_mb, token, output_fd)
+        _isolate(memory_mb, token, output_fd, backstop_mb)
         payload = _judge_payload(judge, record)
     except BaseException as error:  # the process must always reach os._exit
         payload = {"status": Status.ERROR.value, "error": describe(error)}
@@ -72,7 +75,7 @@ def judge_main(
         os._exit(0)
 
 
-def _isolate(memory_mb: int | None, token: str, output_fd: int) -> None:
+def _isolate(memory_mb: int | None, token: str, output_fd: int, backstop_mb: int | None) -> None:
     """No stdin; prints go to the output pipe; default signals; a memory backstop; and the
     judge's token in the environment of everything it starts (see processes.token_of)."""
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -86,9 +89,24 @@ def _isolate(memory_mb: int | None, token: str, output_fd: int) -> None:
     os.environ[JUDGE_TOKEN_ENV] = token
     if memory_mb is not None:
         limit = MEMORY_BACKSTOP_FACTOR * memory_mb * 1024 * 1024
+        if backstop_mb is not None:  # in a container: no more than it leaves the judges
+            limit = min(limit, _data_size() + backstop_mb * 1024 * 1024)
         _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
         if hard == resource.RLIM_INFINITY or hard > limit:
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _data_size() -> int:
+    """This process's data segment now (VmData: what RLIMIT_DATA counts), most of it the
+    grader's, shared since the fork: the backstop bounds what the judge adds to it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _judge_payload(judge: PreparedJudge, record: Record) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import select
 import signal
@@ -40,7 +41,7 @@ from verifier.processes import (
 )
 from verifier.redact import known_secrets, redact, redact_tree
 from verifier.results import JudgeResult, Status
-from verifier.system import available_cpus
+from verifier.system import available_cpus, container_memory_bytes
 
 _READ_CHUNK = 65536
 _MAX_OUTPUT_BYTES = 64 * 1024  # of one judge's prints passed on to stderr
@@ -48,18 +49,39 @@ _WATCH_INTERVAL_S = 0.05  # memory and orphans are checked this often while judg
 
 
 class Limits(NamedTuple):
-    """How many judges run at once (per pool), how much memory each may use, and which
-    pools are skipped outright (`--no-llm`)."""
+    """How many judges run at once (per pool), how much memory each may use, which
+    pools are skipped outright (`--no-llm`), and when every judge must be done (the
+    grade's `--deadline`, as a time.monotonic() instant)."""
 
     parallel: int | None = None  # CPU judges at once; None: the CPU count
     llm_parallel: int = DEFAULT_LLM_PARALLEL
     memory_mb: int | None = DEFAULT_MEMORY_MB
     skip_pools: frozenset[Pool] = frozenset()
+    deadline: float | None = None  # None: each judge's own timeout only
+    deadline_s: float | None = None  # the --deadline it came from, for messages
+    # The container's share for the judges running at once (container_share): their
+    # memory together, and what the limits' numbers come from, for the error records.
+    memory_total_mb: int | None = None
+    memory_note: str | None = None
+
+    def until(self, seconds: float | None, started: float | None = None) -> Limits:
+        """These limits with a whole-grade deadline `seconds` after `started` (default:
+        now), less the margin the grader needs after its judges to write the reward
+        files (reward_margin_s); unchanged when seconds is None."""
+        if seconds is None:
+            return self
+        started = time.monotonic() if started is None else started
+        return self._replace(
+            deadline=started + seconds - reward_margin_s(seconds), deadline_s=seconds
+        )
 
     @classmethod
-    def from_options(cls, options: Options, **overrides: object) -> Limits:
-        """The limits a command asked for; UsageError (exit 2) when this process may not
-        use the memory asked for (a hard `ulimit -d` below it)."""
+    def from_options(cls, options: Options, workers: int = 1, **overrides: object) -> Limits:
+        """The limits a command asked for, within the container's memory (container_share;
+        `workers`: the processes that each run one judge at a time, a batch's --jobs;
+        1 for grade, whose judges share one runner). UsageError (exit 2) when this
+        process may not use the memory asked for (a hard `ulimit -d` below it) or the
+        container leaves the judges too little."""
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
         if hard != resource.RLIM_INFINITY and hard < options.memory_mb * 1024 * 1024:
             raise UsageError(
@@ -71,6 +93,11 @@ class Limits(NamedTuple):
             memory_mb=options.memory_mb,
             skip_pools=frozenset({Pool.LLM}) if options.no_llm else frozenset(),
         )
+        container = container_memory_bytes()
+        if container is not None:
+            own = private_bytes([os.getpid()])
+            limits = limits._replace(**container_share(options.memory_mb, container, own,
+                                                       workers))  # fmt: skip
         return limits._replace(**overrides)
 
     def capacity(self, pool: Pool) -> int:
@@ -79,15 +106,63 @@ class Limits(NamedTuple):
         return self.parallel if self.parallel is not None else available_cpus()
 
 
+GRADER_HEADROOM_MB = 32  # what a grading process needs beyond its size now: outputs, pipes
+MIN_JUDGE_MB = 32  # below this no judge can run (a Python judge alone is about 10 MiB)
+
+
+def container_share(
+    asked_mb: int, container_bytes: int, own_bytes: int, workers: int
+) -> dict[str, object]:
+    """The judges' memory limits in a container whose cgroup allows container_bytes.
+
+    The kernel kills a process of the container when they all together pass it, so
+    the verifier's own limits must strike first: the container less what the grading
+    processes need (each the size of this one now, plus GRADER_HEADROOM_MB; a batch
+    has its workers, the parent and the LLM stage) is what the judges may use
+    together (`memory_total_mb`), and a `workers`-th of it each, unless --memory-mb
+    asked for less. Nothing changes when the container allows more than that needs.
+    UsageError when it leaves a judge less than MIN_JUDGE_MB.
+    """
+    mib = 1024 * 1024
+    processes = 1 if workers == 1 else workers + 2
+    reserve_mb = processes * (-(-own_bytes // mib) + GRADER_HEADROOM_MB)
+    container_mb = container_bytes // mib
+    total_mb = container_mb - reserve_mb
+    each_mb = total_mb // workers
+    if each_mb >= asked_mb and workers * asked_mb <= total_mb:
+        return {}
+    shared = f", shared by {workers} workers" if workers > 1 else ""
+    note = (
+        f"the container's memory limit, {container_mb} MiB (cgroup), less {reserve_mb} MiB "
+        f"for the grader{shared}"
+    )
+    if each_mb < MIN_JUDGE_MB:
+        raise UsageError(
+            f"{note[0].upper()}{note[1:]} leaves {max(each_mb, 0)} MiB per judge (less than "
+            f"{MIN_JUDGE_MB}): give the container more memory"
+            + (" or pass fewer --jobs" if workers > 1 else "")
+        )
+    return {"memory_mb": each_mb, "memory_total_mb": total_mb, "memory_note": note}
+
+
+def reward_margin_s(deadline_s: float) -> float:
+    """What a whole-grade deadline keeps back for stopping the judges still running
+    (killing and reaping their trees) and writing the four files: a tenth of it, at
+    most 2 s."""
+    return min(2.0, 0.1 * deadline_s)
+
+
 class _Running:
     """A judge process the runner waits on: its pipes, what they carried, its token."""
 
-    __slots__ = ("judge", "memory_exceeded", "output", "output_cut", "output_fd", "pid",
-                 "result", "result_closed", "result_fd", "started", "token")  # fmt: skip
+    __slots__ = ("grade_deadline", "judge", "memory_exceeded", "output", "output_cut",
+                 "output_fd", "pid", "result", "result_closed", "result_fd", "started",
+                 "token")  # fmt: skip
 
     def __init__(self, judge: PreparedJudge, pid: int, result_fd: int, output_fd: int,
-                 token: str) -> None:  # fmt: skip
+                 token: str, grade_deadline: float | None) -> None:  # fmt: skip
         self.judge = judge
+        self.grade_deadline = grade_deadline
         self.pid = pid
         self.result_fd = result_fd
         self.output_fd = output_fd
@@ -97,11 +172,17 @@ class _Running:
         self.result_closed = False
         self.output = bytearray()
         self.output_cut = 0
-        self.memory_exceeded = False
+        self.memory_exceeded: str | None = None  # what it exceeded, once it has
 
     @property
     def deadline(self) -> float:
-        return self.started + self.judge.config.timeout_s
+        """Its own timeout, or the grade's deadline when that comes first."""
+        own = self.started + self.judge.config.timeout_s
+        return own if self.grade_deadline is None else min(own, self.grade_deadline)
+
+    def stopped_by_grade_deadline(self) -> bool:
+        own = self.started + self.judge.config.timeout_s
+        return self.grade_deadline is not None and self.grade_deadline < own
 
     def is_over(self, now: float) -> bool:
         """It answered, died without answering, exceeded its memory or its time."""
@@ -167,10 +248,16 @@ class _Runner:
         sys.stderr.flush()
         next_watch = time.monotonic() + _WATCH_INTERVAL_S
         while pending or self.running:
+            if self.limits.deadline is not None and time.monotonic() >= self.limits.deadline:
+                for judge in pending:  # never started: the grade ran out of time first
+                    results[judge.config.name] = self._not_started(judge)
+                pending = []
             for judge in self._startable(pending):
                 pending.remove(judge)
                 self._spawn(judge, record)
-            wake = min(next_watch, *(run.deadline for run in self.running.values()))
+            wake = min([next_watch, *(run.deadline for run in self.running.values())])
+            if pending and self.limits.deadline is not None:
+                wake = min(wake, self.limits.deadline)
             for fd, _ in self.poller.poll(max(0.0, wake - time.monotonic()) * 1000):
                 self._read(self.watched[fd], fd)
             now = time.monotonic()
@@ -212,12 +299,13 @@ class _Runner:
         if pid == 0:  # the judge's process: never returns
             os.close(result_read)
             os.close(output_read)
-            judge_main(judge, record, self.limits.memory_mb, token, result_write, output_write)
+            judge_main(judge, record, self.limits.memory_mb, token, result_write, output_write,
+                       backstop_mb=self.limits.memory_total_mb)  # fmt: skip
         os.close(result_write)
         os.close(output_write)
         with contextlib.suppress(OSError):  # the child did it already, or has exited
             os.setpgid(pid, pid)
-        run = _Running(judge, pid, result_read, output_read, token)
+        run = _Running(judge, pid, result_read, output_read, token, self.limits.deadline)
         self.running[pid] = run
         for fd in (result_read, output_read):
             self.poller.register(fd, select.POLLIN)
@@ -253,12 +341,20 @@ class _Runner:
         if self.limits.memory_mb is None:
             return
         limit = self.limits.memory_mb * 1024 * 1024
+        used: dict[int, int] = {}
         for pid, run in self.running.items():
             tree = [pid, *descendants(pid)]
             for orphan in adopted[pid]:
                 tree += [orphan, *descendants(orphan)]
-            if private_bytes(tree) > limit:
-                run.memory_exceeded = True
+            used[pid] = private_bytes(tree)
+            if used[pid] > limit:
+                run.memory_exceeded = f"the memory limit of {self.limits.memory_mb} MiB"
+        total = self.limits.memory_total_mb
+        if total is not None and sum(used.values()) > total * 1024 * 1024:
+            largest = self.running[max(used, key=used.__getitem__)]
+            largest.memory_exceeded = largest.memory_exceeded or (
+                f"the memory limit of {total} MiB of the judges running together"
+            )
 
     def _finish(self, run: _Running) -> JudgeResult:
         answered = b"\n" in run.result or run.result_closed
@@ -269,11 +365,11 @@ class _Runner:
             self._pass_on_output(run)
         if run.memory_exceeded:
             return self._unanswered(
-                run,
-                Status.ERROR,
-                duration,
-                f"exceeded the memory limit of {self.limits.memory_mb} MiB",
+                run, Status.ERROR, duration, self._memory_reason(f"exceeded {run.memory_exceeded}")
             )
+        if timed_out and run.stopped_by_grade_deadline():
+            return self._unanswered(run, Status.TIMEOUT, duration, self._deadline_reason(
+                f"stopped after {duration:.1f}s"))  # fmt: skip
         if timed_out:
             timeout = run.judge.config.timeout_s
             return self._unanswered(
@@ -292,10 +388,37 @@ class _Runner:
             Status(payload["status"]),
             duration,
             value=payload.get("value"),
-            rationale=payload.get("rationale"),
-            error=payload.get("error"),
+            rationale=self._memory_reason(payload.get("rationale")),
+            error=self._memory_reason(payload.get("error")),
             details=payload.get("details") or {},
         )
+
+    def _memory_reason(self, text: object) -> object:
+        """A memory limit the judge ran into, with where the limit came from when the
+        container set it (the child only knows the number)."""
+        note = self.limits.memory_note
+        if note is None or not isinstance(text, str):
+            return text
+        return re.sub(r"(the memory limit of \d+ MiB( of the judges running together)?)",
+                      rf"\1 ({note})", text, count=1)  # fmt: skip
+
+    def _deadline_reason(self, what: str) -> str:
+        return (
+            f"{what}: the grade's deadline (--deadline {self.limits.deadline_s:g}s, less "
+            f"{reward_margin_s(self.limits.deadline_s or 0):g}s to write the reward) came "
+            "first"
+        )
+
+    def _not_started(self, judge: PreparedJudge) -> JudgeResult:
+        """A judge still waiting for a slot when the grade's deadline came: as a judge
+        stopped at once (a case-bound judge's wait is the case's doing too: the judges
+        before it ran on the case)."""
+        reason = self._deadline_reason("not started")
+        if judge.case_bound:
+            return _answer(judge, Status.OK, 0.0, self.secrets, value=False, rationale=(
+                f"the judge gave no answer on this case ({reason}): counted as a failure"
+            ))  # fmt: skip
+        return _answer(judge, Status.TIMEOUT, 0.0, self.secrets, error=reason)
 
     def _unanswered(
         self, run: _Running, status: Status, duration: float, reason: str
@@ -343,19 +466,26 @@ class _Runner:
     def _result(
         self, run: _Running, status: Status, duration: float, **fields: object
     ) -> JudgeResult:
-        """A judge's result, with every secret the grader knows redacted from its text."""
-        for name in ("rationale", "error"):
-            if isinstance(fields.get(name), str):
-                fields[name] = redact(fields[name], self.secrets)  # type: ignore[arg-type]
-        if fields.get("details"):
-            fields["details"] = redact_tree(fields["details"], self.secrets)
-        return JudgeResult(
-            name=run.judge.config.name,
-            kind=run.judge.config.kind,
-            status=status,
-            duration_s=duration,
-            **fields,  # type: ignore[arg-type]
-        )
+        return _answer(run.judge, status, duration, self.secrets, **fields)
+
+
+def _answer(
+    judge: PreparedJudge, status: Status, duration: float, secrets: tuple[str, ...],
+    **fields: object,
+) -> JudgeResult:  # fmt: skip
+    """A judge's result, with every secret the grader knows redacted from its text."""
+    for name in ("rationale", "error"):
+        if isinstance(fields.get(name), str):
+            fields[name] = redact(fields[name], secrets)  # type: ignore[arg-type]
+    if fields.get("details"):
+        fields["details"] = redact_tree(fields["details"], secrets)
+    return JudgeResult(
+        name=judge.config.name,
+        kind=judge.config.kind,
+        status=status,
+        duration_s=duration,
+        **fields,  # type: ignore[arg-type]
+    )
 
 
 def _drain(fd: int, run: _Running) -> None:

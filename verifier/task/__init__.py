@@ -17,8 +17,9 @@ tests/ is the verifier's side only: the agent never sees it. An eval.yaml with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
+from types import MappingProxyType
 
 import yaml
 
@@ -57,6 +58,7 @@ def init_task(
     task_input: Path | None = None,
     protect: Sequence[str] = (),
     force: bool = False,
+    verifier_env: Mapping[str, str] = MappingProxyType({}),
 ) -> Path:
     """Render the task templates into `dest` and copy eval.yaml's directory into tests/.
 
@@ -65,6 +67,9 @@ def init_task(
     else the instruction as `{prompt: ...}`), never the agent's. With
     `execution.steps`, each step's instruction is rendered from its prompt and
     that input (verifier.task.instruction).
+
+    `verifier_env`: more of `[verifier] env` (the verifier's VERIFIER_* settings, such
+    as `task init --reward-keys`).
 
     `protect`: globs of the agent's files (those the author put in DEST/environment/,
     which the package's Dockerfile copies into the work dir) copied into
@@ -109,7 +114,7 @@ def init_task(
             dest=dest, name=name, image=image, agent_image=agent_image, workdir=workdir,
             tests=plan, instruction=instruction_text, task_input=input_text or None,
             steps=steps, agent_timeout_s=agent_timeout(execution), agent_files=agent_files,
-            protected=protected,
+            protected=protected, verifier_env=verifier_env,
         )
     )  # fmt: skip
     warn_all(plan.warnings)

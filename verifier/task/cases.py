@@ -19,8 +19,9 @@ every task and `harbor publish` can publish them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
+from types import MappingProxyType
 
 from verifier.console import warn_all
 from verifier.dataset import CASE_ID_PATTERN, Dataset, DatasetCase, read_dataset
@@ -56,6 +57,7 @@ def init_dataset_tasks(
     case_ids: Sequence[str] | None = None,
     protect: Sequence[str] = (),
     force: bool = False,
+    verifier_env: Mapping[str, str] = MappingProxyType({}),
 ) -> list[Path]:
     """Write DEST/<case-id>/ for every dataset case (or those in case_ids) and
     DEST/dataset.toml; return the task dirs.
@@ -77,6 +79,8 @@ def init_dataset_tasks(
     dataset = read_dataset(document.get("dataset"), str(config), config.resolve().parent)
     if dataset is None:
         raise UsageError(f"--from-dataset: {config} has no dataset.path")
+    if dataset.missing:
+        raise UsageError(f"--from-dataset: {dataset.missing_warning()}, so no task to make")
     entries = _entries(dataset, case_ids)
     execution = read_execution(config)
     base = plan_tests_dir(config, leave_out=[dest, dataset.root])
@@ -99,7 +103,7 @@ def init_dataset_tasks(
                 agent_image=agent_image, workdir=workdir, tests=_with_entry(base, dataset, entry),
                 instruction=instruction, steps=steps, agent_files=agent_files,
                 protected=protected_files(agent_files, protect) if protect else (),
-                verifier_env={"VERIFIER_CASE_ID": entry.case_id},
+                verifier_env={**verifier_env, "VERIFIER_CASE_ID": entry.case_id},
                 metadata={"eval_name": eval_name, "case_id": entry.case_id},
                 agent_timeout_s=agent_timeout(execution),
             )

@@ -53,11 +53,13 @@ def record_trajectory(context: BuiltinContext) -> tuple[Mapping[str, Any] | None
 
 
 def _agent_calls(trajectory: Mapping[str, Any], tool_name: str) -> int:
-    return sum(
-        1
-        for call in trajectory.get("tool_calls") or ()
-        if call.get("name") == tool_name and not call.get("subagent")
-    )
+    """The calls of tool_name in the whole trail, counted as rewardkit counts them: on
+    every step (ATIF steps without `source: agent` too) and a subagent's too, so that
+    "never used X" cannot pass a call the agent made through either."""
+    names = trajectory.get("tool_names")
+    if not isinstance(names, list):  # a trajectory recorded without them: its calls
+        names = [call.get("name") for call in trajectory.get("tool_calls") or ()]
+    return sum(1 for name in names if name == tool_name)
 
 
 @builtin("trajectory", TOOL_NAME,

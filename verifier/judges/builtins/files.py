@@ -1,7 +1,10 @@
 """Builtins over the case's files: existence, contents, regexes, equality, similarity.
 
 Names and arguments follow Harbor's rewardkit where it has the criterion, so a
-criterion moves across unchanged. Every read goes through
+criterion moves across unchanged: the text comparisons read a file as rewardkit's
+`Path.read_text()` does, with universal newlines (CRLF and CR become LF), and
+files_equal, file_matches' `expected` and diff_ratio compare the texts stripped, as
+rewardkit's do. Every read goes through
 verifier.casefiles.read_case_file, so whatever the agent left at a path (nothing,
 a loop, a FIFO, a directory, a huge file) makes the builtin fail with that fact as
 its rationale, never error. Reference files (`reference:`) are the task author's,
@@ -40,8 +43,22 @@ def case_text(context: BuiltinContext, path: str) -> tuple[str | None, str]:
 
 
 def reference_text(context: BuiltinContext, reference: PurePosixPath) -> str:
-    """A reference file's text (the task author's: checked at load, read as it is)."""
-    return (context.config_dir / reference).read_text(encoding="utf-8", errors="replace")
+    """A reference file's text (the task author's: checked at load), with universal
+    newlines."""
+    text = (context.config_dir / reference).read_text(encoding="utf-8", errors="replace")
+    return universal_newlines(text)
+
+
+def universal_newlines(text: str) -> str:
+    """CRLF and CR as LF: what Python's text mode (rewardkit's read_text, subprocess's
+    text=True) makes of a file or a command's output."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def case_lines(context: BuiltinContext, path: str) -> tuple[str | None, str]:
+    """case_text with universal newlines, for the text comparisons."""
+    content, problem = case_text(context, path)
+    return (None, problem) if content is None else (universal_newlines(content), "")
 
 
 @builtin("files", PATH)
@@ -69,7 +86,7 @@ def file_not_exists(context: BuiltinContext, path: str) -> ValueWithRationale:
 def file_contains(
     context: BuiltinContext, path: str, text: str, ignore_case: bool
 ) -> ValueWithRationale:
-    content, problem = case_text(context, path)
+    content, problem = case_lines(context, path)
     if content is None:
         return False, problem
     found = text.lower() in content.lower() if ignore_case else text in content
@@ -78,11 +95,16 @@ def file_contains(
 
 @builtin("files", PATH, Key("pattern", Pattern(), required=True))
 def file_contains_regex(context: BuiltinContext, path: str, pattern: str) -> ValueWithRationale:
-    """`re.search(pattern, text, re.MULTILINE)` (rewardkit's name for our file_matches)."""
-    content, problem = case_text(context, path)
+    """`re.search(pattern, text)`, as rewardkit's: `^` and `$` anchor at the text's ends
+    (`(?m)` makes them per line)."""
+    return _search(context, path, pattern, 0)
+
+
+def _search(context: BuiltinContext, path: str, pattern: str, flags: int) -> ValueWithRationale:
+    content, problem = case_lines(context, path)
     if content is None:
         return False, problem
-    match = re.search(pattern, content, re.MULTILINE)
+    match = re.search(pattern, content, flags)
     if match is None:
         return False, f"{path} has no match for /{pattern}/"
     return True, f"{path} matches /{pattern}/ at {match.group(0)[:_SHOWN_CHARS]!r}"
@@ -98,11 +120,12 @@ def file_contains_regex(context: BuiltinContext, path: str, pattern: str) -> Val
 def file_matches(
     context: BuiltinContext, path: str, pattern: str | None, expected: str | None
 ) -> ValueWithRationale:
-    """`pattern`: a regex search, as this verifier always had it; `expected`: rewardkit's
-    meaning, the stripped content equals the stripped text."""
+    """`pattern`: a regex search with `^` and `$` per line (re.MULTILINE), as this
+    verifier always had it; `expected`: rewardkit's meaning, the stripped content
+    equals the stripped text."""
     if pattern is not None:
-        return file_contains_regex(context, path, pattern)
-    content, problem = case_text(context, path)
+        return _search(context, path, pattern, re.MULTILINE)
+    content, problem = case_lines(context, path)
     if content is None:
         return False, problem
     equal = content.strip() == (expected or "").strip()
@@ -116,7 +139,8 @@ def file_matches(
     Key("path1", CasePath(), required=True),
     Key("path2", CasePath(description="a second file in the case")),
     REFERENCE,
-    Key("ignore_line_endings", Flag(description="CRLF and CR count as LF"), default=False),
+    Key("ignore_line_endings", Flag(description="accepted for older eval.yaml files: CRLF "
+                                                "and CR always count as LF"), default=False),
     Key("ignore_whitespace", Flag(description="runs of whitespace count as one space; "
                                               "leading and trailing ignored"), default=False),
     one_of=(("path2", "reference"),),
@@ -129,17 +153,17 @@ def files_equal(
     ignore_line_endings: bool,
     ignore_whitespace: bool,
 ) -> ValueWithRationale:
-    first, problem = case_text(context, path1)
+    first, problem = case_lines(context, path1)
     if first is None:
         return False, problem
     if reference is not None:
         second, other = reference_text(context, reference), f"the reference {reference}"
     else:
-        second, problem = case_text(context, path2 or "")
+        second, problem = case_lines(context, path2 or "")
         if second is None:
             return False, problem
         other = str(path2)
-    a, b = (_normalized(text, ignore_line_endings, ignore_whitespace) for text in (first, second))
+    a, b = (_normalized(text, ignore_whitespace) for text in (first, second))
     if a == b:
         return True, f"{path1} equals {other}"
     return False, f"{path1} differs from {other}: {_first_difference(a, b)}"
@@ -164,10 +188,11 @@ def diff_ratio(
     """
     import difflib  # imported by the one builtin that needs it: start-up time
 
-    content, problem = case_text(context, path)
+    content, problem = case_lines(context, path)
     if content is None:
         return 0.0, problem
     target = reference_text(context, reference) if reference is not None else expected or ""
+    content, target = content.strip(), target.strip()  # as rewardkit's diff_ratio
     if max(len(content), len(target)) <= CHARACTER_DIFF_LIMIT:
         ratio, unit = difflib.SequenceMatcher(None, content, target).ratio(), "characters"
     else:
@@ -176,12 +201,9 @@ def diff_ratio(
     return ratio, f"{path} is {ratio:.3f} similar to the expected text (by {unit})"
 
 
-def _normalized(text: str, ignore_line_endings: bool, ignore_whitespace: bool) -> str:
-    if ignore_whitespace:
-        return " ".join(text.split())
-    if ignore_line_endings:
-        return text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
+def _normalized(text: str, ignore_whitespace: bool) -> str:
+    """Stripped, as rewardkit's files_equal compares; runs of whitespace as one space."""
+    return " ".join(text.split()) if ignore_whitespace else text.strip()
 
 
 def _first_difference(actual: str, expected: str | None) -> str:

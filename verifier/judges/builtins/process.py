@@ -17,6 +17,7 @@ from verifier.config.fields import Number, Text
 from verifier.console import signal_name
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.fields import CasePath, CommandLine, Environment, Pattern
+from verifier.judges.builtins.files import universal_newlines
 from verifier.judges.builtins.registry import BuiltinContext, builtin
 from verifier.judges.builtins.toolchain import check_program, check_start
 from verifier.judges.sandbox import STDOUT_BYTES, CommandRun, run_in_sandbox
@@ -84,10 +85,10 @@ def command_output_matches(context: BuiltinContext, expected: str, **arguments: 
 def command_output_matches_regex(
     context: BuiltinContext, pattern: str, **arguments: Any
 ) -> JudgeAnswer:
-    """`re.search(pattern, stdout, re.MULTILINE)` matches."""
+    """`re.search(pattern, stdout)` matches, as rewardkit's (`(?m)` for per-line anchors)."""
     claims = (f"matches /{pattern}/", f"has no match for /{pattern}/")
     return _judge_stdout(
-        context, arguments, lambda out: re.search(pattern, out, re.MULTILINE) is not None, claims
+        context, arguments, lambda out: re.search(pattern, out) is not None, claims
     )
 
 
@@ -101,7 +102,7 @@ def _judge_stdout(
     says the claim that holds (true's, false's) and how the command ended.
 
     A command that times out, cannot start, or prints more than STDOUT_BYTES fails:
-    what it printed is not all there to judge.
+    what it printed is not all there to judge. stdout is read with universal newlines.
     """
     run = run_command(context, arguments, separate_stdout=True)
     details = {"sandbox": run.confinement}
@@ -109,7 +110,7 @@ def _judge_stdout(
         return JudgeAnswer(False, describe_run(run, arguments["timeout"]), details)
     if run.stdout_cut_bytes:
         return JudgeAnswer(False, f"printed more than {STDOUT_BYTES} bytes on stdout", details)
-    stdout = run.stdout or ""
+    stdout = universal_newlines(run.stdout or "")  # as rewardkit reads it (text=True)
     passed = test(stdout)
     rationale = (
         f"stdout {claims[0 if passed else 1]} ({_ending(run)}); it ends {stdout[-_SHOWN_CHARS:]!r}"

@@ -67,7 +67,8 @@ def xlsx_cell_equals(
     context: BuiltinContext, path: str, cell: str, expected: Any, sheet: str | None
 ) -> ValueWithRationale:
     """The cell's value (a formula's cached result) equals `expected`: numbers by value,
-    text as it is, booleans as booleans."""
+    text as it is, booleans as booleans, an empty cell (none in the sheet, or one
+    without a value) null."""
     import zipfile  # imported by this builtin only: start-up time
 
     found = read_case_file(context.case_dir, path, MAX_WORKBOOK_BYTES)
@@ -86,8 +87,8 @@ def xlsx_cell_equals(
         # about the agent's file, never the judge's error.
         return False, f"{path} is not a readable .xlsx workbook: {type(error).__name__}: {error}"
     where = f"{path}: {name}!{cell}"
-    if value is None:
-        return False, f"{where} is empty, expected {expected!r}"
+    if value is None:  # an empty cell equals `expected: null`, as openpyxl's None does
+        return expected is None, f"{where} is empty, expected {expected!r}"
     equal = json_equal(value, expected)
     return equal, f"{where} is {repr(value)[:_SHOWN_CHARS]}, expected {expected!r}"
 
