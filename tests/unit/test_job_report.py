@@ -129,6 +129,7 @@ def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, jo
         assert (failed / "verifier" / name).read_text() == (
             tmp_path / "out" / "same__002" / name
         ).read_text()
+    assert not (failed / "verifier" / "ctrf.json").exists()  # no judge here read a test report
     stats = json.loads((job / "result.json").read_text())["stats"]
     evals = stats["evals"]["oracle__adhoc"]
     assert (evals["n_trials"], evals["n_errors"], stats["n_errored_trials"]) == (4, 0, 0)

@@ -118,8 +118,11 @@ def _write_trial(trial: Path, graded: Path, stdout: str) -> None:
             if entry.name != ORIGINAL:
                 entry.rename(original / entry.name)
         shutil.copy2(result_path, original / RESULT)
-    for name in OUTPUT_FILES:
-        write_atomic(verifier / name, (graded / name).read_text(encoding="utf-8"))
+    for name in OUTPUT_FILES:  # ctrf.json only when a judge read a test report
+        if (graded / name).is_file():
+            write_atomic(verifier / name, (graded / name).read_text(encoding="utf-8"))
+        else:
+            (verifier / name).unlink(missing_ok=True)
     write_atomic(verifier / TEST_STDOUT, stdout)
     result["verifier_result"] = {"rewards": rewards}
     if _from_the_verifier(result):
