@@ -52,29 +52,39 @@ class TestsPlan(NamedTuple):
 
 
 def plan_tests_dir(
-    config: Path, *, leave_out: Iterable[Path] = (), extra: Iterable[TestsFile] = ()
+    config: Path,
+    *,
+    leave_out: Iterable[Path] = (),
+    extra: Iterable[TestsFile] = (),
+    reserved: Iterable[str] = (),
 ) -> TestsPlan:
     """The files of tests/ for eval.yaml `config`: its directory (minus what the module
     docstring says, and minus the dirs in `leave_out`), eval.yaml as `eval.yaml`, and
-    `extra` files. ConfigError when eval.yaml names a file that is missing, outside
-    its directory, or one of the names tests/ reserves."""
+    `extra` files. `reserved`: more top-level names the package uses itself. ConfigError
+    when eval.yaml names a file that is missing, outside its directory, or one of the
+    names tests/ reserves."""
     base = config.resolve().parent
+    reserved_names = RESERVED_TEST_FILES | frozenset(reserved)
     referenced = referenced_files(config, builtin_reference_files)
     for relative in referenced:
-        if len(relative.parts) == 1 and relative.name in RESERVED_TEST_FILES:
+        if relative.parts[0] in reserved_names:
             raise ConfigError(
                 str(config), "", f"references {relative}, a name the task's tests/ dir reserves: "
                 "rename it",
             )  # fmt: skip
     skipped = {path.resolve() for path in leave_out} | {config.resolve()}
     warnings: list[str] = []
+    warned: set[str] = set()
     files = [TestsFile(PurePosixPath(CONFIG_NAME), config)]
     for relative, source in _walk(base, skipped, warnings):
-        if len(relative.parts) == 1 and relative.name in RESERVED_TEST_FILES:
-            warnings.append(
-                f"{source}: not copied into the task's tests/ ({relative.name} is the "
-                "package's own there); rename it if a judge needs it"
-            )
+        if relative.parts[0] in reserved_names:
+            if relative.parts[0] not in warned:
+                warned.add(relative.parts[0])
+                warnings.append(
+                    f"{base / relative.parts[0]}: not copied into the task's tests/ "
+                    f"({relative.parts[0]} is the package's own there); rename it if a judge "
+                    "needs it"
+                )
             continue
         files.append(TestsFile(relative, source))
     files.extend(extra)
