@@ -263,7 +263,9 @@ def _copied(instruction: Instruction, files: Sequence[str], workdir: str) -> dic
     if "$" in parsed.dest:
         return {}
     dest = posixpath.join(workdir, parsed.dest)
-    into_dir = parsed.dest.endswith("/") or len(parsed.sources) > 1
+    into_dir = (
+        parsed.dest.endswith(("/", "/.")) or parsed.dest in (".", "..") or len(parsed.sources) > 1
+    )
     copied: dict[str, str] = {}
     for source in parsed.sources:
         if not reads_context(source, instruction.keyword) or "$" in source:
