@@ -25,6 +25,7 @@ from tests.harbor.runner import (
     HARBOR,
     LOCAL_BASE,
     VERIFIER_IMAGE,
+    VERIFIER_NETWORK,
     WORKDIR,
     agent_image,
     harbor,
@@ -123,6 +124,7 @@ def _make_task(dest: Path, config: Path, agent_image: str, as_root: bool, solve:
         workdir=WORKDIR,
         instruction=None,
         force=False,
+        verifier_network=VERIFIER_NETWORK,
     )
     (dest / "solution" / "solve.sh").write_text(solve)
     if as_root:

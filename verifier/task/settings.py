@@ -100,14 +100,21 @@ def _runs_case_code(judge: JudgeConfig) -> bool:
 
 
 def _network(config: EvalConfig | None, asked: str, environ: Mapping[str, str]) -> Network:
-    if asked == "public":
-        return Network("public", why="asked for (--verifier-network public)")
     llm = [judge for judge in config.judges if judge.kind == "llm"] if config else []
+    endpoints = _endpoints(config, llm, environ) if config else Network("no-network")
+    if asked == "public":
+        return endpoints._replace(mode="public", allowed_hosts=(),
+                                  why="asked for (--verifier-network public)")  # fmt: skip
     if asked == "no-network" or not llm:
         why = "asked for" if asked == "no-network" else "no judge asks a model"
-        why = why if config else UNLOADED.network.why
-        return Network("no-network", why=why)
-    assert config is not None
+        return Network("no-network", why=why if config else UNLOADED.network.why)
+    return endpoints
+
+
+def _endpoints(config: EvalConfig, llm: list[JudgeConfig], environ: Mapping[str, str]) -> Network:
+    """The LLM judges' endpoints allow-listed, with the [verifier] env that points the
+    judges at them and passes their API key from the host; `public` when one cannot
+    be told before grading."""
     hosts, env = [], {}
     for judge in llm:
         try:
