@@ -8,7 +8,9 @@ stays a directory). What must stay a directory does: a package with extension mo
 (PyYAML's _yaml), compiled in place to byte code only, and the verifier itself, source
 and byte code: it reads its templates and prompts as files, and its tracebacks
 (--debug) show source lines. Byte code is hash-based and unchecked: valid whatever the
-files' mtimes become.
+files' mtimes become. What is packed is compiled as `python -OO` would (no docstrings,
+no asserts: a seventh less), which the stdlib and these libraries support; the
+verifier's own code is compiled as it runs.
 
 Usage: pack.py STDLIB_DIR STDLIB_ZIP SITE_DIR SITE_ZIP KEEP_NAME...
 """
@@ -24,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 _UNCHECKED = py_compile.PycInvalidationMode.UNCHECKED_HASH
+_OPTIMIZE = 2  # -OO
 _EXTENSION_SUFFIXES = (".so",)
 
 
@@ -39,7 +42,7 @@ def pack_tree(root: Path, archive: zipfile.ZipFile, names: list[Path], scratch: 
             if path.suffix == ".py":
                 compiled = scratch / "module.pyc"
                 py_compile.compile(str(path), str(compiled), dfile=str(path), doraise=True,
-                                   invalidation_mode=_UNCHECKED)  # fmt: skip
+                                   invalidation_mode=_UNCHECKED, optimize=_OPTIMIZE)  # fmt: skip
                 archive.write(compiled, relative.with_suffix(".pyc").as_posix())
             else:
                 archive.write(path, relative.as_posix())
@@ -49,7 +52,8 @@ def compile_in_place(top: Path) -> None:
     """Each .py under top replaced by its byte code (a sourceless module.pyc beside it)."""
     for path in sorted(top.rglob("*.py")) if top.is_dir() else [top] * (top.suffix == ".py"):
         py_compile.compile(str(path), str(path.with_suffix(".pyc")), dfile=str(path),
-                           doraise=True, invalidation_mode=_UNCHECKED)  # fmt: skip
+                           doraise=True, invalidation_mode=_UNCHECKED,
+                           optimize=_OPTIMIZE)  # fmt: skip
         path.unlink()
 
 

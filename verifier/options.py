@@ -206,8 +206,9 @@ OPTIONS: dict[str, Option] = {
         Option("strict", ("--strict",), "treat warnings as errors (exit 2)", is_flag=True,
                default=False),
         Option("dest", (), "the task package dir to create", parse_path, metavar="DEST"),
-        Option("image", ("--image",), "the verifier image tests/Dockerfile builds FROM",
-               default=DEFAULT_IMAGE, metavar="IMAGE"),
+        Option("image", ("--image",),
+               "the verifier image tests/Dockerfile builds FROM (or copies /opt/verifier from)",
+               env="VERIFIER_IMAGE", default=DEFAULT_IMAGE, metavar="IMAGE"),
         Option("agent_image", ("--agent-image",),
                "the agent's image ([environment].docker_image); else environment/Dockerfile",
                metavar="IMAGE"),
@@ -247,7 +248,7 @@ OPTIONS: dict[str, Option] = {
         Option("expect", ("--expect",), "the reward the solution must get",
                parse_fraction, default=1.0, metavar="R"),
         Option("build_network", ("--build-network",),
-               "the network of the image builds (e.g. host where builds need the host's)",
+               "the network of the image builds and of the solution's run (e.g. host)",
                parse_text, default_text="the engine's default", metavar="MODE"),
     )
 }  # fmt: skip

@@ -142,6 +142,15 @@ def host_grade(
     return json.loads((out / "reward.json").read_text())
 
 
+def warm_cache(context: Path, tag: str) -> None:
+    """Build context (e.g. a package's tests/) with the host's network, as `tag`, which the
+    caller removes: the layers that install the environment's toolchain (apt-get) stay in
+    podman's cache for the builds Harbor and `task test` run on their own network."""
+    built = podman("build", "--pull=never", "--network", "host", "-q", "-t", tag, str(context),
+                   check=False)  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+
+
 def agent_image_with_workdir(root: Path, tag: str) -> tuple[str, bool]:
     """(image, needs root): the agent's image with WORKDIR, built as `tag`: Harbor execs
     the agent in [environment].workdir, which a package sets when Harbor uploads

@@ -115,3 +115,31 @@ def test_the_images_python_and_variables_do_not_reach_the_verifier(
     assert result.exit_code == 0, str(result)
     assert read_reward(out_dir)["image_python"] == 1.0
     assert read_reward(out_dir)["no_verifier_python"] == 1.0
+
+
+CA_EVAL = """\
+name: trust
+judges:
+  - name: trusts_public_cas
+    check: |
+      import os, ssl
+      stats = ssl.create_default_context().cert_store_stats()
+      return stats["x509_ca"] > 100, os.environ.get("SSL_CERT_FILE", "unset")
+"""
+
+
+def test_https_trusts_the_bundles_own_ca_bundle(
+    engine: Engine, tmp_path: Path, out_dir: Path
+) -> None:
+    """The base has no CA certificates (debian:bookworm-slim); LLM judges' HTTPS gets the
+    bundle's own, unless SSL_CERT_FILE names another."""
+    config = shared_file(shared_dir(tmp_path / "tests") / "eval.yaml", CA_EVAL)
+    case = shared_dir(tmp_path / "case")
+    shared_file(case / "a.txt", "x\n")
+    mounts = [Mount(str(case), "/case", read_only=True), Mount(str(out_dir), "/logs/verifier"),
+              Mount(str(config), "/tests/eval.yaml", read_only=True)]  # fmt: skip
+    result = engine.run(mounts=mounts, options=RunOptions.restricted())
+    assert result.exit_code == 0, str(result)
+    assert read_reward(out_dir)["trusts_public_cas"] == 1.0
+    probe = engine.run(["sh", "-c", "ls /etc/ssl/certs 2>&1 | head -1"])
+    assert "No such file" in probe.stdout, str(probe)

@@ -140,6 +140,7 @@ def test_the_command_line(tmp_path: Path, calc: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"verifier task test {tmp_path / 'task'}" in done.stdout
+    assert "note: [verifier] network_mode = 'no-network': Harbor enforces it" in done.stdout
     for args, message in (
         (("--agent-image", "localhost/a:1"), "--environment and --agent-image"),
         (("--from-dataset",), "--environment: --from-dataset"),

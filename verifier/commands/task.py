@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tomllib
+from pathlib import Path
 
 from verifier.console import warn, warn_all
 from verifier.errors import EXIT_OK, EXIT_TASK_TEST, ConfigErrors, UsageError
@@ -45,7 +47,18 @@ def run_init(options: Options) -> int:
     print(f"next: write {created / solution}, then")
     print(f"  verifier task test {created}")
     print(f"  harbor run -p {created} --agent oracle -e podman --no-delete")
+    _note_network(created)
     return EXIT_OK
+
+
+def _note_network(package: Path) -> None:
+    """Say once that a restricted verifier network needs Harbor's egress control."""
+    with (package / "task.toml").open("rb") as handle:
+        mode = tomllib.load(handle).get("verifier", {}).get("network_mode")
+    if mode in ("no-network", "allowlist"):
+        print(f"note: [verifier] network_mode = {mode!r}: Harbor enforces it with its "
+              "egress sidecar (images from a registry); where it cannot, trials fail at "
+              "start: then run task init again with --verifier-network public")  # fmt: skip
 
 
 def run_test(options: Options) -> int:
