@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,22 @@ def test_the_verifier_ran_on_the_tasks_own_toolchain(coding: Any) -> None:
     finally:
         podman("rmi", "--force", tag, check=False)
     assert probe.stdout.split() == ["/usr/bin/go", "no", "python"], probe.stdout + probe.stderr
+
+
+@pytest.mark.parametrize("task", sorted(KINDS))
+def test_task_test_passes_the_packages(coding: Any, task: str) -> None:
+    """What task authors run before publishing, on the same packages: the good fix gets
+    1.0 and the untouched repo its honest pass rate."""
+    _, package = coding[task, "good"]
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("verifier")), "task", "test", str(package),
+         "--engine", "podman"],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    untouched = KINDS[task][0]["untouched"][1]
+    assert f"untouched environment: reward {untouched:.4g}" in done.stdout
+    assert "solution: reward 1\n" in done.stdout
 
 
 def test_the_packages_pass_harbor_lint(coding: Any) -> None:
