@@ -99,16 +99,19 @@ def test_no_judge_asking_a_model_needs_no_network_unless_asked(tmp_path: Path) -
     assert "allowed_hosts" not in toml["verifier"]
 
 
-def test_each_step_gets_its_own_timeout_deadline_and_min_reward(tmp_path: Path) -> None:
+def two_steps(tmp_path: Path, old: str, new: str) -> Path:
+    """The two-step fixture's eval.yaml with `old` replaced by `new`."""
     suite = tmp_path / "suite"
     shutil.copytree(FIXTURES / "two-steps", suite)
-    text = (
-        (suite / "eval.yaml")
-        .read_text()
-        .replace("      timeout: 300\n", "      timeout: 300\n      min_reward: 0.75\n")
+    (suite / "eval.yaml").write_text((suite / "eval.yaml").read_text().replace(old, new))
+    return suite / "eval.yaml"
+
+
+def test_each_step_gets_its_own_timeout_deadline_and_min_reward(tmp_path: Path) -> None:
+    config = two_steps(
+        tmp_path, "      timeout: 300\n", "      timeout: 300\n      min_reward: 0.75\n"
     )
-    (suite / "eval.yaml").write_text(text)
-    steps = {step["name"]: step for step in task_toml(tmp_path, suite / "eval.yaml",
+    steps = {step["name"]: step for step in task_toml(tmp_path, config,
                                                       min_reward=0.5)["steps"]}  # fmt: skip
     assert steps["plan"]["min_reward"] == 0.5  # the flag
     assert steps["build"]["min_reward"] == 0.75  # eval.yaml's own, even on the last step
@@ -122,15 +125,8 @@ def test_each_step_gets_its_own_timeout_deadline_and_min_reward(tmp_path: Path) 
 
 
 def test_a_bad_min_reward_is_refused(tmp_path: Path) -> None:
-    suite = tmp_path / "suite"
-    shutil.copytree(FIXTURES / "two-steps", suite)
-    text = (
-        (suite / "eval.yaml")
-        .read_text()
-        .replace("    - id: plan\n", "    - id: plan\n      min_reward: 2\n")
-    )
-    (suite / "eval.yaml").write_text(text)
+    config = two_steps(tmp_path, "    - id: plan\n", "    - id: plan\n      min_reward: 2\n")
     with pytest.raises(ConfigError, match=r"execution.steps\[0\] \(plan\).min_reward.*\[0, 1\]"):
-        init_task(tmp_path / "task", suite / "eval.yaml")
+        init_task(tmp_path / "task", config)
     with pytest.raises(UsageError, match=r"--min-reward: .* has no execution.steps"):
         init_task(tmp_path / "other", write(tmp_path, COMMANDS), min_reward=0.5)

@@ -22,7 +22,6 @@ dependencies), and the grader stays apart from it.
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -38,7 +37,7 @@ from verifier.task.dockerfile import (
     parse_dockerignore,
     relocate,
 )
-from verifier.task.tests_dir import TESTS_SIZE_WARNING, TestsFile
+from verifier.task.tests_dir import TESTS_SIZE_WARNING, TestsFile, copyable_files
 
 DOCKERFILE = "Dockerfile"
 DOCKERIGNORE = ".dockerignore"
@@ -92,28 +91,15 @@ def read_environment(directory: Path) -> Environment:
 
 
 def _walk(directory: Path, warnings: list[str]) -> list[TestsFile]:
-    found = []
-    for current, dirnames, filenames in os.walk(directory):
-        here = Path(current)
-        kept = []
-        for name in sorted(dirnames):
-            if name in _SKIPPED_DIRS:
-                continue
-            if (here / name).is_symlink():
-                warnings.append(f"{here / name}: a symlink to a directory, not copied")
-                continue
-            kept.append(name)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            path = here / name
-            relative = PurePosixPath(path.relative_to(directory).as_posix())
-            if relative == PurePosixPath(DOCKERFILE):
-                continue
-            if path.is_symlink() or not path.is_file():
-                warnings.append(f"{path}: not a regular file, not copied")
-                continue
-            found.append(TestsFile(relative, path))
-    return found
+    """DIR's files but its Dockerfile (written from its text): all of them, as the
+    build context sends them, version control aside."""
+    return [
+        TestsFile(relative, path)
+        for relative, path in copyable_files(
+            directory, warnings, skipped_dirs=_SKIPPED_DIRS, skipped_files=()
+        )
+        if relative != PurePosixPath(DOCKERFILE)
+    ]
 
 
 def case_files(environment: Environment, workdir: str) -> tuple[TestsFile, ...]:

@@ -76,7 +76,7 @@ def plan_tests_dir(
     warnings: list[str] = []
     warned: set[str] = set()
     files = [TestsFile(PurePosixPath(CONFIG_NAME), config)]
-    for relative, source in _walk(base, skipped, warnings):
+    for relative, source in copyable_files(base, warnings, skipped=skipped):
         if relative.parts[0] in reserved_names:
             if relative.parts[0] not in warned:
                 warned.add(relative.parts[0])
@@ -98,16 +98,23 @@ def plan_tests_dir(
     return TestsPlan(tuple(files), tuple(warnings))
 
 
-def _walk(
-    base: Path, skipped: set[Path], warnings: list[str]
+def copyable_files(
+    base: Path,
+    warnings: list[str],
+    *,
+    skipped_dirs: frozenset[str] = SKIPPED_DIRS,
+    skipped_files: tuple[str, ...] = SKIPPED_FILES,
+    skipped: frozenset[Path] | set[Path] = frozenset(),
 ) -> Iterable[tuple[PurePosixPath, Path]]:
-    """(relative path, source) of every file under base to copy, sorted."""
+    """(relative path, source) of every file under base to copy into a package, sorted:
+    not under a dir named in skipped_dirs or in `skipped`, not named like
+    skipped_files; symlinks only to files inside base (a warning for each other)."""
     for current, dirnames, filenames in os.walk(base):
         here = Path(current)
         kept = []
         for name in sorted(dirnames):
             path = here / name
-            if name in SKIPPED_DIRS or path.resolve() in skipped:
+            if name in skipped_dirs or path.resolve() in skipped:
                 continue
             if path.is_symlink():
                 warnings.append(f"{path}: a symlink to a directory, not copied (copy it in)")
@@ -116,7 +123,7 @@ def _walk(
         dirnames[:] = kept
         for name in sorted(filenames):
             path = here / name
-            if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES):
+            if any(fnmatch.fnmatch(name, pattern) for pattern in skipped_files):
                 continue
             if path.resolve() in skipped:
                 continue
