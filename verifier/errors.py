@@ -17,6 +17,7 @@ EXIT_CASE = 3
 EXIT_OUTPUT = 4
 EXIT_JUDGE_ERROR = 5  # reward.on_error: fail, and a judge errored
 EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not be removed
+EXIT_TASK_TEST = 9  # task test: a build, the solution or a reward is not what the package needs
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
