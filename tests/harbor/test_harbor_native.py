@@ -21,12 +21,12 @@ tests/harbor/runner.py.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -89,22 +89,33 @@ def solve_sh(files: dict[str, str]) -> str:
 
 def harbor_native_task(dest: Path, config: Path, image: str, as_root: bool, solve: str) -> None:
     """A package from init_task, whose [verifier] grades with the reward alone and a
-    deadline below Harbor's timeout (what the README tells an RL user to set)."""
+    deadline below Harbor's timeout (what the README tells an RL user to set): here a
+    shorter timeout and deadline than task init derives, so that the overrun is quick."""
     init_task(dest, config, image=VERIFIER_IMAGE, agent_image=image,
-              name=f"harbor-verifier-tests/{dest.name}", workdir=WORKDIR)  # fmt: skip
+              name=f"harbor-verifier-tests/{dest.name}", workdir=WORKDIR,
+              verifier_env={"VERIFIER_REWARD_JSON": "reward"},
+              verifier_network="public")  # fmt: skip  # no egress sidecar image here
     (dest / "solution" / "solve.sh").write_text(solve)
     toml = dest / "task.toml"
-    text, count = re.subn(
-        r"\[verifier\]\ntimeout_sec = [0-9.]+\n(.*?\n)env = \{ (.*?) \}\n",
-        lambda match: (
-            f"[verifier]\ntimeout_sec = {HARBOR_TIMEOUT_S}.0\n{match[1]}env = {{ {match[2]}, "
-            f'VERIFIER_REWARD_JSON = "reward", VERIFIER_DEADLINE = "{DEADLINE_S}" }}\n'
+    derived = tomllib.loads(toml.read_text())["verifier"]
+    text = toml.read_text()
+    for old, new in (
+        (
+            f"\ntimeout_sec = {derived['timeout_sec']!r}\n",
+            f"\ntimeout_sec = {HARBOR_TIMEOUT_S}.0\n",
         ),
-        toml.read_text(),
-        flags=re.DOTALL,
-    )
-    assert count == 1, toml.read_text()
+        (
+            f'VERIFIER_DEADLINE = "{derived["env"]["VERIFIER_DEADLINE"]}"',
+            f'VERIFIER_DEADLINE = "{DEADLINE_S}"',
+        ),
+    ):
+        assert text.count(old) == 1, text
+        text = text.replace(old, new)
     toml.write_text(text)
+    written = tomllib.loads(text)["verifier"]
+    assert written["timeout_sec"] == HARBOR_TIMEOUT_S
+    assert written["env"]["VERIFIER_DEADLINE"] == str(DEADLINE_S)
+    assert written["env"]["VERIFIER_REWARD_JSON"] == "reward"
     if as_root:
         run_as_root(dest)
 
