@@ -11,14 +11,12 @@ import functools
 import json
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.llm_judging import KEY, model_for
 from tests.llm_servers import FakeLLM, Received, Reply
-from verifier.case import read_case
 from verifier.errors import ConfigError
 from verifier.grading import grade, load_eval
 from verifier.judges.base import JudgeAnswer
@@ -26,55 +24,7 @@ from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.judge import LLMJudgeError
 from verifier.results import Status
 
-FAST = {
-    "VERIFIER_LLM_REQUEST_TIMEOUT": "2",
-    "VERIFIER_LLM_BACKOFF": "0.01",
-    "VERIFIER_LLM_MAX_WAIT": "0.3",
-}
-KEY = "sk-unit-test-0123456789abcdefghijklmnop"
-
-
-@pytest.fixture(autouse=True)
-def fast_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in FAST.items():
-        monkeypatch.setenv(name, value)
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "EVAL_JUDGE_MODEL",
-                 "VERIFIER_LLM_RETRIES", "VERIFIER_LLM_TEMPERATURE", "VERIFIER_LLM_OUTPUT",
-                 "VERIFIER_LLM_MAX_CASE_CHARS", "http_proxy", "https_proxy", "HTTP_PROXY",
-                 "HTTPS_PROXY"):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
-
-
-def model_for(server: FakeLLM) -> str:
-    return f"{server.style}/judge-model"
-
-
-@pytest.fixture
-def judge_of(
-    write_config: Callable[[str], Path],
-    make_case: Callable[..., Path],
-    monkeypatch: pytest.MonkeyPatch,
-) -> Callable[..., Callable[[], Any]]:
-    """judge_of(server, judge_yaml, files=...) -> a no-argument call grading the case."""
-    counter = iter(range(1000))
-
-    def build(
-        server: FakeLLM, judge: str, files: dict[str, str] | None = None, top: str = ""
-    ) -> Callable[[], Any]:
-        for name, value in server.env.items():
-            monkeypatch.setenv(name, value)
-        config = write_config(
-            f"name: t\n{top}outputs:\n  - path: report.md\njudges:\n"
-            + "\n".join("  " + line for line in judge.strip().splitlines())
-            + "\n",
-            name=f"eval{next(counter)}.yaml",
-        )
-        loaded = load_eval(config)
-        case = make_case(files or {"report.md": "The bug is fixed.\n"}, name=f"case{next(counter)}")
-        record = read_case(case, loaded.config.outputs, loaded.config.annotations).record
-        return functools.partial(loaded.judges[0].call, record)
-
-    return build
+pytestmark = pytest.mark.usefixtures("llm_env")
 
 
 def with_cache(judge: functools.partial, cache: ResponseCache) -> functools.partial:
