@@ -32,7 +32,7 @@ from verifier.batch.summary import COUNTS, CaseOutcome, CaseStatus
 from verifier.engine import Limits, run_judges
 from verifier.errors import ConfigError, VerifierError
 from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
-from verifier.judges.base import Pool, PreparedJudge, Record
+from verifier.judges.base import Pool, PreparedJudge, Record, interpret
 from verifier.judges.builtins import builtin_reference_files
 from verifier.named import NamedTuple
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
@@ -110,7 +110,8 @@ class CaseGrader(NamedTuple):
             write_outputs(out, grading, durable=False)  # the batch syncs once, at its end
         except Exception as error:
             return self._failed(pending.name, out, error, pending.started)
-        counts = {name: sum(getattr(judged.spend, name) for judged in done) for name in COUNTS}
+        spends = [spend for judged in done for spend in judged.spends]
+        counts = {name: sum(getattr(spend, name) for spend in spends) for name in COUNTS}
         outcome = CaseOutcome(
             pending.name,
             CaseStatus.REWARDED,
@@ -162,8 +163,8 @@ def _llm_task(
     index: int, prepared: PreparedJudge, judge: LLMJudge, record: Record
 ) -> LLMTask | JudgeResult:
     """An LLM judge's prompt for the LLM stage, or its result when it needs no request:
-    skipped by its `if:`, or a prompt that failed, or took the judge's whole timeout, to
-    build (the worker is single-threaded, so an alarm bounds it)."""
+    skipped by its `if:`, zeroed by its guard, or a prompt that failed, or took the
+    judge's whole timeout, to build (the worker is single-threaded, so an alarm bounds it)."""
     from verifier.batch.llm import LLMTask
     from verifier.judges.llm.judge import LLMJudgeError
 
@@ -184,12 +185,17 @@ def _llm_task(
             except Exception as error:
                 return result(Status.ERROR, error=f"if: {type(error).__name__}: {error}")
             prompt = judge.prompt(record)
+            screening = judge.screen(prompt)
+            if screening is not None and screening.zeroes:  # its lowest value, unasked
+                answer = judge.zeroed(prompt, screening)
+                value, rationale = interpret(answer, config)
+                return result(Status.OK, value=value, rationale=rationale, details=answer.details)
     except _TimeUp:
         seconds = f"{config.timeout_s:g}s"
         return result(Status.TIMEOUT, error=f"timed out after {seconds} (judge timeout)")
     except LLMJudgeError as error:
         return result(Status.ERROR, error=str(error), details=error.details)
-    return LLMTask(index, prompt, time.monotonic() - started)
+    return LLMTask(index, prompt, time.monotonic() - started, screening)
 
 
 @contextlib.contextmanager

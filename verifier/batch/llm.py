@@ -31,6 +31,7 @@ from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, in
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client
 from verifier.judges.llm.gate import GateFigures
+from verifier.judges.llm.guard import Screening
 from verifier.judges.llm.judge import LLMJudge, Sample, Spend
 from verifier.judges.llm.prompt import Prompt
 from verifier.named import NamedTuple
@@ -39,19 +40,20 @@ from verifier.results import JudgeResult, Status
 
 class LLMTask(NamedTuple):
     """One LLM judge of one case: judge `index` in the config, its prompt, the seconds
-    building it took (already spent of the judge's budget)."""
+    building it took (already spent of the judge's budget), what its guard found."""
 
     index: int
     prompt: Prompt
     prompt_s: float
+    screening: Screening | None = None
 
 
 class LLMDone(NamedTuple):
-    """A judge's result, and what its requests cost."""
+    """A judge's result, and what its requests cost (one Spend per model it asked)."""
 
     index: int
     result: JudgeResult
-    spend: Spend
+    spends: tuple[Spend, ...]
 
 
 class LLMSettings(NamedTuple):
@@ -116,14 +118,14 @@ def _serve(conn: Channel, judges: Mapping[int, PreparedJudge], settings: LLMSett
         case = _CaseRun(name, len(tasks), reply)
         for task in tasks:
             run = _JudgeRun(case, task, judges[task.index])
-            url = run.judge.endpoint.url
-            if url not in queues:
-                queues[url] = queue.SimpleQueue()
-                for _ in range(settings.capacity):
-                    threading.Thread(
-                        target=serve_endpoint, args=(queues[url],), daemon=True
-                    ).start()
-            for index in range(run.judge.samples):
+            for index in range(run.judge.asks):
+                url = run.judge.members[index // run.judge.samples].url
+                if url not in queues:
+                    queues[url] = queue.SimpleQueue()
+                    for _ in range(settings.capacity):
+                        threading.Thread(
+                            target=serve_endpoint, args=(queues[url],), daemon=True
+                        ).start()
                 queues[url].put((run, index))
     reply(client.figures())
 
@@ -155,8 +157,8 @@ class _JudgeRun:
         self.task = task
         self.config = prepared.config
         self.judge: LLMJudge = prepared.call  # type: ignore[assignment]
-        self.samples: list[Sample | None] = [None] * self.judge.samples
-        self.left = self.judge.samples
+        self.samples: list[Sample | None] = [None] * self.judge.asks
+        self.left = self.judge.asks
         self.started: float | None = None
         self.lock = threading.Lock()
 
@@ -175,7 +177,7 @@ class _JudgeRun:
 
     def _result(self) -> LLMDone:
         samples = [sample for sample in self.samples if sample is not None]
-        spend = Spend.of(self.judge.endpoint.model, samples)
+        spends = self.judge.spends(samples)
         assert self.started is not None
         fields = {
             "name": self.config.name,
@@ -183,7 +185,7 @@ class _JudgeRun:
             "duration_s": time.monotonic() - self.started + self.task.prompt_s,
         }
         try:
-            answer = self.judge.conclude(self.task.prompt, samples)
+            answer = self.judge.conclude(self.task.prompt, samples, self.task.screening)
             value, rationale = interpret(answer, self.config)
         except JudgeReturnError as error:
             result = JudgeResult(
@@ -198,4 +200,4 @@ class _JudgeRun:
                 status=Status.OK, value=value, rationale=rationale, details=details_of(answer),
                 **fields,
             )  # fmt: skip
-        return LLMDone(self.task.index, result, spend)
+        return LLMDone(self.task.index, result, spends)

@@ -221,7 +221,7 @@ def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Cas
         message = stage.receive()
         if isinstance(message, tuple):
             name, done = message
-            pool.spends += [judged.spend for judged in done]
+            pool.spends += [spend for judged in done for spend in judged.spends]
             assert pool.llm is not None
             record(pool.llm.finish(pool.waiting.pop(name), done))
     if stage is not None and stage.pidfd in ready:
