@@ -50,6 +50,16 @@ def parse_positive_int(text: str) -> int:
     return value
 
 
+def parse_positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{text} must be a finite number above 0")
+    return value
+
+
 def parse_memory_mb(text: str) -> int:
     value = parse_positive_int(text)
     if value > MAX_MEMORY_MB:
@@ -175,6 +185,10 @@ OPTIONS: dict[str, Option] = {
                parse_bool, "VERIFIER_NO_LLM_CACHE", False, is_flag=True),
         Option("llm_cache_mb", ("--llm-cache-mb",), "size bound of the answer cache, in MiB",
                parse_positive_int, "VERIFIER_LLM_CACHE_MB", DEFAULT_LLM_CACHE_MB, metavar="N"),
+        Option("max_cost_usd", ("--max-cost-usd",),
+               "stop handing out cases once the LLM judges' requests have cost this much "
+               "(USD, by the price table); the cases begun still finish",
+               parse_positive_number, "VERIFIER_MAX_COST_USD", metavar="USD"),
         Option("keep_errors", ("--keep-errors",),
                "do not re-grade cases graded with this config whose judges errored",
                is_flag=True, default=False),
@@ -262,7 +276,7 @@ COMMANDS: dict[str, Command] = {
             "Grade every case under --cases in parallel workers; resumable, shardable.",
             ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "memory_mb",
              "llm_concurrency", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
-             "termination_log", "debug"),
+             "max_cost_usd", "termination_log", "debug"),
             required=("cases", "out"),
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
@@ -307,6 +321,7 @@ class Options(NamedTuple):
     llm_cache: Path | None = None
     no_llm_cache: bool = False
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
+    max_cost_usd: float | None = None
     keep_errors: bool = False
     termination_log: Path | None = None
     debug: bool = False

@@ -111,8 +111,8 @@ def test_all_cases_share_one_bound_per_endpoint_and_fill_it(tmp_path: Path, styl
     assert quality["value"] == 4.0 and quality["cached"] is False
     assert quality["model"] == "judge-m" and quality["usage"]["input_tokens"] == 321
     table = (tmp_path / "out" / ".batch" / "summary.csv").read_text().splitlines()
-    assert table[0].endswith("requests,cache_hits,input_tokens,output_tokens")
-    assert table[1].endswith(",1,0,321,12")
+    assert table[0].endswith("requests,cache_hits,input_tokens,output_tokens,cost_usd")
+    assert table[1].endswith(",1,0,321,12,")  # judge-m has no price: its cost is unknown
 
 
 def test_each_endpoint_has_its_own_bound(

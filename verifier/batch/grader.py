@@ -112,6 +112,7 @@ class CaseGrader(NamedTuple):
             return self._failed(pending.name, out, error, pending.started)
         spends = [spend for judged in done for spend in judged.spends]
         counts = {name: sum(getattr(spend, name) for spend in spends) for name in COUNTS}
+        costs = [spend.cost_usd for spend in spends]
         outcome = CaseOutcome(
             pending.name,
             CaseStatus.REWARDED,
@@ -119,6 +120,7 @@ class CaseGrader(NamedTuple):
             errored_judges=tuple(result.name for result in grading.results if result.failed),
             seconds=time.monotonic() - pending.started,
             **counts,
+            cost_usd=None if None in costs else sum(costs),  # type: ignore[arg-type]
         )
         write_marker(out, self.config_hash, outcome)
         return outcome

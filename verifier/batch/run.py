@@ -11,8 +11,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from verifier.batch.cases import Case, Shard, discover_cases, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
@@ -20,6 +21,7 @@ from verifier.batch.layout import batch_lock, default_llm_cache
 from verifier.batch.pool import LLMPlan, run_pool
 from verifier.batch.summary import (
     BatchSummary,
+    Budget,
     CaseOutcome,
     CaseStatus,
     LLMFigures,
@@ -28,11 +30,15 @@ from verifier.batch.summary import (
 )
 from verifier.console import warn_all
 from verifier.engine import Limits
+from verifier.errors import UsageError
 from verifier.grading import load_eval
 from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY, Options
 from verifier.output import prepare_out_dir
 from verifier.system import available_cpus
+
+if TYPE_CHECKING:
+    from verifier.judges.llm.judge import LLMJudge
 
 
 class BatchRequest(NamedTuple):
@@ -49,6 +55,7 @@ class BatchRequest(NamedTuple):
     llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
+    max_cost_usd: float | None = None  # --max-cost-usd
     progress: IO[str] | None = None
 
     @classmethod
@@ -72,6 +79,7 @@ class BatchRequest(NamedTuple):
             llm_concurrency=options.llm_concurrency,
             llm_cache=cache,
             llm_cache_mb=options.llm_cache_mb,
+            max_cost_usd=options.max_cost_usd,
         )
 
 
@@ -82,6 +90,8 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     stream = request.progress if request.progress is not None else sys.stderr
     warn_all(loaded.config.warnings, stream)
     llm = llm_judges(loaded, request.limits)
+    if request.max_cost_usd is not None:
+        _refuse_unpriced(llm)
     digest = config_hash(request.config, request.limits, llm)
     prepare_out_dir(request.out, remove=())
     with batch_lock(request.out, request.shard):
@@ -95,11 +105,14 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         result = run_pool(cases, grader, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together
-        figures = None
+        figures = budget = None
         if plan is not None:
             figures = LLMFigures.tally(
                 request.llm_concurrency, request.llm_cache, result.spends, result.endpoints
             )
+        if request.max_cost_usd is not None:
+            spent = figures.cost_usd if figures is not None else 0.0
+            budget = Budget(request.max_cost_usd, spent or 0.0, result.not_started)
         summary = BatchSummary(
             config=request.config,
             config_hash=digest,
@@ -110,6 +123,7 @@ def run_batch(request: BatchRequest) -> BatchSummary:
             elapsed_s=time.monotonic() - started,
             stopped_by=signal.Signals(result.stopped_by).name if result.stopped_by else None,
             llm=figures,
+            budget=budget,
         )  # fmt: skip
         write_summary(request.out, summary)
     return summary
@@ -129,10 +143,26 @@ def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
     if request.llm_cache is not None:
         cache = ResponseCache.create(request.llm_cache, request.llm_cache_mb)
     judges = {index: grader.loaded.judges[index] for index in grader.llm}
-    endpoints = {judge.endpoint.url for judge in grader.llm.values()}
+    endpoints = {member.url for judge in grader.llm.values() for member in judge.members}
     return LLMPlan(
         judges=judges,
         settings=LLMSettings(request.llm_concurrency, cache),
         endpoints=len(endpoints),
         finish=grader.finish,
+        max_cost_usd=request.max_cost_usd,
     )
+
+
+def _refuse_unpriced(judges: Mapping[int, LLMJudge]) -> None:
+    """A budget cannot be kept by models whose tokens have no price: exit 2 before any case."""
+    unpriced = sorted({
+        endpoint.model
+        for judge in judges.values()
+        for endpoint, price in zip(judge.members, judge.prices, strict=True)
+        if price is None
+    })  # fmt: skip
+    if unpriced:
+        raise UsageError(
+            f"--max-cost-usd: no price for model {', '.join(unpriced)}; set one in the judge's "
+            "prices: (eval.yaml) or in the file $VERIFIER_LLM_PRICES names"
+        )

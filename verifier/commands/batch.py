@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from verifier.batch import BatchRequest, run_batch, summary_paths
 from verifier.console import write_termination_message
-from verifier.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
+from verifier.errors import EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 from verifier.options import Options
 
 _EXIT_BY_SIGNAL = {"SIGTERM": EXIT_TERMINATED, "SIGINT": EXIT_INTERRUPTED}
@@ -14,11 +14,14 @@ def run(options: Options) -> int:
     """Case errors do not fail the command (they are rows in the summary): in a
     Kubernetes Job a non-zero exit would re-run the whole shard for one bad case.
     A batch stopped by SIGTERM (SIGINT) exits 143 (130) after writing the summary of
-    the cases it finished; a rerun resumes the rest."""
+    the cases it finished; a rerun resumes the rest. One whose --max-cost-usd was spent
+    before every case was handed out exits 8, with the summary of what it graded."""
     request = BatchRequest.from_options(options)
     summary = run_batch(request)
     print(f"batch: {summary.line()}")
     for path in summary_paths(request.out, request.shard):
         print(f"wrote {path}")
     write_termination_message(options.termination_log, summary.line())
+    if summary.stopped_by is None and summary.budget is not None and summary.budget.exhausted:
+        return EXIT_BUDGET
     return _EXIT_BY_SIGNAL.get(summary.stopped_by or "", EXIT_OK)
