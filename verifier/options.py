@@ -28,7 +28,7 @@ DEFAULT_WORKDIR = "/app"
 DEFAULT_MEMORY_MB = 2048
 MAX_MEMORY_MB = 1024 * 1024  # 1 TiB: beyond it a limit in bytes stops meaning anything
 DEFAULT_LLM_PARALLEL = 4
-DEFAULT_LLM_CONCURRENCY = 32
+DEFAULT_LLM_CONCURRENCY = 512  # a ceiling: a batch's gates grow towards it (judges/llm/gate)
 DEFAULT_LLM_CACHE_MB = 1024
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 _FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
@@ -176,7 +176,8 @@ OPTIONS: dict[str, Option] = {
         Option("no_llm", ("--no-llm",), "skip LLM judges (skipped records), for dry runs",
                parse_bool, "VERIFIER_NO_LLM", False, is_flag=True),
         Option("llm_concurrency", ("--llm-concurrency",),
-               "LLM requests in flight at once, per endpoint, shared by every case",
+               "the most LLM requests in flight per endpoint, shared by every case: a "
+               "ceiling, under which the batch finds the endpoint's pace",
                parse_positive_int, "VERIFIER_LLM_CONCURRENCY", DEFAULT_LLM_CONCURRENCY,
                metavar="N"),
         Option("llm_cache", ("--llm-cache",), "keep model answers in DIR and reuse them",

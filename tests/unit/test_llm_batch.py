@@ -105,7 +105,8 @@ def test_all_cases_share_one_bound_per_endpoint_and_fill_it(tmp_path: Path, styl
     assert llm["tokens"] == {"judge-m": {"input": 321 * 24, "output": 12 * 24}}
     assert set(llm["latency_s"]) == {"p50", "p90", "p99", "max"}
     (figures,) = llm["endpoints"].values()
-    assert figures == {"capacity": 6, "peak_in_flight": 6, "throttled": 0}
+    assert figures["capacity"] == figures["peak_in_flight"] == figures["limit"] == 6
+    assert figures["throttled"] == 0 and figures["baseline_latency_s"] > 0
     assert "llm_requests=24 cache_hits=0" in completed.stdout
     quality = judges_of(tmp_path, "case-007")["quality"]
     assert quality["value"] == 4.0 and quality["cached"] is False

@@ -55,11 +55,14 @@ class LLMPlan(NamedTuple):
     finish: Callable[[PendingCase, Sequence[LLMDone]], CaseOutcome]
     max_cost_usd: float | None = None
 
-    @property
-    def waiting_bound(self) -> int:
-        """Cases waiting on the stage at most: enough to keep every endpoint busy twice over,
-        few enough that the prompts of a whole batch never sit in memory at once."""
-        return 2 * self.settings.capacity * self.endpoints
+    def waiting_bound(self, allowed: int | None) -> int:
+        """Cases waiting on the stage at most: twice what the endpoints' gates allow in
+        flight (`allowed`, as the stage last said; at first where they start), enough to
+        keep every endpoint busy and its gate growing, few enough that the prompts of a
+        whole batch never sit in memory at once."""
+        if allowed is None:
+            allowed = self.settings.start * self.endpoints
+        return 2 * allowed
 
 
 class PoolResult(NamedTuple):
@@ -93,6 +96,7 @@ class _Pool:
         self.spends: list[Spend] = []
         self.spent_usd = 0.0  # what the LLM cases back so far cost
         self.costed = 0  # how many cases that is
+        self.allowed: int | None = None  # requests the stage's gates allow in flight now
         self.endpoints: Mapping[str, GateFigures] = MappingProxyType({})
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -194,8 +198,10 @@ def run_pool(
                 pool.start_stage()
             for _ in range(min(jobs, len(cases))):
                 pool.workers.append(pool.start_worker())
-            bound = max(jobs, llm.waiting_bound) if llm is not None else len(cases) + 1
             while not received:
+                bound = len(cases) + 1
+                if llm is not None:
+                    bound = max(jobs, llm.waiting_bound(pool.allowed))
                 for worker in pool.workers:
                     if worker.case is None and pending and len(pool.waiting) < bound:
                         if pool.over_budget():
@@ -241,7 +247,7 @@ def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Cas
     if stage is not None and stage.conn in ready:
         message = stage.receive()
         if isinstance(message, tuple):
-            name, done = message
+            name, done, pool.allowed = message
             costs = [spend.cost_usd or 0.0 for judged in done for spend in judged.spends]
             pool.spends += [spend for judged in done for spend in judged.spends]
             pool.spent_usd += sum(costs)

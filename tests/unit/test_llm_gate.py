@@ -1,0 +1,150 @@
+"""The endpoint gate finds the endpoint's pace: it grows while the endpoint keeps up,
+halves on a throttle, holds when latency rises, never passes its ceiling. First the gate
+itself, fed answers; then real batches against the local server's capacity model: an
+endpoint that refuses past its capacity, one that queues past it, and a small one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from tests.llm_servers import FakeLLM, client_environment
+from verifier.batch import summary_paths
+from verifier.judges.llm.gate import WINDOW, Gate
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
+
+
+def answer(gate: Gate, count: int, latency_s: float = 1.0) -> None:
+    for _ in range(count):
+        assert gate.enter(time.monotonic() + 1)
+        gate.leave()
+        gate.succeeded(latency_s)
+
+
+def test_a_batch_gate_doubles_each_round_trip_while_the_endpoint_keeps_up() -> None:
+    gate = Gate(512, initial=16)
+    assert gate.limit == 16
+    answer(gate, 16)
+    assert gate.limit == 32
+    answer(gate, 32)
+    assert gate.limit == 64
+
+
+def test_a_throttle_halves_it_and_growth_is_one_per_round_trip_after() -> None:
+    gate = Gate(512, initial=16)
+    answer(gate, 48)
+    assert gate.limit == 64
+    gate.throttle(0.0)
+    gate.throttle(0.0)  # the same wave: halved once... or again once the pause is over
+    assert gate.limit in (32, 16)
+    limit = gate.limit
+    answer(gate, limit - 1)
+    assert gate.limit == limit
+    answer(gate, 1)
+    assert gate.limit == limit + 1
+
+
+def test_rising_latency_holds_the_limit_until_it_falls_back() -> None:
+    gate = Gate(512, initial=16)
+    answer(gate, WINDOW, latency_s=1.0)  # the baseline: a mean of 1 s
+    held = gate.limit
+    answer(gate, 3 * WINDOW, latency_s=2.0)  # a queue builds: answers take twice as long
+    assert gate.limit < held + WINDOW  # grew only while the window's mean was below 1.5 s
+    frozen = gate.limit
+    answer(gate, WINDOW, latency_s=2.0)
+    assert gate.limit == frozen
+    answer(gate, WINDOW + 2 * frozen, latency_s=1.0)  # latency back: slow growth again
+    assert frozen < gate.limit <= frozen + 3
+
+
+def test_the_ceiling_is_never_passed() -> None:
+    gate = Gate(40, initial=16)
+    answer(gate, 200)
+    assert gate.limit == 40
+    assert gate.figures().capacity == 40
+
+
+def test_a_gate_without_a_start_is_at_its_capacity() -> None:
+    gate = Gate(3)  # grade's: one slot per sample
+    assert gate.limit == 3
+    answer(gate, 10)
+    assert gate.limit == 3
+
+
+def batch(tmp_path: Path, server: FakeLLM, cases: int, *args: str) -> dict:
+    root = tmp_path / "cases"
+    for index in range(cases):
+        (root / f"case-{index:04d}").mkdir(parents=True)
+        (root / f"case-{index:04d}" / "report.md").write_text(f"report {index}")
+    (tmp_path / "eval.yaml").write_text(
+        textwrap.dedent("""
+        name: paced
+        outputs: [report.md]
+        judges:
+          - name: q
+            llm_rubric: ok?
+            score_range: [1, 5]
+            model: openai/m
+        """)
+    )
+    environment = {**client_environment(server), "VERIFIER_LLM_RETRIES": "20",
+                   "VERIFIER_LLM_BACKOFF": "0.2", "VERIFIER_LLM_MAX_WAIT": "2"}  # fmt: skip
+    completed = subprocess.run(
+        [VERIFIER, "batch", "--config", str(tmp_path / "eval.yaml"), "--cases", str(root),
+         "--out", str(tmp_path / "out"), "-j", "2", "--no-llm-cache", *args],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    summary = json.loads(summary_paths(tmp_path / "out", None)[0].read_text())
+    assert summary["graded"] == cases and summary["cases_with_judge_errors"] == 0
+    return summary
+
+
+def refused_share(server: FakeLLM) -> float:
+    return server.refused / len(server.received)
+
+
+def test_a_batch_grows_to_a_large_endpoint_and_stays_below_its_refusals(
+    tmp_path: Path, openai_server: FakeLLM
+) -> None:
+    openai_server.default = openai_server.grade(score=4)._replace(delay_s=0.3)
+    openai_server.capacity = 96
+    summary = batch(tmp_path, openai_server, 500)
+    (gate,) = summary["llm"]["endpoints"].values()
+    assert openai_server.peak_in_service > 32  # past where a fixed default of 32 stops
+    assert gate["capacity"] == 512 and gate["peak_in_flight"] > 32
+    assert refused_share(openai_server) < 0.10, (openai_server.refused, gate)
+
+
+def test_a_small_endpoint_sees_few_refusals(tmp_path: Path, openai_server: FakeLLM) -> None:
+    openai_server.default = openai_server.grade(score=4)._replace(delay_s=0.2)
+    openai_server.capacity = 16
+    summary = batch(tmp_path, openai_server, 240)
+    (gate,) = summary["llm"]["endpoints"].values()
+    assert refused_share(openai_server) < 0.10, (openai_server.refused, gate)
+    assert gate["throttled"] == openai_server.refused  # every refusal slowed the gate
+
+
+def test_a_queueing_endpoint_is_not_flooded(tmp_path: Path, openai_server: FakeLLM) -> None:
+    """Past its capacity the endpoint queues (vLLM's way): answers come later, never 429.
+    The gate must hold where latency rises instead of growing to its ceiling."""
+    openai_server.default = openai_server.grade(score=4)._replace(delay_s=0.25)
+    openai_server.capacity = 24
+    openai_server.over_capacity = "queue"
+    summary = batch(tmp_path, openai_server, 600)
+    (gate,) = summary["llm"]["endpoints"].values()
+    assert openai_server.refused == 0 and gate["throttled"] == 0
+    assert openai_server.peak_in_service == 24
+    assert 24 <= gate["peak_in_flight"] < 24 * 4, gate  # held, not grown to 512
+
+
+def test_the_ceiling_bounds_a_batch(tmp_path: Path, openai_server: FakeLLM) -> None:
+    openai_server.default = openai_server.grade(score=4)._replace(delay_s=0.2)
+    summary = batch(tmp_path, openai_server, 200, "--llm-concurrency", "20")
+    (gate,) = summary["llm"]["endpoints"].values()
+    assert openai_server.peak_in_flight <= 20 and gate["peak_in_flight"] == 20
