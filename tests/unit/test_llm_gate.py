@@ -20,10 +20,18 @@ VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
 
 def answer(gate: Gate, count: int, latency_s: float = 1.0) -> None:
+    """count requests answered, the gate kept full (as a batch with work waiting keeps it),
+    each counted in flight until after its success, as the transport does."""
     for _ in range(count):
-        assert gate.enter(time.monotonic() + 1)
-        gate.leave()
+        while gate.in_flight < gate.limit:
+            assert gate.enter(time.monotonic() + 1)
         gate.succeeded(latency_s)
+        gate.leave()
+
+
+def drain(gate: Gate) -> None:
+    while gate.in_flight:
+        gate.leave()
 
 
 def test_a_batch_gate_doubles_each_round_trip_while_the_endpoint_keeps_up() -> None:
@@ -35,18 +43,37 @@ def test_a_batch_gate_doubles_each_round_trip_while_the_endpoint_keeps_up() -> N
     assert gate.limit == 64
 
 
-def test_a_throttle_halves_it_and_growth_is_one_per_round_trip_after() -> None:
+def test_a_throttle_halves_what_was_in_flight_and_the_gate_climbs_back_by_halves() -> None:
     gate = Gate(512, initial=16)
     answer(gate, 48)
-    assert gate.limit == 64
-    gate.throttle(0.0)
-    gate.throttle(0.0)  # the same wave: halved once... or again once the pause is over
-    assert gate.limit in (32, 16)
-    limit = gate.limit
-    answer(gate, limit - 1)
-    assert gate.limit == limit
-    answer(gate, 1)
-    assert gate.limit == limit + 1
+    while gate.in_flight < gate.limit:
+        assert gate.enter(time.monotonic() + 1)
+    assert gate.limit == gate.in_flight == 64
+    gate.throttle(10.0)
+    gate.throttle(10.0)  # the same wave (its pause not over): halved once
+    assert gate.limit == 32 and gate.throttled == 2
+    gate.paused_until = 0.0  # the pause over (its length is the transport's business)
+    drain(gate)
+    answer(gate, 31)
+    assert gate.limit == 32  # a round trip is `limit` successes
+    climbed = []
+    for _ in range(6):
+        answer(gate, gate.limit)
+        climbed.append(gate.limit)
+    # half the way back to the 64 it held each round trip, then past it one at a time
+    assert climbed == [48, 56, 60, 62, 63, 64]
+    for _ in range(3):
+        answer(gate, gate.limit)
+    assert 64 < gate.limit <= 64 + 4
+
+
+def test_the_limit_grows_only_while_it_is_used() -> None:
+    gate = Gate(512, initial=16)
+    for _ in range(100):  # one request at a time: a quarter of the limit is never used
+        assert gate.enter(time.monotonic() + 1)
+        gate.succeeded(1.0)
+        gate.leave()
+    assert gate.limit == 16
 
 
 def test_rising_latency_holds_the_limit_until_it_falls_back() -> None:
@@ -56,7 +83,7 @@ def test_rising_latency_holds_the_limit_until_it_falls_back() -> None:
     answer(gate, 3 * WINDOW, latency_s=2.0)  # a queue builds: answers take twice as long
     assert gate.limit < held + WINDOW  # grew only while the window's mean was below 1.5 s
     frozen = gate.limit
-    answer(gate, WINDOW, latency_s=2.0)
+    answer(gate, 4 * WINDOW, latency_s=2.0)
     assert gate.limit == frozen
     answer(gate, WINDOW + 2 * frozen, latency_s=1.0)  # latency back: slow growth again
     assert frozen < gate.limit <= frozen + 3

@@ -6,13 +6,16 @@ whole gate, not just the request that got it: no request to that endpoint is sen
 until the wait is over, and the number allowed in flight is halved (once per pause).
 
 A batch's gate starts at `initial` and finds the endpoint's pace itself, as TCP
-does: while the endpoint keeps up it grows, by one for every success (doubling each
-round trip) until the first sign that it does not; from then on by one for each run
-of `limit` successes. The signs are a throttle (429, 503, 529), which also halves
-the limit, and latency rising: the mean of the last WINDOW answered requests more
+does. While the endpoint keeps up it grows by one for every success (doubling each
+round trip), until the first sign that it does not. The signs are a throttle (429,
+503, 529) and latency rising: the mean of the last WINDOW answered requests more
 than RISE times the lowest such mean seen (a queueing server answers later rather
-than refusing), which holds the limit where it is until latency falls back. The
-limit never passes `capacity` (`--llm-concurrency`), which is a ceiling, not a pace.
+than refusing). A throttle halves what was in flight and remembers it as the
+endpoint's known capacity; from there the gate climbs back by half the distance to
+it each round trip (of `limit` successes), then, past it, by one a round trip (a
+probe for more, as BIC-TCP does). Rising latency holds the limit where it is until
+latency falls back. The limit grows only while it is used (at least half of it in
+flight), and never passes `capacity` (`--llm-concurrency`), a ceiling, not a pace.
 A gate without `initial` starts at its capacity (grade's: one slot per sample).
 """
 
@@ -50,6 +53,7 @@ class Gate:
         self.paused_until = 0.0
         self._successes = 0
         self._doubling = self.limit < capacity  # slow start, until the endpoint says enough
+        self._known = 0  # what was in flight at the last throttle (0: none yet)
         self._latencies: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self._baseline = math.inf
         self._condition = threading.Condition()
@@ -76,18 +80,24 @@ class Gate:
             self._condition.notify()
 
     def succeeded(self, latency_s: float | None = None) -> None:
-        """A request was answered (after latency_s): room for more, unless latency rises."""
+        """A request was answered (after latency_s, while still counted in flight): room for
+        more, unless latency rises or the limit is not being used."""
         with self._condition:
             if latency_s is not None and self._rising(latency_s):
                 self._doubling = False
                 return
-            if self.limit >= self.capacity:
+            if self.limit >= self.capacity or self.in_flight * 2 < self.limit:
                 return
             self._successes += 1
-            if self._doubling or self._successes >= self.limit:
+            if self._doubling:
                 self.limit += 1
-                self._successes = 0
-                self._condition.notify_all()
+            elif self._successes >= self.limit:  # a round trip
+                self.limit += max(1, (self._known - self.limit) // 2)
+            else:
+                return
+            self.limit = min(self.limit, self.capacity)
+            self._successes = 0
+            self._condition.notify_all()
 
     def throttle(self, wait_s: float) -> None:
         """The endpoint said 429/503: every request waits wait_s, and fewer go at once."""
@@ -96,7 +106,8 @@ class Gate:
             self.throttled += 1
             self._doubling = False
             if now >= self.paused_until:  # the first of its wave
-                self.limit = max(1, self.limit // 2)
+                self._known = self.in_flight
+                self.limit = max(1, min(self.limit, self.in_flight) // 2)
                 self._successes = 0
             self.paused_until = max(self.paused_until, now + wait_s)
 
