@@ -60,6 +60,16 @@ def parse_positive_number(text: str) -> float:
     return value
 
 
+def parse_agreement(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not -1 <= value <= 1:
+        raise ValueError(f"{text} must be from -1 to 1 (Spearman's rho, Cohen's kappa)")
+    return value
+
+
 def parse_memory_mb(text: str) -> int:
     value = parse_positive_int(text)
     if value > MAX_MEMORY_MB:
@@ -190,6 +200,15 @@ OPTIONS: dict[str, Option] = {
                "stop handing out cases once the LLM judges' requests have cost this much "
                "(USD, by the price table); the cases begun still finish",
                parse_positive_number, "VERIFIER_MAX_COST_USD", metavar="USD"),
+        Option("calibrate", ("--calibrate",),
+               "report each labelled judge's agreement with human labels (Spearman for "
+               "scores, Cohen's kappa for pass/fail)", is_flag=True, default=False),
+        Option("labels", ("--labels",),
+               "the human labels, {case: {judge: label}} (YAML/JSON); else the dataset's "
+               "`labels` annotation", parse_path, metavar="FILE"),
+        Option("min_agreement", ("--min-agreement",),
+               "with --calibrate: fail the run (exit 7) when a labelled judge agrees less",
+               parse_agreement, metavar="X"),
         Option("keep_errors", ("--keep-errors",),
                "do not re-grade cases graded with this config whose judges errored",
                is_flag=True, default=False),
@@ -277,7 +296,8 @@ COMMANDS: dict[str, Command] = {
             "Grade every case under --cases in parallel workers; resumable, shardable.",
             ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "memory_mb",
              "llm_concurrency", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
-             "max_cost_usd", "termination_log", "debug"),
+             "max_cost_usd", "calibrate", "labels", "min_agreement", "termination_log",
+             "debug"),
             required=("cases", "out"),
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
@@ -323,6 +343,9 @@ class Options(NamedTuple):
     no_llm_cache: bool = False
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
     max_cost_usd: float | None = None
+    calibrate: bool = False
+    labels: Path | None = None
+    min_agreement: float | None = None
     keep_errors: bool = False
     termination_log: Path | None = None
     debug: bool = False

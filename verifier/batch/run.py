@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from verifier.batch.calibrate import calibrate, read_labels
 from verifier.batch.cases import Case, Shard, discover_cases, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
 from verifier.batch.layout import batch_lock, default_llm_cache
@@ -56,6 +57,9 @@ class BatchRequest(NamedTuple):
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
     max_cost_usd: float | None = None  # --max-cost-usd
+    calibrate: bool = False  # --calibrate (also implied by --labels and --min-agreement)
+    labels: Path | None = None
+    min_agreement: float | None = None
     progress: IO[str] | None = None
 
     @classmethod
@@ -80,6 +84,11 @@ class BatchRequest(NamedTuple):
             llm_cache=cache,
             llm_cache_mb=options.llm_cache_mb,
             max_cost_usd=options.max_cost_usd,
+            calibrate=options.calibrate
+            or options.labels is not None
+            or options.min_agreement is not None,
+            labels=options.labels,
+            min_agreement=options.min_agreement,
         )
 
 
@@ -97,6 +106,7 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     with batch_lock(request.out, request.shard):
         entries = select_cases(discover_cases(request.cases, request.out), request.shard)
         cases = [entry for entry in entries if entry.skipped is None]
+        labels = read_labels(request.labels, loaded.config, cases) if request.calibrate else None
         grader = CaseGrader(
             loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm
         )
@@ -113,17 +123,24 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         if request.max_cost_usd is not None:
             spent = figures.cost_usd if figures is not None else 0.0
             budget = Budget(request.max_cost_usd, spent or 0.0, result.not_started)
+        outcomes = tuple(_row(entry, result.outcomes) for entry in entries if
+                         entry.skipped is not None or entry.name in result.outcomes)  # fmt: skip
+        calibration = None
+        if labels is not None:
+            origins = {loaded.judges[i].config.name: _origin(judge) for i, judge in llm.items()}
+            calibration = calibrate(loaded.config, labels, request.out, outcomes, origins,
+                                    request.min_agreement)  # fmt: skip
         summary = BatchSummary(
             config=request.config,
             config_hash=digest,
             cases_dir=request.cases,
             shard=request.shard,
-            outcomes=tuple(_row(entry, result.outcomes) for entry in entries if
-                           entry.skipped is not None or entry.name in result.outcomes),
+            outcomes=outcomes,
             elapsed_s=time.monotonic() - started,
             stopped_by=signal.Signals(result.stopped_by).name if result.stopped_by else None,
             llm=figures,
             budget=budget,
+            calibration=calibration,
         )  # fmt: skip
         write_summary(request.out, summary)
     return summary
@@ -151,6 +168,13 @@ def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
         finish=grader.finish,
         max_cost_usd=request.max_cost_usd,
     )
+
+
+def _origin(judge: LLMJudge) -> dict[str, str]:
+    """What the calibration report names of an LLM judge: which model, which prompt."""
+    origin = judge.origin()
+    return {"model": origin["model"], "provider": origin["provider"],
+            "prompt_sha256": judge.prompt_sha256}  # fmt: skip
 
 
 def _refuse_unpriced(judges: Mapping[int, LLMJudge]) -> None:

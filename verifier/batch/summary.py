@@ -200,6 +200,7 @@ class BatchSummary(NamedTuple):
     stopped_by: str | None = None  # SIGTERM / SIGINT when a signal stopped the batch
     llm: LLMFigures | None = None  # None: no LLM judge ran
     budget: Budget | None = None  # None: no --max-cost-usd
+    calibration: Any = None  # verifier.batch.calibrate.Calibration; None: no --calibrate
 
     @property
     def interrupted(self) -> bool:
@@ -244,6 +245,7 @@ class BatchSummary(NamedTuple):
             "stopped_by": self.stopped_by,
             "llm": self.llm.to_json() if self.llm is not None else None,
             "budget": self.budget.to_json() if self.budget is not None else None,
+            "calibration": self.calibration.to_json() if self.calibration is not None else None,
             "cases": [row.to_json() for row in self.outcomes],
         }
 

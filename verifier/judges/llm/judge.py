@@ -173,7 +173,7 @@ class LLMJudge(NamedTuple):
         except TemplateProblem as error:
             raise LLMJudgeError(
                 f"the prompt template failed to render: {error}",
-                {**self._origin(), "cached": False},
+                {**self.origin(), "cached": False},
             ) from None
 
     def screen(self, prompt: Prompt) -> Screening | None:
@@ -184,7 +184,7 @@ class LLMJudge(NamedTuple):
 
     def zeroed(self, prompt: Prompt, screening: Screening) -> JudgeAnswer:
         """The judge's lowest value, unasked: its guard found text aimed at the grader."""
-        details: dict[str, Any] = {**self._origin(), "truncated": prompt.truncated}
+        details: dict[str, Any] = {**self.origin(), "truncated": prompt.truncated}
         details.update(attempts=0, cached=False, cost_usd=0.0, guard=screening.to_json())
         return JudgeAnswer(self._lowest(), _zero_rationale(screening), redact_tree(details))
 
@@ -235,7 +235,7 @@ class LLMJudge(NamedTuple):
         self, prompt: Prompt, samples: Sequence[Sample], screening: Screening | None = None
     ) -> JudgeAnswer:
         """One grade from the samples (LLMJudgeError when too few gave one)."""
-        head: dict[str, Any] = {**self._origin(), "truncated": prompt.truncated}
+        head: dict[str, Any] = {**self.origin(), "truncated": prompt.truncated}
         if prompt.truncated:
             head["cut_chars"] = prompt.cut_chars
             head["case_chars"] = prompt.case_chars
@@ -272,7 +272,7 @@ class LLMJudge(NamedTuple):
     def fingerprint(self) -> dict[str, Any]:
         """What, besides eval.yaml, decides this judge's answers: for a batch's resume key."""
         return {
-            **self._origin(),
+            **self.origin(),
             "generation": self.generation._asdict(),
             "max_case_chars": self.plan.max_case_chars,
         }
@@ -409,7 +409,8 @@ class LLMJudge(NamedTuple):
         scale = self.judge_scale
         return False if scale.kind == "pass_fail" else scale.low
 
-    def _origin(self) -> dict[str, Any]:
+    def origin(self) -> dict[str, Any]:
+        """Which model(s) this judge asks, through which provider(s) and endpoint(s)."""
         members = self.members
         return {
             "model": ", ".join(endpoint.model for endpoint in members),
