@@ -104,8 +104,8 @@ def test_the_aggregation_rules(openai_server: FakeLLM, judge_of, rule: str, answ
   model: openai/m
   aggregate: {rule}
   criteria:
-    - {{name: a, description: Is there a test?}}
-    - {{name: b, description: How good is it?, type: likert}}
+    - {{name: a, description: 'Is there a test?'}}
+    - {{name: b, description: 'How good is it?', type: likert}}
 """
     assert judge_of(openai_server, judge)().value == value
 
@@ -119,8 +119,8 @@ def test_a_required_criterion_that_fails_gives_the_lowest_value(
   model: openai/m
   score_range: [1, 5]
   criteria:
-    - {name: safe, description: Is it free of secrets?, required: true}
-    - {name: style, description: How readable?, type: likert}
+    - {name: safe, description: 'Is it free of secrets?', required: true}
+    - {name: style, description: 'How readable?', type: likert}
 """
     verdict = judge_of(openai_server, judge)()
     assert verdict.value == 1.0  # the bottom of [1, 5], whatever style got
@@ -133,8 +133,8 @@ def test_negate_inverts_a_criterion(openai_server: FakeLLM, judge_of) -> None:
 - name: j
   model: openai/m
   criteria:
-    - {name: jargon, description: Is it full of jargon?, negate: true}
-    - {name: padding, description: How padded is it?, type: likert, negate: true}
+    - {name: jargon, description: 'Is it full of jargon?', negate: true}
+    - {name: padding, description: 'How padded is it?', type: likert, negate: true}
 """
     verdict = judge_of(openai_server, judge)()
     assert verdict.value == pytest.approx((0.0 + 0.25) / 2)
@@ -324,7 +324,7 @@ def test_criteria_mistakes_are_load_errors(
 
 def test_a_criteria_judge_needs_no_prompt(openai_server: FakeLLM, judge_of, tmp_path: Path) -> None:
     openai_server.queue(openai_server.grade(criteria=verdicts(fixed=True)))
-    judge = "- name: j\n  model: openai/m\n  criteria: [{name: fixed, description: Is it fixed?}]"
+    judge = "- name: j\n  model: openai/m\n  criteria: [{name: fixed, description: 'Is it fixed?'}]"
     assert judge_of(openai_server, judge)().value == 1.0
     user = openai_server.received[0].user
     assert user.startswith("Grade the agent's work against each criterion.")

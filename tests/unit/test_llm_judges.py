@@ -675,3 +675,33 @@ def test_only_arguments_and_annotations_print_unfenced(openai_server: FakeLLM, j
         openai_server, prompt_judge(openai_server, template), top="annotations: {note: hello}\n"
     )()
     assert openai_server.received[0].user.startswith("A: Output:  N: hello C: {3")
+
+
+# --- single-model judges: as before the criteria, panels, guard and prices -----------
+
+
+def test_a_single_model_judge_asks_and_records_as_before(
+    openai_server: FakeLLM, judge_of, tmp_path: Path
+) -> None:
+    """Its request, its cache key's recipe and its judges.json fields are what they were;
+    cost_usd (and cost_note without a price) is all that was added."""
+    openai_server.queue(openai_server.grade(score=4))
+    call = judge_of(openai_server, rubric(openai_server))
+    cache = ResponseCache(tmp_path / "cache", 1 << 20)
+    verdict = with_cache(call, cache)()
+    (request,) = openai_server.received
+    assert set(request.body) == {"model", "messages", "max_tokens", "temperature", "tools",
+                                 "tool_choice"}  # fmt: skip
+    schema = request.body["tools"][0]["function"]["parameters"]
+    assert schema["required"] == ["rationale", "score"] and set(schema["properties"]) == {
+        "rationale", "score"}  # fmt: skip
+    assert "criteria" not in request.system and "grader_directed" not in request.system
+    nonce = re.search(r"<case-material-([0-9a-f]+)>", request.system).group(1)
+    fields = {"provider": "openai", "url": f"{openai_server.url}/chat/completions",
+              "model": "judge-model", "output_mode": "tool", "sample": 0}  # fmt: skip
+    (stored,) = (tmp_path / "cache").rglob("*.json")
+    assert stored.stem == ResponseCache.key(fields, request.body, nonce)
+    assert set(verdict.details) == {
+        "model", "provider", "endpoint", "truncated", "latency_s", "attempts", "usage",
+        "samples", "cached", "answer_format", "cost_usd", "cost_note",
+    }  # fmt: skip

@@ -149,8 +149,8 @@ def test_a_panel_grades_criteria_per_criterion(openai_server: FakeLLM, judge_of)
 - name: quality
   panel: [openai/a, openai/b, openai/c]
   criteria:
-    - {name: fixed, description: Is it fixed?}
-    - {name: clarity, description: How clear?, type: likert}
+    - {name: fixed, description: 'Is it fixed?'}
+    - {name: clarity, description: 'How clear?', type: likert}
 """
     verdict = judge_of(openai_server, judge)()
     rows = {row["name"]: row for row in verdict.details["criteria"]}

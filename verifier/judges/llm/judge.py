@@ -180,13 +180,17 @@ class LLMJudge(NamedTuple):
         """The guard's findings in the prompt's fenced material (None: no guard)."""
         if self.guard is None:
             return None
-        return screen(self.guard, fenced_blocks(prompt.user, prompt.nonce))
+        secrets = known_secrets()  # before any excerpt is cut: no half key survives a cut
+        material = [redact(block, secrets) for block in fenced_blocks(prompt.user, prompt.nonce)]
+        return screen(self.guard, material)
 
     def zeroed(self, prompt: Prompt, screening: Screening) -> JudgeAnswer:
         """The judge's lowest value, unasked: its guard found text aimed at the grader."""
         details: dict[str, Any] = {**self.origin(), "truncated": prompt.truncated}
         details.update(attempts=0, cached=False, cost_usd=0.0, guard=screening.to_json())
-        return JudgeAnswer(self._lowest(), _zero_rationale(screening), redact_tree(details))
+        secrets = known_secrets()
+        rationale = redact(_zero_rationale(screening), secrets)
+        return JudgeAnswer(self._lowest(), rationale, redact_tree(details, secrets))
 
     def sample(self, prompt: Prompt, client: Client, index: int, deadline: float) -> Sample:
         """Request number index (sample index % samples of member index // samples);
