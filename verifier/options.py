@@ -50,24 +50,24 @@ def parse_positive_int(text: str) -> int:
     return value
 
 
-def parse_positive_number(text: str) -> float:
+def _parse_number(text: str, accept: Callable[[float], bool], problem: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"{text} must be a finite number above 0")
+    if not accept(value):
+        raise ValueError(f"{text} {problem}")
     return value
+
+
+def parse_positive_number(text: str) -> float:
+    return _parse_number(text, lambda v: 0 < v < float("inf"), "must be a finite number above 0")
 
 
 def parse_agreement(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not -1 <= value <= 1:
-        raise ValueError(f"{text} must be from -1 to 1 (Spearman's rho, Cohen's kappa)")
-    return value
+    return _parse_number(
+        text, lambda v: -1 <= v <= 1, "must be from -1 to 1 (Spearman's rho, Cohen's kappa)"
+    )
 
 
 def parse_memory_mb(text: str) -> int:

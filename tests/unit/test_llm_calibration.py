@@ -242,3 +242,13 @@ def test_label_mistakes_are_refused_before_grading(
     completed, summary = batch(tmp_path, openai_server, "--labels", str(path))
     assert completed.returncode == EXIT_CONFIG and problem in completed.stderr, completed.stderr
     assert summary == {} and openai_server.received == []
+
+
+@pytest.mark.parametrize("value", ["1.5", "-2", "high"])
+def test_min_agreement_off_its_range_is_a_usage_error(
+    tmp_path: Path, openai_server: FakeLLM, value: str
+) -> None:
+    labelled_set(tmp_path)
+    completed, summary = batch(tmp_path, openai_server, "--min-agreement", value)
+    assert completed.returncode == EXIT_CONFIG and "--min-agreement" in completed.stderr
+    assert summary == {}

@@ -222,3 +222,12 @@ def test_unpriced_models_are_named_in_the_summary(tmp_path: Path, openai_server:
     assert summary["llm"]["cost_usd"] == {"total": None, "by_model": {},
                                           "unpriced_models": ["qwen"]}  # fmt: skip
     assert "cost_usd=unknown" in completed.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "cheap"])
+def test_a_budget_that_is_not_a_positive_number_is_a_usage_error(
+    tmp_path: Path, openai_server: FakeLLM, value: str
+) -> None:
+    completed, summary = run_batch(tmp_path, openai_server, 1, "--max-cost-usd", value)
+    assert completed.returncode == EXIT_CONFIG and summary is None
+    assert f"--max-cost-usd: {value}" in completed.stderr or "is not a number" in completed.stderr
