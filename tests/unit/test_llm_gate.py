@@ -104,6 +104,7 @@ def test_a_gate_without_a_start_is_at_its_capacity() -> None:
 
 
 def batch(tmp_path: Path, server: FakeLLM, cases: int, *args: str) -> dict:
+    model = "openai/m" if server.style == "openai" else "anthropic/claude-m"
     root = tmp_path / "cases"
     for index in range(cases):
         (root / f"case-{index:04d}").mkdir(parents=True)
@@ -116,8 +117,8 @@ def batch(tmp_path: Path, server: FakeLLM, cases: int, *args: str) -> dict:
           - name: q
             llm_rubric: ok?
             score_range: [1, 5]
-            model: openai/m
-        """)
+            model: MODEL
+        """).replace("MODEL", model)
     )
     environment = {**client_environment(server), "VERIFIER_LLM_RETRIES": "20",
                    "VERIFIER_LLM_BACKOFF": "0.2", "VERIFIER_LLM_MAX_WAIT": "2"}  # fmt: skip
@@ -148,13 +149,13 @@ def test_a_batch_grows_to_a_large_endpoint_and_stays_below_its_refusals(
     assert refused_share(openai_server) < 0.10, (openai_server.refused, gate)
 
 
-def test_a_small_endpoint_sees_few_refusals(tmp_path: Path, openai_server: FakeLLM) -> None:
-    openai_server.default = openai_server.grade(score=4)._replace(delay_s=0.2)
-    openai_server.capacity = 16
-    summary = batch(tmp_path, openai_server, 240)
+def test_a_small_endpoint_sees_few_refusals(tmp_path: Path, llm_server: FakeLLM) -> None:
+    llm_server.default = llm_server.grade(score=4)._replace(delay_s=0.2)
+    llm_server.capacity = 16
+    summary = batch(tmp_path, llm_server, 240)
     (gate,) = summary["llm"]["endpoints"].values()
-    assert refused_share(openai_server) < 0.10, (openai_server.refused, gate)
-    assert gate["throttled"] == openai_server.refused  # every refusal slowed the gate
+    assert refused_share(llm_server) < 0.10, (llm_server.refused, gate)
+    assert gate["throttled"] == llm_server.refused  # every refusal slowed the gate
 
 
 def test_a_queueing_endpoint_is_not_flooded(tmp_path: Path, openai_server: FakeLLM) -> None:
