@@ -43,7 +43,7 @@ def test_a_batch_gate_doubles_each_round_trip_while_the_endpoint_keeps_up() -> N
     assert gate.limit == 64
 
 
-def test_a_throttle_halves_what_was_in_flight_and_the_gate_climbs_back_by_halves() -> None:
+def test_a_throttle_halves_the_limit_and_the_gate_climbs_back_by_halves() -> None:
     gate = Gate(512, initial=16)
     answer(gate, 48)
     while gate.in_flight < gate.limit:
@@ -60,7 +60,8 @@ def test_a_throttle_halves_what_was_in_flight_and_the_gate_climbs_back_by_halves
     for _ in range(6):
         answer(gate, gate.limit)
         climbed.append(gate.limit)
-    # half the way back to the 64 it held each round trip, then past it one at a time
+    # half the way back to the 65 in flight (with the refused one) each round trip, then
+    # past it one at a time
     assert climbed == [48, 56, 60, 62, 63, 64]
     for _ in range(3):
         answer(gate, gate.limit)

@@ -10,7 +10,7 @@ does. While the endpoint keeps up it grows by one for every success (doubling ea
 round trip), until the first sign that it does not. The signs are a throttle (429,
 503, 529) and latency rising: the mean of the last WINDOW answered requests more
 than RISE times the lowest such mean seen (a queueing server answers later rather
-than refusing). A throttle halves what was in flight and remembers it as the
+than refusing). A throttle halves the limit and remembers what was in flight as the
 endpoint's known capacity; from there the gate climbs back by half the distance to
 it each round trip (of `limit` successes), then, past it, by one a round trip (a
 probe for more, as BIC-TCP does). Rising latency holds the limit where it is until
@@ -106,8 +106,8 @@ class Gate:
             self.throttled += 1
             self._doubling = False
             if now >= self.paused_until:  # the first of its wave
-                self._known = self.in_flight
-                self.limit = max(1, min(self.limit, self.in_flight) // 2)
+                self._known = self.in_flight + 1  # with the refused request, which has left
+                self.limit = max(1, self.limit // 2)
                 self._successes = 0
             self.paused_until = max(self.paused_until, now + wait_s)
 
