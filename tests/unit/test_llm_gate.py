@@ -177,3 +177,15 @@ def test_the_ceiling_bounds_a_batch(tmp_path: Path, openai_server: FakeLLM) -> N
     summary = batch(tmp_path, openai_server, 200, "--llm-concurrency", "20")
     (gate,) = summary["llm"]["endpoints"].values()
     assert openai_server.peak_in_flight <= 20 and gate["peak_in_flight"] == 20
+
+
+def test_a_burst_of_answers_still_doubles_the_limit() -> None:
+    """A round trip's answers arrive together, before any new request is sent: the gate
+    was full all the same, and grows as it would one answer at a time."""
+    gate = Gate(512, initial=16)
+    for _ in range(16):
+        assert gate.enter(time.monotonic() + 1)
+    for _ in range(16):
+        gate.succeeded(1.0)
+        gate.leave()
+    assert gate.limit == 32

@@ -15,7 +15,8 @@ endpoint's known capacity; from there the gate climbs back by half the distance 
 it each round trip (of `limit` successes), then, past it, by one a round trip (a
 probe for more, as BIC-TCP does). Rising latency holds the limit where it is until
 latency falls back. The limit grows only while it is used (at least half of it in
-flight), and never passes `capacity` (`--llm-concurrency`), a ceiling, not a pace.
+flight in this round trip or the last), and never passes `capacity`
+(`--llm-concurrency`), a ceiling, not a pace.
 A gate without `initial` starts at its capacity (grade's: one slot per sample).
 """
 
@@ -54,6 +55,9 @@ class Gate:
         self._successes = 0
         self._doubling = self.limit < capacity  # slow start, until the endpoint says enough
         self._known = 0  # what was in flight at the last throttle (0: none yet)
+        self._round_peak = 0  # the most in flight this round trip (`limit` answers) and the last
+        self._round_answers = 0
+        self._last_peak = 0
         self._latencies: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self._baseline = math.inf
         self._condition = threading.Condition()
@@ -70,6 +74,7 @@ class Gate:
                 elif self.in_flight < self.limit:
                     self.in_flight += 1
                     self.peak = max(self.peak, self.in_flight)
+                    self._round_peak = max(self._round_peak, self.in_flight)
                     return True
                 else:
                     self._condition.wait(deadline - now)
@@ -86,7 +91,7 @@ class Gate:
             if latency_s is not None and self._rising(latency_s):
                 self._doubling = False
                 return
-            if self.limit >= self.capacity or self.in_flight * 2 < self.limit:
+            if not self._used() or self.limit >= self.capacity:
                 return
             self._successes += 1
             if self._doubling:
@@ -115,6 +120,15 @@ class Gate:
         with self._condition:
             baseline = None if math.isinf(self._baseline) else round(self._baseline, 4)
             return GateFigures(self.capacity, self.peak, self.throttled, self.limit, baseline)
+
+    def _used(self) -> bool:
+        """Whether at least half the limit was in flight this round trip or the last one
+        (answers come in bursts, faster than new requests go: an instant says too little)."""
+        self._round_answers += 1
+        if self._round_answers >= self.limit:
+            self._last_peak, self._round_peak = self._round_peak, self.in_flight
+            self._round_answers = 0
+        return max(self._round_peak, self._last_peak) * 2 >= self.limit
 
     def _rising(self, latency_s: float) -> bool:
         """Whether the last WINDOW answers took notably longer than the quickest WINDOW did."""
