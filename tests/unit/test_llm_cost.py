@@ -231,3 +231,16 @@ def test_a_budget_that_is_not_a_positive_number_is_a_usage_error(
     completed, summary = run_batch(tmp_path, openai_server, 1, "--max-cost-usd", value)
     assert completed.returncode == EXIT_CONFIG and summary is None
     assert f"--max-cost-usd: {value}" in completed.stderr or "is not a number" in completed.stderr
+
+
+def test_a_prices_file_travels_with_the_config(tmp_path: Path) -> None:
+    """A task package copies it and the resume key hashes it, like a prompt_file."""
+    from verifier.judges.builtins import builtin_reference_files
+    from verifier.references import referenced_files
+
+    (tmp_path / "prices.yaml").write_text("qwen: {input: 1, output: 1}\n")
+    (tmp_path / "eval.yaml").write_text(
+        "judges:\n  - {name: q, llm_rubric: ok, model: openai/qwen, prices: prices.yaml}\n"
+    )
+    files = referenced_files(tmp_path / "eval.yaml", builtin_reference_files)
+    assert [str(path) for path in files] == ["prices.yaml"]
