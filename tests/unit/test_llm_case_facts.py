@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.llm_judging import model_for
 from tests.llm_servers import FakeLLM
 from tests.unit import test_llm_judges
 from verifier.grading import grade, load_eval
@@ -30,10 +31,8 @@ OVERFLOWS = {
     "resulted in 41234 tokens. Please reduce the length of the messages.",
     "anthropic": "prompt is too long: 210345 tokens > 200000 maximum",
 }
-# The LLM judges' fixtures: the fast VERIFIER_LLM_* settings, and judge_of(server, yaml).
-fast_llm_env = test_llm_judges.fast_llm_env
-judge_of = test_llm_judges.judge_of
-model_for = test_llm_judges.model_for
+# The fast VERIFIER_LLM_* settings (judge_of(server, yaml) is tests/unit/conftest.py's).
+pytestmark = pytest.mark.usefixtures("llm_env")
 rubric = test_llm_judges.rubric
 CJK = "日本語の報告書です。" * 8_000  # 80,000 characters, under the 100,000-character cap
 

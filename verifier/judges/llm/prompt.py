@@ -204,16 +204,11 @@ The scale: {scale.describe()}
 
 
 def answer_instruction(scale: AnswerScale, output_mode: OutputMode) -> str:
-    value = (
-        "<true or false>"
-        if scale.kind == "pass_fail"
-        else f"<a number from {scale.low:g} to {scale.high:g}>"
-    )
-    example = f'{{"rationale": "<why, in a few sentences>", "{scale.field}": {value}}}'
-    json_only = f"reply with only a JSON object, for example {example}"
+    """How to answer; the scale (or a criteria judge's form) gives its fields and example."""
+    json_only = f"reply with only a JSON object, for example {scale.example()}"
     if output_mode == "tool":
         return (
-            f"Answer by calling the {TOOL_NAME} tool with `rationale` and `{scale.field}`; "
+            f"Answer by calling the {TOOL_NAME} tool with {scale.answer_fields()}; "
             f"if you cannot call tools, {json_only}."
         )
     return json_only[0].upper() + json_only[1:] + "."
