@@ -134,7 +134,8 @@ def test_each_member_asks_its_samples(openai_server: FakeLLM, judge_of) -> None:
     verdict = judge_of(openai_server, judge)()
     assert len(openai_server.received) == 6
     assert [m["value"] for m in verdict.details["panel"]] == [3.0, 2.0]
-    assert verdict.details["panel"][0]["sample_values"] == [5.0, 3.0, 3.0]
+    # in request order, which the threads' arrival at the server need not follow
+    assert sorted(verdict.details["panel"][0]["sample_values"]) == [3.0, 3.0, 5.0]
     assert verdict.value == 2.0  # median_low of 3, 2
 
 
