@@ -241,6 +241,8 @@ def test_a_panel_member_that_refuses_the_prompt_for_its_length_gives_the_lowest_
     assert verdict.rationale.startswith("model b refused the prompt for its length")
     assert verdict.rationale.endswith(": counted as the lowest value")
     assert verdict.details["model"] == "a, b" and "case_fact" in verdict.details
+    assert verdict.details["attempts"] == 2  # both asked; a and b have no price:
+    assert verdict.details["cost_usd"] is None  # what b's answer cost is unknown
     assert sorted(request.body["model"] for request in llm_server.received) == ["a", "b"]
 
 
@@ -317,6 +319,8 @@ def test_every_lowest_value_goes_through_one_helper(
     verdict = judge_of(llm_server, entry, files={"report.md": "Fixed.", **files})()
     assert isinstance(verdict, JudgeAnswer) and verdict.value == 1.0
     assert verdict.rationale.startswith(starts) and calls == [verdict.rationale]
+    if path == "case fact":  # nothing sent, nothing spent
+        assert (verdict.details["attempts"], verdict.details["cost_usd"]) == (0, 0.0)
 
 
 CRITERIA = """

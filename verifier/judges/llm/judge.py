@@ -21,6 +21,7 @@ than as a bare timeout. Nothing here ever turns a failure into a value.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -260,10 +261,18 @@ class LLMJudge(NamedTuple):
         secrets = known_secrets()
         return JudgeAnswer(value, redact(rationale, secrets), redact_tree(dict(details), secrets))
 
-    def case_fact(self, prompt: Prompt, fact: str) -> JudgeAnswer:
+    def case_fact(self, prompt: Prompt, fact: str, samples: Sequence[Sample] = ()) -> JudgeAnswer:
         """The lowest value for a fact about the case that leaves nothing to grade: its
-        material overflows a model's context, its template looks up what it lacks."""
-        details = {**self.origin(), "case_fact": fact, "prompt_tokens_estimate": prompt.tokens}
+        material overflows a model's context (samples: what was asked, every member's,
+        for its attempts and cost), its template looks up what it lacks (nothing sent)."""
+        costs = [spend.cost_usd for spend in self.spends(samples)] if samples else [0.0]
+        details = {
+            **self.origin(),
+            "case_fact": fact,
+            "prompt_tokens_estimate": prompt.tokens,
+            "attempts": sum(sample.attempts for sample in samples),
+            "cost_usd": None if None in costs else _rounded(math.fsum(costs)),  # type: ignore[arg-type]
+        }
         return self.lowest(f"{fact}: counted as the lowest value", details)
 
     def conclude(
@@ -273,7 +282,7 @@ class LLMJudge(NamedTuple):
         value when an endpoint refused the prompt for its length, for any member)."""
         overflowed = next((sample for sample in samples if sample.overflowed), None)
         if overflowed is not None:
-            return self.case_fact(prompt, str(overflowed.problem))
+            return self.case_fact(prompt, str(overflowed.problem), samples)
         head: dict[str, Any] = {**self.origin(), "truncated": prompt.truncated}
         if prompt.truncated:
             head["cut_chars"] = prompt.cut_chars
