@@ -386,8 +386,8 @@ _LOOKALIKES = str.maketrans(
 )
 
 
-def _tag_pattern() -> re.Pattern[str]:
-    """A bracket, maybe a slash, then one of ATTRIBUTED_TAGS, over a same-length
+def _tag_pattern(opening: str) -> re.Pattern[str]:
+    """opening (a bracket), maybe a slash, then one of ATTRIBUTED_TAGS, over a same-length
     skeleton of the text (lookalike letters read as ASCII, lower case), with invisible
     characters between its letters and any run of separators between its words.
 
@@ -400,10 +400,12 @@ def _tag_pattern() -> re.Pattern[str]:
     for name in ATTRIBUTED_TAGS:
         words = [gap.join(re.escape(letter) for letter in word) for word in name.split("-")]
         names.append(separators.join(words))
-    return re.compile(f"[{_BRACKETS}][\\s{_INVISIBLE}{_SLASHES}]*+(?:{'|'.join(names)})")
+    return re.compile(f"{opening}[\\s{_INVISIBLE}{_SLASHES}]*+(?:{'|'.join(names)})")
 
 
-_TAG = _tag_pattern()
+_TAG = _tag_pattern(f"[{_BRACKETS}]")
+_NEUTRALIZED_TAG = _tag_pattern("&lt;")  # a tag as neutralize_tags leaves it
+_ESCAPED_BRACKET = re.compile("&lt;", re.IGNORECASE)
 _BRACKET = re.compile(f"[{_BRACKETS}]")
 
 
@@ -425,6 +427,16 @@ def neutralize_tags(text: str) -> str:
         position = cut + 1
     out.append(text[position:])
     return "".join(out)
+
+
+def neutralized_tag(text: str) -> tuple[int, int] | None:
+    """Where case material as sent holds an attributed tag neutralize_tags escaped (or
+    the agent wrote escaped), in any of its lookalikes: an attempt to open or close a
+    block the system prompt says is someone else's, which the guard reports."""
+    if _ESCAPED_BRACKET.search(text) is None:  # most material: no skeleton to build
+        return None
+    match = _NEUTRALIZED_TAG.search(_skeleton(text))
+    return None if match is None else match.span()
 
 
 def _skeleton(text: str) -> str:
