@@ -379,3 +379,28 @@ def test_a_panels_context_is_the_smallest_window_among_its_members(
     assert len(openai_server.received) == 3 and len(users) == 1  # the same prompt for all
     monkeypatch.setenv("VERIFIER_LLM_CONTEXT_TOKENS", "65536")
     assert judge_of(openai_server, panel).func.plan.context_tokens == 65_536
+
+
+def test_a_criteria_judges_schema_is_counted_in_the_budget() -> None:
+    """Its schema, sent with every request, grows with its criteria: forty of them cost
+    thousands of tokens, which the material gives up rather than overflow the window."""
+    import json
+
+    from verifier.judges.llm.criteria import CriteriaForm
+    from verifier.judges.llm.spec import CriterionSpec
+
+    criteria = tuple(
+        CriterionSpec(f"point_{index}", f"Does the report cover point {index} of the fix, "
+                      "in its own words, with the evidence the reviewer asked for?")
+        for index in range(40)
+    )  # fmt: skip
+    form = CriteriaForm(criteria, "weighted-mean", 0.5, AnswerScale("number", 0.0, 1.0))
+    record = {"stdout": "x" * 60_000, "files": {}}
+    for mode in ("tool", "json"):
+        built = plan(16_384)._replace(scale=form, output_mode=mode).build(record, {})
+        schema = estimate_tokens(json.dumps(form.schema()))
+        assert schema > 1_000 and built.truncated
+        assert estimate_tokens(built.system + built.user) + schema <= 16_384 - 1024 - 400
+        assert built.tokens >= estimate_tokens(built.system + built.user) + schema - 1
+    text_mode = plan(16_384)._replace(scale=form, output_mode="text").build(record, {})
+    assert len(text_mode.user) > len(built.user)  # no schema sent: more material fits
