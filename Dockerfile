@@ -1,12 +1,19 @@
 # harbor-verifier: grades an agent's case directory against eval.yaml and writes
-# /logs/verifier/{reward.json,reward.txt,judges.json}.
+# /logs/verifier/{reward.json,reward.txt,judges.json,reward-details.json}.
 #
-# BASE_IMAGE is the runtime base (a Python >= 3.11 on Debian); BUILD_IMAGE is the
-# base of the build stage and defaults to the same image. Both must have their
-# python3 at the same path and version: the virtual environment built in the
-# build stage is copied unchanged to the final stage. Where no registry can be
-# reached, `make image` bootstraps both bases from Debian packages (see Makefile).
-ARG BASE_IMAGE=python:3.12-slim
+# The verifier is one self-contained layer, /opt/verifier (docker/bundle.sh): Debian's
+# python3 with its own dynamic loader, shared libraries, trimmed stdlib, dependencies
+# and CA bundle, so it runs on any Linux image of the same architecture. This image is
+# that layer on a small Debian base (no Python of its own); a Harbor task's verifier
+# image is the same layer on the task's own environment (`verifier task init
+# --environment`, which COPYs /opt/verifier from this image).
+#
+# BUILD_IMAGE must be Debian (its python3 is the one bundled; apt-get installs python3,
+# python3-venv, patchelf and binutils there when missing). BASE_IMAGE is any Linux base with the
+# tools Harbor runs (bash, sh, mkdir, rm, chmod, find, tar, gzip, base64). Where no
+# registry can be reached, `make image` bootstraps debian:bookworm-slim from Debian
+# packages (see Makefile).
+ARG BASE_IMAGE=debian:bookworm-slim
 ARG BUILD_IMAGE=${BASE_IMAGE}
 
 # ---------------------------------------------------------------------------
@@ -17,6 +24,20 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_ROOT_USER_ACTION=ignore \
     PYTHONDONTWRITEBYTECODE=1
 
+RUN set -eu; \
+    if ! command -v patchelf strip >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null \
+        || [ ! -r /etc/ssl/certs/ca-certificates.crt ]; then \
+        apt-get update -qq; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            python3 python3-venv patchelf binutils ca-certificates >/dev/null; \
+        rm -rf /var/lib/apt/lists/*; \
+    fi
+
+# The interpreter, stdlib and libraries: their own layer, cached while the Debian
+# packages and the script are unchanged.
+COPY docker/bundle.sh docker/verifier.sh docker/pack.py /src/docker/
+RUN bash /src/docker/bundle.sh interpreter
+
 WORKDIR /src
 
 # Behind a TLS-intercepting proxy pip needs the host's CA bundle: the Makefile
@@ -24,29 +45,27 @@ WORKDIR /src
 # glob keeps this COPY valid where it does not exist).
 COPY pyproject.toml .cache/build-ca.cr[t] /src/
 
-# Dependencies and the build backend first: their own layer, cached while
-# pyproject.toml is unchanged.
+# The dependencies into the bundle's site-packages (pip and the build backend stay in
+# a throwaway venv): cached while pyproject.toml is unchanged.
 RUN set -eu; \
     if [ -f /src/build-ca.crt ]; then export PIP_CERT=/src/build-ca.crt; fi; \
-    python3 -m venv /opt/verifier; \
-    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"]))' \
         > /tmp/requirements.txt; \
-    /opt/verifier/bin/python -m pip install --quiet -r /tmp/requirements.txt
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["build-system"]["requires"]))' \
+        > /tmp/build-requirements.txt; \
+    bash /src/docker/bundle.sh install -r /tmp/requirements.txt
 
 COPY README.md /src/
 COPY task-templates/ /src/task-templates/
 COPY verifier/ /src/verifier/
 
-# The package itself (no build isolation: the backend is already there); then drop
-# the installers and compile byte code once, with hash-based .pyc files that stay
-# valid whatever the files' mtimes are.
+# The package itself (no build isolation: the backend is in bundle.sh's pip venv),
+# Harbor's entry script, then byte code for everything and the bundle's own checks.
+COPY docker/test.sh /opt/verifier/test.sh
 RUN set -eu; \
-    /opt/verifier/bin/python -m pip install --quiet --no-deps --no-build-isolation /src; \
-    /opt/verifier/bin/python -m pip uninstall --quiet --yes setuptools wheel pip 2>/dev/null || true; \
-    rm -rf /opt/verifier/bin/activate* /opt/verifier/bin/Activate.ps1 /src/build; \
-    find /opt/verifier -name __pycache__ -type d -prune -exec rm -rf {} +; \
-    /opt/verifier/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/verifier/lib; \
-    /opt/verifier/bin/verifier --help >/dev/null
+    bash /src/docker/bundle.sh install --no-deps --no-build-isolation /src; \
+    bash /src/docker/bundle.sh finish; \
+    rm -rf /src/build
 
 # ---------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
@@ -54,15 +73,12 @@ FROM ${BASE_IMAGE}
 ENV PATH=/opt/verifier/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/home/verifier \
     LANG=C.UTF-8 \
-    PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
     VERIFIER_CONFIG=/tests/eval.yaml \
     VERIFIER_CASE=/case \
     VERIFIER_OUT=/logs/verifier
 
 COPY --from=build /opt/verifier /opt/verifier
 COPY entrypoint.sh /usr/local/bin/entrypoint.sh
-COPY docker/test.sh /tests/test.sh
 
 # Any UID with GID 0 (OpenShift restricted-v2) can use the working dirs: they
 # are owned by 1001:0 and group-writable like their owner. /tests is root's and
@@ -71,6 +87,7 @@ COPY docker/test.sh /tests/test.sh
 RUN set -eu; \
     for tool in bash sh mkdir rm chmod find tar gzip base64; do command -v "$tool" >/dev/null; done; \
     mkdir -p /tests /case /logs/verifier /home/verifier; \
+    cp /opt/verifier/test.sh /tests/test.sh; \
     chmod 0755 /usr/local/bin/entrypoint.sh /tests /tests/test.sh; \
     chown -R 0:0 /tests; \
     chown -R 1001:0 /case /logs /home/verifier; \

@@ -13,8 +13,8 @@
 # What a target needs on the machine (the engine, both engines for `make test`,
 # python3-venv) is checked first by scripts/prerequisites.sh: as root with apt-get it
 # sets up what is missing, otherwise it stops at once with the commands to run.
-# Where BASE_IMAGE cannot be pulled (no registry), `make base-image` bootstraps a base
-# from Debian packages with mmdebstrap and the image is built on it.
+# Where BASE_IMAGE cannot be pulled (no registry), `make base-image` bootstraps it from
+# Debian packages with mmdebstrap, under the same name, and the image is built on it.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -26,10 +26,10 @@ ENGINE = $(shell if command -v podman >/dev/null 2>&1; then echo podman; \
     elif command -v docker >/dev/null 2>&1; then echo docker; else echo podman; fi)
 endif
 IMAGE ?= localhost/harbor-verifier:latest
-BASE_IMAGE ?= python:3.12-slim
-# Local fallback bases (Debian bookworm, python3 3.11): runtime and build stage.
-LOCAL_BASE ?= localhost/verifier-base:bookworm
-LOCAL_BUILD_BASE ?= localhost/verifier-build:bookworm
+# The runtime base, and the build stage's (Debian: its python3 is the one bundled into
+# /opt/verifier; the Dockerfile apt-gets what the build needs). Task environments built
+# here (tests, the README walkthrough) start FROM it too.
+BASE_IMAGE ?= debian:bookworm-slim
 DEBIAN_SUITE ?= bookworm
 DEBIAN_MIRROR ?= http://deb.debian.org/debian
 DEBIAN_SECURITY_MIRROR ?= http://deb.debian.org/debian-security
@@ -59,6 +59,8 @@ PYTEST_ARGS ?=
 OTHER_ENGINE = $(if $(filter podman,$(ENGINE)),docker,podman)
 # Docker Hub short names: podman needs them fully qualified to pull.
 BASE_REF := $(if $(findstring /,$(BASE_IMAGE)),$(BASE_IMAGE),docker.io/library/$(BASE_IMAGE))
+# What docker calls the same image (it drops docker.io/library/).
+BASE_DOCKER_REF := $(patsubst docker.io/library/%,%,$(BASE_REF))
 VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml | head -n 1)
 REVISION := $(or $(shell git rev-parse --verify -q HEAD 2>/dev/null),unknown)
 CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
@@ -91,10 +93,11 @@ harbor-venv:
 	@HARBOR_VENV=$(HARBOR_VENV) bash .ci/harbor-venv.sh
 
 # --- images -------------------------------------------------------------------
-# Minimal Debian rootfs (variant essential: bash, coreutils, findutils, tar, gzip, ...)
-# plus python3; the build-stage base adds python3-venv (pip, ensurepip). Both come
-# from the same mirror snapshot, so their python3 is the same.
-MMDEBSTRAP = mmdebstrap --variant=essential --quiet \
+# Where BASE_REF cannot be pulled: a stand-in bootstrapped from Debian packages
+# (variant apt: what debian:bookworm-slim holds, apt included, docs left out), imported
+# under BASE_REF itself, so that Dockerfiles naming it (this one, task environments)
+# build unchanged. Its label BOOTSTRAP_LABEL tells `make image` it has no registry digest.
+MMDEBSTRAP = mmdebstrap --variant=apt --quiet \
 	--aptopt='Acquire::Check-Valid-Until "false"' \
 	--aptopt='APT::Install-Recommends "false"' \
 	--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
@@ -107,13 +110,14 @@ MMDEBSTRAP_MIRRORS = \
 	"deb $(DEBIAN_MIRROR) $(DEBIAN_SUITE) main" \
 	"deb $(DEBIAN_MIRROR) $(DEBIAN_SUITE)-updates main" \
 	"deb $(DEBIAN_SECURITY_MIRROR) $(DEBIAN_SUITE)-security main"
+BOOTSTRAP_LABEL = io.github.harbor-verifier.bootstrapped
 IMPORT_CHANGES = --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-	--change 'ENV LANG=C.UTF-8' --change 'CMD ["/bin/bash"]'
+	--change 'ENV LANG=C.UTF-8' --change 'CMD ["/bin/bash"]' \
+	--change 'LABEL $(BOOTSTRAP_LABEL)="mmdebstrap $(DEBIAN_SUITE)"'
 
 base-image:
-	@if $(ENGINE) image inspect $(LOCAL_BASE) >/dev/null 2>&1 \
-	    && $(ENGINE) image inspect $(LOCAL_BUILD_BASE) >/dev/null 2>&1; then \
-	    echo "base-image: $(LOCAL_BASE) and $(LOCAL_BUILD_BASE) exist in $(ENGINE)"; exit 0; \
+	@if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1; then \
+	    echo "base-image: $(BASE_REF) exists in $(ENGINE)"; exit 0; \
 	fi; \
 	if ! command -v mmdebstrap >/dev/null; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -124,46 +128,42 @@ base-image:
 	    fi; \
 	fi; \
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	echo "base-image: mmdebstrap $(DEBIAN_SUITE) (python3; build stage: + python3-venv) ..."; \
+	echo "base-image: mmdebstrap $(DEBIAN_SUITE) as $(BASE_REF) ..."; \
 	start=$$SECONDS; \
-	$(MMDEBSTRAP) --include=python3 $(DEBIAN_SUITE) "$$tmp/base.tar" $(MMDEBSTRAP_MIRRORS) </dev/null >"$$tmp/base.log" 2>&1 & p1=$$!; \
-	$(MMDEBSTRAP) --include=python3-venv $(DEBIAN_SUITE) "$$tmp/build.tar" $(MMDEBSTRAP_MIRRORS) </dev/null >"$$tmp/build.log" 2>&1 & p2=$$!; \
-	wait $$p1 || { cat "$$tmp/base.log" >&2; exit 1; }; \
-	wait $$p2 || { cat "$$tmp/build.log" >&2; exit 1; }; \
+	$(MMDEBSTRAP) $(DEBIAN_SUITE) "$$tmp/base.tar" $(MMDEBSTRAP_MIRRORS) </dev/null >"$$tmp/base.log" 2>&1 \
+	    || { cat "$$tmp/base.log" >&2; exit 1; }; \
 	echo "base-image: bootstrapped in $$((SECONDS - start)) s"; \
-	$(ENGINE) import $(call PODMAN_ONLY,$(ENGINE),--quiet) $(IMPORT_CHANGES) "$$tmp/base.tar" $(LOCAL_BASE) >/dev/null; \
-	$(ENGINE) import $(call PODMAN_ONLY,$(ENGINE),--quiet) $(IMPORT_CHANGES) "$$tmp/build.tar" $(LOCAL_BUILD_BASE) >/dev/null; \
-	echo "base-image: imported $(LOCAL_BASE) and $(LOCAL_BUILD_BASE) into $(ENGINE)"
+	$(ENGINE) import $(call PODMAN_ONLY,$(ENGINE),--quiet) $(IMPORT_CHANGES) "$$tmp/base.tar" \
+	    $(if $(filter docker,$(ENGINE)),$(BASE_DOCKER_REF),$(BASE_REF)) >/dev/null; \
+	echo "base-image: imported $(BASE_REF) into $(ENGINE)"
 
 # The labels that change per commit are also given with --label: podman 4.3's layer
 # cache ignores new build-arg values in LABEL and would keep stale ones.
-# The public BASE_IMAGE when present or pullable, else the local bases. The image and
-# its bases are then copied to the other engine (podman save | docker load) unless it
-# already holds the same image ids. org.opencontainers.image.base.digest is the public
-# base's registry digest; a local base has none (it was never pushed).
+# BASE_REF when present or pullable, else bootstrapped (base-image). The image and its
+# base are then copied to the other engine (podman save | docker load) unless it
+# already holds the same image ids. org.opencontainers.image.base.digest is the base's
+# registry digest; a bootstrapped base has none (it was never pushed).
 image: | prerequisites
-	@base_digest=""; \
-	if $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
-	    || $(ENGINE) pull $(BASE_REF) >/dev/null 2>&1; then \
-	    echo "image: base $(BASE_REF)"; \
-	    bases="$(BASE_REF)"; base_name="$(BASE_REF)"; \
+	@if ! $(ENGINE) image inspect $(BASE_REF) >/dev/null 2>&1 \
+	    && ! $(ENGINE) pull $(BASE_REF) >/dev/null 2>&1; then \
+	    echo "image: $(BASE_REF) cannot be pulled: bootstrapping it from Debian packages"; \
+	    $(MAKE) --no-print-directory base-image ENGINE=$(ENGINE); \
+	fi; \
+	base_digest=""; \
+	if [ -z "$$($(ENGINE) image inspect --format '{{index .Config.Labels "$(BOOTSTRAP_LABEL)"}}' $(BASE_REF) 2>/dev/null | grep -v '<no value>')" ]; then \
 	    base_digest=$$($(ENGINE) image inspect --format '{{range .RepoDigests}}{{.}} {{end}}' $(BASE_REF)); \
 	    base_digest=$$(printf '%s\n' $$base_digest | sed -n 's/^[^@]*@//p' | head -n 1); \
-	    base_args="--build-arg BASE_IMAGE=$(BASE_REF) --build-arg BUILD_IMAGE=$(BASE_REF)"; \
-	else \
-	    echo "image: $(BASE_REF) cannot be pulled: using the local Debian base"; \
-	    $(MAKE) --no-print-directory base-image ENGINE=$(ENGINE); \
-	    bases="$(LOCAL_BASE) $(LOCAL_BUILD_BASE)"; base_name="$(LOCAL_BASE)"; \
-	    base_args="--build-arg BASE_IMAGE=$(LOCAL_BASE) --build-arg BUILD_IMAGE=$(LOCAL_BUILD_BASE) $(call PODMAN_ONLY,$(ENGINE),--pull=never)"; \
 	fi; \
+	echo "image: base $(BASE_REF)$${base_digest:+ @$$base_digest}"; \
 	mkdir -p .cache; \
 	if [ -r "$(HOST_CA)" ]; then cmp -s "$(HOST_CA)" .cache/build-ca.crt || cp "$(HOST_CA)" .cache/build-ca.crt; \
 	else rm -f .cache/build-ca.crt; fi; \
 	start=$$SECONDS; \
-	$(ENGINE) build --network host $$base_args \
+	$(ENGINE) build --network host --build-arg BASE_IMAGE=$(BASE_REF) \
+	    $(call PODMAN_ONLY,$(ENGINE),--pull=never) \
 	    --build-arg "VERSION=$(VERSION)" --build-arg "REVISION=$(REVISION)" --build-arg "CREATED=$(CREATED)" \
 	    $(foreach l,version=$(VERSION) revision=$(REVISION) created=$(CREATED),--label "org.opencontainers.image.$(l)") \
-	    --label "org.opencontainers.image.base.name=$${base_name}" \
+	    --label "org.opencontainers.image.base.name=$(BASE_REF)" \
 	    $${base_digest:+--label "org.opencontainers.image.base.digest=$$base_digest"} \
 	    $(if $(SOURCE_URL),--label "org.opencontainers.image.source=$(SOURCE_URL)") \
 	    -t $(IMAGE) -f Dockerfile . >.cache/image-build.log 2>&1 \
@@ -172,7 +172,7 @@ image: | prerequisites
 	echo "image: $(IMAGE) $${id:0:12} built by $(ENGINE) in $$((SECONDS - start)) s (log: .cache/image-build.log)"; \
 	if [ "$(TRANSFER)" = 1 ] && command -v $(OTHER_ENGINE) >/dev/null 2>&1 \
 	    && $(OTHER_ENGINE) info >/dev/null 2>&1; then \
-	    for ref in $(IMAGE) $$bases; do \
+	    for ref in $(IMAGE) $(BASE_REF); do \
 	        src=$$($(ENGINE) image inspect --format '{{.Id}}' $$ref); src=$${src#sha256:}; \
 	        dst=$$($(OTHER_ENGINE) image inspect --format '{{.Id}}' $$ref 2>/dev/null || true); \
 	        if [ "$${dst#sha256:}" = "$$src" ]; then \

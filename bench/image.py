@@ -10,7 +10,10 @@ For each engine that holds the image (podman and/or docker):
       ENGINE run --rm --network none IMAGE true
   side by side; target: grading adds at most 0.3 s;
 - the grading runs use --network none and must produce the expected reward:
-  nothing is downloaded or installed at run time.
+  nothing is downloaded or installed at run time;
+- the verifier's own layer, /opt/verifier (docker/bundle.sh), part by part: the
+  interpreter, its shared libraries, the stdlib, the dependencies (rich, pygments and
+  markdown-it, which typer-slim would drop, shown apart), the verifier itself.
 
 Exit status 0 when every run worked (figures over their targets are reported as
 such, not failures, unless --strict), 1 otherwise.
@@ -73,6 +76,53 @@ def size_figures(engine: str, image: str) -> dict:
     figures["own_mb"] = (info["Size"] - base_info["Size"]) / MB
     figures["own_layers"] = len(info["RootFS"]["Layers"]) - len(base_layers)
     return figures
+
+
+# Run by the bundle's own interpreter in the image: the size of each part of /opt/verifier.
+BUNDLE_SCRIPT = r"""
+import json, os, sys, zipfile
+root = "/opt/verifier"
+def size(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+python = os.path.join(root, "python")
+lib = os.path.join(python, "lib")
+version = "python%d.%d" % sys.version_info[:2]
+stdlib_zip = os.path.join(lib, version.replace(".", "") + ".zip")
+site = os.path.join(lib, version, "site-packages")
+deps = os.path.join(lib, "site-packages.zip")
+rich = ("rich", "pygments", "markdown_it", "mdurl")
+in_deps = {}
+for info in zipfile.ZipFile(deps).infolist():
+    top = info.filename.split("/")[0]
+    in_deps[top] = in_deps.get(top, 0) + info.compress_size
+figures = {
+    "total": size(root),
+    "interpreter": size(os.path.join(python, version)),
+    "shared libraries": sum(size(os.path.join(lib, n)) for n in os.listdir(lib) if ".so" in n),
+    "stdlib (byte code zip)": size(stdlib_zip),
+    "extension modules": size(os.path.join(lib, version, "lib-dynload")),
+    "dependencies (zip)": size(deps) - sum(in_deps.get(n, 0) for n in rich),
+    "rich, pygments, markdown-it (zip)": sum(in_deps.get(n, 0) for n in rich),
+    "dependencies with extension modules": sum(
+        size(os.path.join(site, n)) for n in os.listdir(site)
+        if n not in ("verifier",) and not n.endswith(".dist-info")),
+    "verifier": size(os.path.join(site, "verifier")),
+    "metadata, CA bundle, scripts": 0,
+}
+figures["metadata, CA bundle, scripts"] = figures["total"] - sum(
+    v for k, v in figures.items() if k != "total")
+print(json.dumps(figures))
+"""
+
+
+def bundle_figures(engine: str, image: str) -> dict:
+    proc = sh([engine, "run", "--rm", "--network", "none", "--entrypoint",
+               "/opt/verifier/python/python3.11", image, "-I", "-c", BUNDLE_SCRIPT])  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"{engine}: measuring /opt/verifier failed:\n{proc.stderr}")
+    return json.loads(proc.stdout)
 
 
 def timed(args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -157,6 +207,7 @@ def main() -> int:
             continue
         figures = {"size": size_figures(engine, args.image)}
         try:
+            figures["bundle"] = bundle_figures(engine, args.image)
             figures["time"] = time_figures(engine, args.image, args.runs, args.case)
         except RuntimeError as error:
             print(f"{engine}: {error}", file=sys.stderr)
@@ -181,6 +232,19 @@ def main() -> int:
                 f"  [target <= {OWN_LAYERS_TARGET_MB:.0f} MB: {verdict}]"
             )
         print(line)
+    for figures in list(results.values())[:1]:
+        if "bundle" not in figures:
+            continue
+        bundle = figures["bundle"]
+        print()
+        print("/opt/verifier, the verifier's own layer (files, uncompressed)")
+        for part, size in bundle.items():
+            print(f"  {part:<38} {size / MB:6.2f} MB")
+        without = bundle["total"] - bundle["rich, pygments, markdown-it (zip)"]
+        print(
+            f"  {'total without rich, pygments, markdown-it':<38} {without / MB:6.2f} MB"
+            "  (typer-slim)"
+        )
     print()
     print(f"wall time, median of {args.runs} runs (min), --network none, examples/{args.case}")
     print(f"  {'engine':<7} {'run IMAGE grade':>20} {'run IMAGE true':>20} {'grading adds':>14}")

@@ -12,7 +12,7 @@ config="${VERIFIER_CONFIG:-/tests/eval.yaml}"
 case_dir="${VERIFIER_CASE:-/case}"
 out="${VERIFIER_OUT:-/logs/verifier}"
 
-echo "== harbor-verifier $(verifier version 2>/dev/null || echo '?'): $(date -u +%Y-%m-%dT%H:%M:%SZ 2>/dev/null) as $(id 2>/dev/null)"
+echo "== harbor-verifier $(/opt/verifier/bin/verifier version 2>/dev/null || echo '?'): $(date -u +%Y-%m-%dT%H:%M:%SZ 2>/dev/null) as $(id 2>/dev/null)"
 echo "config: ${config}$([ -f "$config" ] || echo '  (missing)')"
 if [ -d "$case_dir" ]; then
     nfiles=$(find "$case_dir" -type f 2>/dev/null | wc -l)
@@ -25,7 +25,7 @@ fi
 echo "out:    ${out}"
 echo "--"
 
-verifier grade --config "$config" --case "$case_dir" --out "$out"
+/opt/verifier/bin/verifier grade --config "$config" --case "$case_dir" --out "$out"
 rc=$?
 
 echo "--"

@@ -19,6 +19,7 @@ EXIT_JUDGE_ERROR = 5  # reward.on_error: fail, and a judge errored
 EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not be removed
 EXIT_DISAGREES = 7  # batch --min-agreement: an LLM judge agrees with the labels less than that
 EXIT_BUDGET = 8  # batch --max-cost-usd: the budget was spent before every case was handed out
+EXIT_TASK_TEST = 9  # task test: a build, the solution or a reward is not what the package needs
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 

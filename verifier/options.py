@@ -30,6 +30,7 @@ MAX_MEMORY_MB = 1024 * 1024  # 1 TiB: beyond it a limit in bytes stops meaning a
 DEFAULT_LLM_PARALLEL = 4
 DEFAULT_LLM_CONCURRENCY = 512  # a ceiling: a batch's gates grow towards it (judges/llm/gate)
 DEFAULT_LLM_CACHE_MB = 1024
+VERIFIER_NETWORKS = ("auto", "no-network", "public")
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 _FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 
@@ -141,6 +142,26 @@ def parse_seconds(text: str) -> float:
     """A positive, finite number of seconds."""
     return _parse_number(text, lambda v: 0 < v < float("inf"),
                          "must be a positive number of seconds", "a number of seconds")  # fmt: skip
+
+
+def parse_fraction(text: str) -> float:
+    """A number in [0, 1] (a reward)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"{value} must be in [0, 1]")
+    return value
+
+
+def parse_choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"{text!r}: use one of {', '.join(choices)}")
+        return text
+
+    return parse
 
 
 def parse_text(text: str) -> str:
@@ -257,8 +278,9 @@ OPTIONS: dict[str, Option] = {
         Option("strict", ("--strict",), "treat warnings as errors (exit 2)", is_flag=True,
                default=False),
         Option("dest", (), "the task package dir to create", parse_path, metavar="DEST"),
-        Option("image", ("--image",), "the verifier image tests/Dockerfile builds FROM",
-               default=DEFAULT_IMAGE, metavar="IMAGE"),
+        Option("image", ("--image",),
+               "the verifier image tests/Dockerfile builds FROM (or copies /opt/verifier from)",
+               env="VERIFIER_IMAGE", default=DEFAULT_IMAGE, metavar="IMAGE"),
         Option("agent_image", ("--agent-image",),
                "the agent's image ([environment].docker_image); else environment/Dockerfile",
                metavar="IMAGE"),
@@ -277,9 +299,29 @@ OPTIONS: dict[str, Option] = {
         Option("case_ids", ("--cases",), "with --from-dataset: only these cases",
                parse_names, default_text="every case", metavar="ID,..."),
         Option("protect", ("--protect",),
-               "copy the files of environment/ these globs match into tests/protected/: "
-               "the trusted copies guard/files_unchanged compares the case with",
+               "copy the agent's files these globs match (those the environment's "
+               "Dockerfile copies into the work dir) into tests/protected/: the trusted "
+               "copies guard/files_unchanged compares the case with",
                parse_globs, metavar="GLOB,..."),
+        Option("environment", ("--environment",),
+               "the task's environment (a Dockerfile and its build context): the agent's "
+               "image, and the verifier's with the verifier on top", parse_path,
+               default_text="a placeholder environment/Dockerfile", metavar="DIR"),
+        Option("verifier_network", ("--verifier-network",),
+               "the verifier's network: auto (no-network, or the LLM endpoint's host), "
+               "no-network or public", parse_choice(*VERIFIER_NETWORKS), default="auto",
+               metavar="MODE"),
+        Option("min_reward", ("--min-reward",),
+               "multi-step: a step whose reward is below it stops the trial (eval.yaml's "
+               "execution.steps[].min_reward first)", parse_fraction, metavar="R"),
+        Option("engine", ("--engine",), "the container engine: podman or docker",
+               parse_choice("podman", "docker"), env="VERIFIER_ENGINE",
+               default_text="podman when installed, else docker", metavar="ENGINE"),
+        Option("expect", ("--expect",), "the reward the solution must get",
+               parse_fraction, default=1.0, metavar="R"),
+        Option("build_network", ("--build-network",),
+               "the network of the image builds and of the solution's run (e.g. host)",
+               parse_text, default_text="the engine's default", metavar="MODE"),
     )
 }  # fmt: skip
 
@@ -350,9 +392,9 @@ COMMANDS: dict[str, Command] = {
         Command(
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
-            ("dest", "config", "image", "agent_image", "name", "workdir", "instruction",
-             "task_input", "from_dataset", "case_ids", "protect", "reward_keys", "force",
-             "debug"),
+            ("dest", "config", "image", "agent_image", "environment", "name", "workdir",
+             "instruction", "task_input", "from_dataset", "case_ids", "protect",
+             "verifier_network", "min_reward", "reward_keys", "force", "debug"),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
@@ -362,6 +404,15 @@ COMMANDS: dict[str, Command] = {
                 "reward_keys": "what the package's reward.json holds: its [verifier] env "
                                "VERIFIER_REWARD_JSON (reward, all, NAME,...)",
             },
+        ),
+        Command(
+            "task test",
+            "Build a task package's images and grade the untouched environment and the "
+            "solution: fails unless the solution gets --expect and the untouched one less.",
+            ("dest", "engine", "expect", "build_network", "debug"),
+            positional=("dest",),
+            required=("dest",),
+            help_overrides={"dest": "the task package dir (made by task init)"},
         ),
     )
 }  # fmt: skip
@@ -409,6 +460,12 @@ class Options(NamedTuple):
     from_dataset: bool = False
     case_ids: tuple[str, ...] | None = None
     protect: tuple[str, ...] | None = None
+    environment: Path | None = None
+    verifier_network: str = "auto"
+    min_reward: float | None = None
+    engine: str | None = None
+    expect: float = 1.0
+    build_network: str | None = None
 
 
 def build_options(

@@ -3,9 +3,9 @@
 Needs: Harbor in its own venv ($HARBOR_VENV, default /opt/harbor-venv: see
 .ci/harbor-venv.sh), podman with podman-compose, and the verifier image
 ($VERIFIER_IMAGE, default localhost/harbor-verifier:latest: `make image`). The agent's
-image is $HARBOR_AGENT_IMAGE, else localhost/verifier-base:bookworm when present (what
-`make image` bootstraps where no registry is reachable), else the verifier image
-itself, run as root.
+image is $HARBOR_AGENT_IMAGE, else debian:bookworm-slim when present (the verifier
+image's base: `make image` bootstraps it where no registry is reachable), else the
+verifier image itself, run as root.
 """
 
 from __future__ import annotations
@@ -24,9 +24,16 @@ REPO = Path(__file__).resolve().parents[2]
 HARBOR_VENV = Path(os.environ.get("HARBOR_VENV", "/opt/harbor-venv"))
 HARBOR = HARBOR_VENV / "bin" / "harbor"
 VERIFIER_IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
-LOCAL_BASE = "localhost/verifier-base:bookworm"
+LOCAL_BASE = "docker.io/library/debian:bookworm-slim"
 WORKDIR = "/app"
 JOB_TIMEOUT_S = 1800
+# Harbor enforces a verifier's `no-network` or `allowlist` with its egress-control
+# sidecar, whose images come from a registry: where none is reachable (these machines)
+# such a trial fails at start ("network_mode='no-network' is not supported by
+# EnvironmentType.PODMAN environment"). The packages under test are made with
+# --verifier-network public for that reason alone; task.toml's derived modes are
+# checked in tests/unit/test_task_settings.py.
+VERIFIER_NETWORK = "public"
 
 
 class Trial(NamedTuple):
@@ -136,6 +143,15 @@ def host_grade(
         check=True, capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},
     )  # fmt: skip
     return json.loads((out / "reward.json").read_text())
+
+
+def warm_cache(context: Path, tag: str) -> None:
+    """Build context (e.g. a package's tests/) with the host's network, as `tag`, which the
+    caller removes: the layers that install the environment's toolchain (apt-get) stay in
+    podman's cache for the builds Harbor and `task test` run on their own network."""
+    built = podman("build", "--pull=never", "--network", "host", "-q", "-t", tag, str(context),
+                   check=False)  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
 
 
 def agent_image_with_workdir(root: Path, tag: str) -> tuple[str, bool]:

@@ -32,6 +32,7 @@ import pytest
 from tests.harbor.runner import (
     HARBOR_VENV,
     VERIFIER_IMAGE,
+    VERIFIER_NETWORK,
     Trial,
     agent_image_with_workdir,
     harbor,
@@ -110,14 +111,19 @@ def _heredoc(path: str, text: str) -> str:
 
 
 def _with_llm(task: Path, port: int) -> None:
-    """The verifier reaches the test's server on the host, through podman's gateway."""
+    """The verifier reaches the test's server on the host, through podman's gateway:
+    task init pinned the model's endpoint and passes its key from the host; point them
+    at the server."""
     toml = task / "task.toml"
     text = toml.read_text()
-    llm = (f'ANTHROPIC_BASE_URL = "http://host.containers.internal:{port}", '
-           f'ANTHROPIC_API_KEY = "{API_KEY}", VERIFIER_LLM_RETRIES = "0"')  # fmt: skip
-    text, count = re.subn(r"^env = \{ (VERIFIER_CASE = .*) \}$", rf"env = {{ \1, {llm} }}", text,
-                          count=1, flags=re.M)  # fmt: skip
-    assert count == 1, text
+    for old, new in (
+        ('ANTHROPIC_BASE_URL = "https://api.anthropic.com"',
+         f'ANTHROPIC_BASE_URL = "http://host.containers.internal:{port}"'),
+        ('ANTHROPIC_API_KEY = "${ANTHROPIC_API_KEY}"',
+         f'ANTHROPIC_API_KEY = "{API_KEY}", VERIFIER_LLM_RETRIES = "0"'),
+    ):  # fmt: skip
+        assert text.count(old) == 1, text
+        text = text.replace(old, new)
     toml.write_text(text)
 
 
@@ -127,7 +133,7 @@ def _dataset_tasks(root: Path, image: str, as_root: bool, port: int) -> dict[str
     shutil.copytree(ANOVA, suite)
     tasks = init_dataset_tasks(
         root / "tasks", suite / "eval.yaml", image=VERIFIER_IMAGE, agent_image=image,
-        org="issue10-anova", case_ids=list(SCORES),
+        org="issue10-anova", case_ids=list(SCORES), verifier_network=VERIFIER_NETWORK,
     )  # fmt: skip
     left: dict[str, dict[str, str]] = {}
     for task in tasks:
@@ -155,7 +161,7 @@ def _two_step_task(root: Path, image: str, as_root: bool, port: int) -> Path:
     shutil.copytree(TWO_STEPS, suite)
     task = init_task(
         root / "issue10-two-steps", suite / "eval.yaml", image=VERIFIER_IMAGE, agent_image=image,
-        name="issue10/two-steps",
+        name="issue10/two-steps", verifier_network=VERIFIER_NETWORK,
     )  # fmt: skip
     (task / "steps" / "plan" / "solution" / "solve.sh").write_text(
         _solve_sh(_heredoc("plan.md", PLAN))

@@ -13,6 +13,7 @@ import pytest
 
 from tests.harbor.runner import (
     VERIFIER_IMAGE,
+    VERIFIER_NETWORK,
     WORKDIR,
     agent_image_with_workdir,
     podman,
@@ -68,7 +69,8 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 (task / "environment" / relative).write_text(text)
             init_task(task, source / "eval.yaml", image=VERIFIER_IMAGE, agent_image=image,
                       name=f"harbor-verifier-tests/guard-{name}", workdir=WORKDIR,
-                      protect=("tests/**",), force=True)  # fmt: skip
+                      protect=("tests/**",), force=True,
+                      verifier_network=VERIFIER_NETWORK)  # fmt: skip
             (task / "solution" / "solve.sh").write_text(
                 f"#!/bin/bash\nset -euo pipefail\ncd {WORKDIR}\n{solution}"
             )

@@ -28,6 +28,7 @@ from tests.harbor.runner import (
     HARBOR,
     LOCAL_BASE,
     VERIFIER_IMAGE,
+    VERIFIER_NETWORK,
     WORKDIR,
     agent_image,
     harbor,
@@ -142,6 +143,7 @@ def _make_task(dest: Path, config: Path, agent_image: str, as_root: bool, solve:
         workdir=WORKDIR,
         instruction=None,
         force=False,
+        verifier_network=VERIFIER_NETWORK,
     )
     (dest / "solution" / "solve.sh").write_text(solve)
     if as_root:
@@ -200,6 +202,15 @@ def test_generated_task_passes_harbor_lint(tmp_path: Path) -> None:
         )
         lint = harbor("lint", str(task))
         assert lint.returncode == 0, lint.stdout + lint.stderr
+    # The agent's files in environment/, its tests protected: the placeholder Dockerfile
+    # copies them without naming a test file (agent-image-test-leak).
+    task = tmp_path / "protected"
+    (task / "environment" / "tests").mkdir(parents=True)
+    (task / "environment" / "tests" / "test_answer.py").write_text("def test_x(): pass\n")
+    (task / "environment" / "answer.py").write_text("ANSWER = 41\n")
+    init_task(task, tmp_path / "src" / "eval.yaml", protect=("tests/**",), force=True)
+    lint = harbor("lint", str(task))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
 def test_solved_trial_reward_equals_host_reward(trials: dict[str, Any]) -> None:

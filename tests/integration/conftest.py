@@ -149,6 +149,13 @@ class Engine:
     def image_inspect(self) -> dict:
         raise NotImplementedError
 
+    def build(self, context: Path, tag: str) -> Result:
+        """Build context/Containerfile as `tag` (no network: the test's own images)."""
+        raise NotImplementedError
+
+    def remove_image(self, tag: str) -> None:
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return self.name
 
@@ -230,6 +237,21 @@ class SdkEngine(Engine):
     def image_inspect(self) -> dict:
         return self.client.images.get(IMAGE).attrs
 
+    def build(self, context, tag) -> Result:
+        import docker
+
+        try:
+            _, log = self.client.images.build(
+                path=str(context), dockerfile="Containerfile", tag=tag, rm=True,
+                network_mode="none",
+            )  # fmt: skip
+        except docker.errors.BuildError as error:
+            return Result(1, "", f"{error}\n" + "".join(str(line) for line in error.build_log))
+        return Result(0, "".join(str(line.get("stream", "")) for line in log), "")
+
+    def remove_image(self, tag) -> None:
+        self.client.images.remove(tag, force=True)
+
 
 class CliEngine(Engine):
     """An engine's command line (podman here): the flags exactly as a person types them."""
@@ -309,6 +331,13 @@ class CliEngine(Engine):
         result = self._cli(["image", "inspect", IMAGE])
         assert result.exit_code == 0, str(result)
         return json.loads(result.stdout)[0]
+
+    def build(self, context, tag) -> Result:
+        return self._cli(["build", "--pull=never", "--network", "none", "-t", tag,
+                          "-f", str(context / "Containerfile"), str(context)], timeout=600)  # fmt: skip
+
+    def remove_image(self, tag) -> None:
+        self._cli(["rmi", "--force", tag])
 
 
 # What engines themselves create or touch in a container's filesystem.

@@ -81,13 +81,13 @@ def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) 
         workdir="/work",
     )
     assert _files(dest) == {
+        ".verifier-task-init.json",
         "task.toml",
         "instruction.md",
         "environment/Dockerfile",
         "solution/solve.sh",
         "tests/Dockerfile",
         "tests/eval.yaml",
-        "tests/input.yaml",
         "tests/truth/annotations.yaml",
         "tests/judges/__init__.py",
         "tests/judges/answer.py",
@@ -113,7 +113,12 @@ def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) 
     config = tomllib.loads((dest / "task.toml").read_text())
     assert config["artifacts"] == ["/work"]
     assert config["task"]["name"] == "org/demo"
+    # This eval.yaml does not load (a context entry as a mapping): Harbor's timeout, no
+    # deadline, and no network (no judge will run)
     assert config["verifier"]["env"] == {"VERIFIER_CASE": "/work"}
+    assert config["verifier"]["timeout_sec"] == 600.0
+    assert config["verifier"]["network_mode"] == "no-network"
+    assert "user" not in config["verifier"]
     assert config["verifier"]["environment_mode"] == "separate"
     assert "docker_image" not in config["verifier"]["environment"]
     assert "docker_image" not in config["environment"]
@@ -282,6 +287,9 @@ def test_templates_have_only_known_placeholders() -> None:
         "root_toml",
         "steps_toml",
         "environment_copy",
+        "verifier_timeout",
+        "verifier_toml",
+        "verifier_image_note",
     }
     with pytest.raises(KeyError):
         render("{{nope}}", {})

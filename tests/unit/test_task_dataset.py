@@ -63,7 +63,16 @@ def test_one_package_per_case_the_harness_way(tmp_path: Path, anova: Path) -> No
         }  # fmt: skip
         config = tomllib.loads((task / "task.toml").read_text())
         assert config["task"]["name"] == f"anova-example/{case_id}"
-        assert config["verifier"]["env"] == {"VERIFIER_CASE": "/app", "VERIFIER_CASE_ID": case_id}
+        deadline = config["verifier"]["env"].pop("VERIFIER_DEADLINE")
+        assert config["verifier"]["timeout_sec"] == float(deadline) + 60
+        # The rubric's model is Anthropic's: its endpoint, allow-listed, and its key
+        assert config["verifier"]["env"] == {
+            "VERIFIER_CASE": "/app", "VERIFIER_CASE_ID": case_id,
+            "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
+            "ANTHROPIC_API_KEY": "${ANTHROPIC_API_KEY}",
+        }  # fmt: skip
+        assert config["verifier"]["network_mode"] == "allowlist"
+        assert config["verifier"]["allowed_hosts"] == ["api.anthropic.com"]
         assert config["metadata"] == {
             "verifier": "harbor-verifier", "eval_name": "anova-example", "case_id": case_id,
         }  # fmt: skip
@@ -123,7 +132,7 @@ def test_a_dockerfile_environment_copies_the_inputs_into_the_workdir(tmp_path: P
     dockerfile = (task / "environment" / "Dockerfile").read_text()
     assert dockerfile.endswith(
         'WORKDIR /work\nCOPY ["answers.yaml", "/work/answers.yaml"]\n'
-        'COPY ["fixtures/data.csv", "/work/fixtures/data.csv"]\n'
+        'COPY ["fixtures", "/work/fixtures"]\n'
         'COPY ["input.yaml", "/work/input.yaml"]\n'
     )
     config = tomllib.loads((task / "task.toml").read_text())
@@ -215,7 +224,7 @@ def test_the_command_line(tmp_path: Path, anova: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "wrote " + str(tmp_path / "tasks" / "dataset.toml") + " (2 tasks)" in done.stdout
     assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == [
-        "dataset.toml", "task-0010", "task-0034",
+        ".verifier-task-init.json", "dataset.toml", "task-0010", "task-0034",
     ]  # fmt: skip
     for args, message in (
         (("--cases", "task-0010"), "--cases: only with --from-dataset"),
@@ -255,7 +264,12 @@ def test_a_multi_step_eval_makes_a_multi_step_package_per_case(tmp_path: Path) -
         config = tomllib.loads((task / "task.toml").read_text())
         assert config["multi_step_reward_strategy"] == "final"
         assert [step["name"] for step in config["steps"]] == ["plan", "build"]
-        assert config["steps"][0]["verifier"]["env"] == {"VERIFIER_STEP": "plan"}
+        plan = config["steps"][0]["verifier"]
+        assert plan["env"] == {
+            "VERIFIER_STEP": "plan",
+            "VERIFIER_DEADLINE": plan["env"]["VERIFIER_DEADLINE"],
+        }
+        assert plan["timeout_sec"] == float(plan["env"]["VERIFIER_DEADLINE"]) + 60
         assert config["verifier"]["env"]["VERIFIER_CASE_ID"] == task.name
         assert (task / "steps/plan/instruction.md").read_text() == (
             f"Write your plan to reach {goal} into plan.md\n"

@@ -49,7 +49,7 @@ def test_protect_copies_the_agents_tests_into_tests_protected(tmp_path: Path) ->
                    if path.is_file())  # fmt: skip
     assert found == ["tests/data/cases.json", "tests/test_answer.py"]  # not the stale copy
     dockerfile = (dest / "environment" / "Dockerfile").read_text()
-    assert 'COPY ["tests/test_answer.py", "/app/tests/test_answer.py"]' in dockerfile
+    assert 'COPY ["tests", "/app/tests"]' in dockerfile
 
 
 def test_the_packaged_guard_passes_the_untouched_tests_and_fails_edited_ones(

@@ -1,15 +1,29 @@
 """`verifier task init`: a Harbor task package graded by this image, or one per case of
-eval.yaml's dataset (--from-dataset)."""
+eval.yaml's dataset (--from-dataset); `verifier task test`: the package checked with
+real images before it is published."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
 from verifier.console import warn, warn_all
-from verifier.errors import EXIT_OK, ConfigErrors, UsageError
+from verifier.errors import EXIT_OK, EXIT_TASK_TEST, ConfigErrors, UsageError
 from verifier.grading import check_eval, check_reward_keys
 from verifier.options import ALL_REWARD_KEYS, Options
 from verifier.task import init_task
 from verifier.task.cases import init_dataset_tasks
 from verifier.task.manifest import MANIFEST
+from verifier.task.testing import (
+    Engine,
+    PackageFailed,
+    default_engine,
+    read_package,
+    test_package,
+)
 
 
 def run_init(options: Options) -> int:
@@ -23,6 +37,8 @@ def run_init(options: Options) -> int:
         name=options.name, workdir=options.workdir, instruction=options.instruction,
         task_input=options.task_input, protect=options.protect or (), force=options.force,
         verifier_env=verifier_env(options),
+        environment=options.environment, verifier_network=options.verifier_network,
+        min_reward=options.min_reward,
     )  # fmt: skip
     print(f"created Harbor task {created}")
     _warn_if_invalid(options)
@@ -30,7 +46,36 @@ def run_init(options: Options) -> int:
         "steps/<step>/solution/solve.sh" if (created / "steps").is_dir() else "solution/solve.sh"
     )
     print(f"next: write {created / solution}, then")
+    print(f"  verifier task test {created}")
     print(f"  harbor run -p {created} --agent oracle -e podman --no-delete")
+    _note_network(created)
+    return EXIT_OK
+
+
+def _note_network(package: Path) -> None:
+    """Say once that a restricted verifier network needs Harbor's egress control."""
+    with (package / "task.toml").open("rb") as handle:
+        mode = tomllib.load(handle).get("verifier", {}).get("network_mode")
+    if mode in ("no-network", "allowlist"):
+        print(f"note: [verifier] network_mode = {mode!r}: Harbor enforces it with its "
+              "egress sidecar (images from a registry); where it cannot, trials fail at "
+              "start: then run task init again with --verifier-network public")  # fmt: skip
+
+
+def run_test(options: Options) -> int:
+    """Build the package's images, grade the untouched environment and the solution."""
+    assert options.dest is not None
+    package = read_package(options.dest)
+    engine = Engine(options.engine or default_engine(shutil.which), options.build_network)
+    print(f"task test {package.name} ({package.dest}) with {engine.name}")
+    try:
+        untouched, solved = test_package(package, engine, options.expect, os.environ,
+                                         lambda line: print(line, flush=True))  # fmt: skip
+    except PackageFailed as failure:
+        print(f"task test: FAILED: {failure}", file=sys.stderr)
+        return EXIT_TASK_TEST
+    print(f"task test: ok (solution {solved.reward:.4g} = expected {options.expect:.4g}, "
+          f"untouched {untouched.reward:.4g} < {solved.reward:.4g})")  # fmt: skip
     return EXIT_OK
 
 
@@ -42,10 +87,16 @@ def _init_from_dataset(options: Options) -> int:
                 f"{flag}: --from-dataset renders each case's instruction and input from its "
                 "dataset entry"
             )
+    if options.environment is not None:
+        raise UsageError(
+            "--environment: --from-dataset gives each case its own environment/ (the case's "
+            "files); use --agent-image for the image they go into"
+        )
     created = init_dataset_tasks(
         options.dest, options.config, image=options.image, agent_image=options.agent_image,
         org=options.name, workdir=options.workdir, case_ids=options.case_ids,
         protect=options.protect or (), force=options.force, verifier_env=verifier_env(options),
+        verifier_network=options.verifier_network, min_reward=options.min_reward,
     )  # fmt: skip
     for task in created:
         print(f"created Harbor task {task}")

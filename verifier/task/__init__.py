@@ -4,11 +4,14 @@ A task package graded by this verifier in Harbor's "separate" mode:
 
     DEST/task.toml            artifacts = [WORKDIR], [verifier] env, [verifier.environment]
     DEST/instruction.md       the agent's prompt
-    DEST/environment/         the agent's Dockerfile, or nothing when --agent-image is set
+    DEST/environment/         --environment DIR's copy, else a placeholder Dockerfile, or
+                              nothing when --agent-image is set
     DEST/solution/solve.sh    the reference solution (Harbor's `oracle` agent)
-    DEST/tests/Dockerfile     FROM the verifier image; `COPY . /tests/`
+    DEST/tests/Dockerfile     the environment with the verifier on top (--environment:
+                              verifier.task.environment), else FROM the verifier image
     DEST/tests/eval.yaml      the grading config, beside a copy of its whole directory
                               (verifier.task.tests_dir)
+    DEST/.verifier-task-init.json  what init wrote (verifier.task.record)
 
 tests/ is the verifier's side only: the agent never sees it. An eval.yaml with
 `execution.steps` makes a multi-step package (verifier.task.package); with
@@ -27,7 +30,13 @@ from verifier.console import warn_all
 from verifier.errors import UsageError
 from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
 from verifier.references import TASK_INPUT_FILE, referenced_files
-from verifier.task.instruction import agent_timeout, read_execution, step_specs
+from verifier.task.environment import CONTEXT_IN_TESTS, case_files, read_environment
+from verifier.task.instruction import (
+    agent_timeout,
+    read_execution,
+    step_specs,
+    with_min_rewards,
+)
 from verifier.task.package import (
     NAME_RE,
     PackageSpec,
@@ -40,6 +49,8 @@ from verifier.task.package import (
     write_package,
 )
 from verifier.task.protect import environment_files, guard_missing, protected_files
+from verifier.task.record import describe_kept
+from verifier.task.settings import verifier_settings
 from verifier.task.tests_dir import TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
 
@@ -59,29 +70,40 @@ def init_task(
     protect: Sequence[str] = (),
     force: bool = False,
     verifier_env: Mapping[str, str] = MappingProxyType({}),
+    environment: Path | None = None,
+    verifier_network: str = "auto",
+    min_reward: float | None = None,
 ) -> Path:
     """Render the task templates into `dest` and copy eval.yaml's directory into tests/.
 
     The package is trusted by construction: its tests/ holds the task input judges
     see (eval.yaml's own `task_input` or input.yaml beside it, else `task_input`,
-    else the instruction as `{prompt: ...}`), never the agent's. With
-    `execution.steps`, each step's instruction is rendered from its prompt and
-    that input (verifier.task.instruction).
+    else the instruction as `{prompt: ...}`; the placeholder instruction is no task
+    input), never the agent's. With `execution.steps`, each step's instruction is
+    rendered from its prompt and that input (verifier.task.instruction), and each
+    step but the last gets `min_reward` (its own `min_reward` in eval.yaml first).
 
+    `environment`: the task's environment dir (a Dockerfile and its context), for the
+    agent and, with the verifier on top, for the verifier (verifier.task.environment).
     `verifier_env`: more of `[verifier] env` (the verifier's VERIFIER_* settings, such
     as `task init --reward-keys`).
-
-    `protect`: globs of the agent's files (those the author put in DEST/environment/,
-    which the package's Dockerfile copies into the work dir) copied into
-    tests/protected/ for a tamper guard (verifier.task.protect).
+    `protect`: globs of the agent's files copied into tests/protected/ for a tamper
+    guard (verifier.task.protect): the files the environment's Dockerfile copies into
+    the work dir, or without `environment` those the author put in DEST/environment/.
+    task.toml's [verifier] timeout, deadline, network and user come from eval.yaml
+    (verifier.task.settings); `verifier_network` overrides the network mode.
 
     Returns `dest`. Raises UsageError for bad arguments or a non-empty `dest` without
-    `force` (with `force`, the rendered files overwrite theirs and other files stay),
-    ConfigError when eval.yaml cannot be read or references a file that is missing
-    or outside its directory. Prints a warning for each file left out of tests/.
+    `force` (with `force`, files init wrote before are rewritten and files their
+    author changed are kept, each with a warning), ConfigError when eval.yaml cannot
+    be read or references a file that is missing or outside its directory. Prints a
+    warning for each file left out of tests/.
     """
     dest, config = Path(dest), Path(config)
     workdir = check_arguments(workdir, image, agent_image)
+    if environment is not None and agent_image is not None:
+        raise UsageError("--environment and --agent-image: give the agent one environment")
+    env = read_environment(environment) if environment is not None else None
     name = name if name is not None else f"local/{safe_name(dest.resolve().name)}"
     if not NAME_RE.match(name) or ".." in name:
         raise UsageError(f"--name {name!r}: use org/name (letters, digits, '.', '_', '-')")
@@ -89,7 +111,9 @@ def init_task(
 
     # Every ConfigError before anything is written.
     execution = read_execution(config)
-    plan = plan_tests_dir(config, leave_out=[dest])
+    leave_out = [dest] if env is None else [dest, env.root]
+    plan = plan_tests_dir(config, leave_out=leave_out,
+                          reserved=() if env is None else (CONTEXT_IN_TESTS,))  # fmt: skip
     input_text = _task_input_text(config, plan, task_input)
     if execution.steps and instruction is not None:
         raise UsageError(
@@ -97,30 +121,59 @@ def init_task(
             "instruction is rendered from its prompt"
         )
     steps: tuple[StepSpec, ...] = ()
+    placeholder = False
     if execution.steps:
         steps = step_specs(execution, _input_value(config, input_text), str(config))
+        steps = with_min_rewards(steps, read_yaml(config), min_reward, str(config))
         instruction_text = "\n".join(step.instruction for step in steps)
+    elif min_reward is not None:
+        raise UsageError(f"--min-reward: {config} has no execution.steps (it gates a step)")
     elif instruction_text is None:
-        placeholder = (templates_dir() / "instruction.md").read_text(encoding="utf-8")
-        instruction_text = render(placeholder, {"name": name, "workdir": workdir})
-    if input_text is None:
+        instruction_text, placeholder = _edited_instruction(dest, name, workdir)
+    if input_text is None and not placeholder:
         input_text = yaml.safe_dump({"prompt": instruction_text}, allow_unicode=True,
                                     sort_keys=False)  # fmt: skip
-    agent_files = environment_files(dest) if protect else ()
-    protected = protected_files(agent_files, protect) if protect else ()
+    if env is not None:
+        agent_files: tuple = ()
+        starts_with = case_files(env, workdir)
+    else:
+        agent_files = starts_with = environment_files(dest) if protect else ()
+    protected = protected_files(starts_with, protect, env.root if env else None) if (
+        protect) else ()  # fmt: skip
     check_dest(dest, force)
-    write_package(
+    kept = write_package(
         PackageSpec(
             dest=dest, name=name, image=image, agent_image=agent_image, workdir=workdir,
             tests=plan, instruction=instruction_text, task_input=input_text or None,
             steps=steps, agent_timeout_s=agent_timeout(execution), agent_files=agent_files,
-            protected=protected, verifier_env=verifier_env,
+            protected=protected, verifier_env=verifier_env, environment=env,
+            settings=verifier_settings(config, verifier_network),
         )
     )  # fmt: skip
     warn_all(plan.warnings)
+    warn_all(env.warnings if env is not None else ())
+    warn_all(describe_kept(dest, kept))
+    if placeholder and input_text is None:
+        warn_all([f"{dest / 'instruction.md'} is a placeholder, so the task has no trusted "
+                  "task input yet: edit it and run task init --force again (or pass "
+                  "--instruction)"])  # fmt: skip
     if protect:
         warn_all([warning for warning in [guard_missing(read_yaml(config))] if warning])
     return dest
+
+
+def _edited_instruction(dest: Path, name: str, workdir: str) -> tuple[str, bool]:
+    """(instruction.md's text, whether it is the placeholder): the author's edit of an
+    earlier package's instruction.md is the instruction (init keeps it anyway)."""
+    placeholder = render(
+        (templates_dir() / "instruction.md").read_text(encoding="utf-8"),
+        {"name": name, "workdir": workdir},
+    )
+    try:
+        written = (dest / "instruction.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return placeholder, True
+    return (written, False) if written.strip() and written != placeholder else (placeholder, True)
 
 
 def _task_input_text(config: Path, plan: TestsPlan, task_input: Path | None) -> str | None:

@@ -32,8 +32,9 @@ from verifier.task.instruction import (
     read_execution,
     render_instruction,
     step_specs,
+    with_min_rewards,
 )
-from verifier.task.manifest import write_manifest
+from verifier.task.manifest import MANIFEST, manifest_text
 from verifier.task.package import (
     PackageSpec,
     check_arguments,
@@ -42,6 +43,8 @@ from verifier.task.package import (
     write_package,
 )
 from verifier.task.protect import guard_missing, protected_files
+from verifier.task.record import PackageWriter, describe_kept
+from verifier.task.settings import verifier_settings
 from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
 
@@ -58,6 +61,8 @@ def init_dataset_tasks(
     protect: Sequence[str] = (),
     force: bool = False,
     verifier_env: Mapping[str, str] = MappingProxyType({}),
+    verifier_network: str = "auto",
+    min_reward: float | None = None,
 ) -> list[Path]:
     """Write DEST/<case-id>/ for every dataset case (or those in case_ids) and
     DEST/dataset.toml; return the task dirs.
@@ -83,10 +88,14 @@ def init_dataset_tasks(
         raise UsageError(f"--from-dataset: {dataset.missing_warning()}, so no task to make")
     entries = _entries(dataset, case_ids)
     execution = read_execution(config)
+    if min_reward is not None and not execution.steps:
+        raise UsageError(f"--min-reward: {config} has no execution.steps (it gates a step)")
     base = plan_tests_dir(config, leave_out=[dest, dataset.root])
+    settings = verifier_settings(config, verifier_network)
     specs = []
     for entry in entries:
         steps = step_specs(execution, entry.task_input, str(config))
+        steps = with_min_rewards(steps, document, min_reward, str(config))
         if steps:  # each step has its own instruction.md; the root has none
             instruction = "\n".join(step.instruction for step in steps)
         else:
@@ -105,12 +114,17 @@ def init_dataset_tasks(
                 protected=protected_files(agent_files, protect) if protect else (),
                 verifier_env={**verifier_env, "VERIFIER_CASE_ID": entry.case_id},
                 metadata={"eval_name": eval_name, "case_id": entry.case_id},
-                agent_timeout_s=agent_timeout(execution),
+                agent_timeout_s=agent_timeout(execution), settings=settings,
             )
         )  # fmt: skip
     check_dest(dest, force)
-    written = [write_package(spec) for spec in specs]
-    write_manifest(dest, f"{org}/{safe_name(eval_name)}", f"{eval_name}: {dataset.path}/")
+    for spec in specs:
+        warn_all(describe_kept(spec.dest, write_package(spec)))
+    writer = PackageWriter(dest)
+    writer.write_text(MANIFEST, manifest_text(dest, f"{org}/{safe_name(eval_name)}",
+                                              f"{eval_name}: {dataset.path}/"))  # fmt: skip
+    warn_all(describe_kept(dest, writer.finish()))
+    written = [spec.dest for spec in specs]
     warn_all(base.warnings)
     if protect:
         warn_all([warning for warning in [guard_missing(document)] if warning])

@@ -127,3 +127,30 @@ def step_specs(execution: Execution, task_input: object, where: str) -> tuple[St
 def agent_timeout(execution: Execution) -> float:
     """The agent's time: execution.timeout, else the package's default."""
     return execution.timeout_s if execution.timeout_s is not None else DEFAULT_AGENT_TIMEOUT_S
+
+
+def with_min_rewards(
+    steps: tuple[StepSpec, ...], document: object, default: float | None, where: str
+) -> tuple[StepSpec, ...]:
+    """Each step with its min_reward: eval.yaml's execution.steps[i].min_reward, else
+    (every step but the last) `default`, --min-reward."""
+    execution = document.get("execution") if isinstance(document, dict) else None
+    listed = execution.get("steps") if isinstance(execution, dict) else None
+    given = [entry.get("min_reward") if isinstance(entry, dict) else None
+             for entry in (listed if isinstance(listed, list) else [])]  # fmt: skip
+    result = []
+    for index, step in enumerate(steps):
+        value = given[index] if index < len(given) else None
+        if value is None and index < len(steps) - 1:
+            value = default  # the last step stops nothing: the flag leaves it alone
+        if value is not None:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0 <= value <= 1)
+            ):
+                raise ConfigError(where, f"execution.steps[{index}] ({step.id}).min_reward",
+                                  f"{value!r} must be a number in [0, 1]")  # fmt: skip
+            step = step._replace(min_reward=float(value))
+        result.append(step)
+    return tuple(result)

@@ -39,7 +39,7 @@ def content_digest(task_dir: Path) -> str:
     return f"sha256:{outer.hexdigest()}"
 
 
-def write_manifest(directory: Path, name: str, description: str) -> Path:
+def manifest_text(directory: Path, name: str, description: str) -> str:
     """DIR/dataset.toml listing every task package in DIR (each subdirectory with a
     task.toml that names its task), as `harbor dataset init` lists the tasks it finds."""
     lines = [
@@ -60,9 +60,7 @@ def write_manifest(directory: Path, name: str, description: str) -> Path:
         if isinstance(task_name, str):
             lines += ["", "[[tasks]]", f"name = {toml_str(task_name)}",
                       f"digest = {toml_str(content_digest(task))}"]  # fmt: skip
-    path = directory / MANIFEST
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return "\n".join(lines) + "\n"
 
 
 def _ignored(path: Path, task_dir: Path) -> bool:

@@ -7,20 +7,28 @@ files, so every package has the same layout and the same guarantees: files reada
 by the verifier's non-root user, scripts executable, nothing left from a template
 placeholder.
 
+With an environment (`--environment DIR`, verifier.task.environment), environment/ is
+DIR's copy and tests/Dockerfile builds the verifier's image from it; without one,
+environment/Dockerfile is a placeholder (or there is none with `--agent-image`) and
+tests/Dockerfile builds FROM the verifier image. Every file goes through a
+PackageWriter (verifier.task.record): writing a package again never overwrites a
+file its author edited.
+
 A multi-step package (schema 1.4) has a `[[steps]]` entry per step in task.toml and
 `steps/<id>/instruction.md` and `steps/<id>/solution/solve.sh` instead of the root
 instruction.md and solution/. Every step's verifier is built from the same tests/
 (tests/Dockerfile; a step's own tests/ would come first) and told its step by
 `[steps.verifier] env = {VERIFIER_STEP = ...}`; `multi_step_reward_strategy =
 "final"` makes the last step's reward, which the eval's reward block composes, the
-trial's (verifier.grading.step_plan).
+trial's (verifier.grading.step_plan). Each step's verifier gets its own timeout and
+deadline (its judges'), and a step other than the last may stop the trial when its
+reward is below `min_reward`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -29,6 +37,16 @@ from types import MappingProxyType
 from verifier.errors import UsageError
 from verifier.named import NamedTuple
 from verifier.references import TASK_INPUT_FILE, walk_files
+from verifier.task.environment import (
+    CONTEXT_IN_TESTS,
+    DOCKERFILE,
+    DOCKERIGNORE,
+    Environment,
+    context_copy,
+    verifier_dockerfile,
+)
+from verifier.task.record import Kept, PackageWriter
+from verifier.task.settings import UNLOADED, StepTime, VerifierSettings
 from verifier.task.tests_dir import TestsFile, TestsPlan
 
 PROTECTED_DIR = "protected"  # tests/protected/: the trusted copies of `task init --protect`
@@ -47,6 +65,7 @@ class StepSpec(NamedTuple):
     id: str
     instruction: str
     timeout_s: float | None  # the agent's time for the step (None: the task's)
+    min_reward: float | None = None  # below it, the trial stops after this step
 
 
 class PackageSpec(NamedTuple):
@@ -66,46 +85,76 @@ class PackageSpec(NamedTuple):
     metadata: Mapping[str, str] = MappingProxyType({})  # [metadata] besides the verifier
     agent_timeout_s: float = DEFAULT_AGENT_TIMEOUT_S
     protected: tuple[TestsFile, ...] = ()  # agent files copied to tests/protected/ (--protect)
+    environment: Environment | None = None  # --environment: the agent's and the verifier's
+    settings: VerifierSettings = UNLOADED  # task.toml's [verifier] settings
 
 
-def write_package(spec: PackageSpec) -> Path:
-    """Render the templates and copy the files of `spec` into spec.dest (files of an
-    earlier package there are overwritten; others stay)."""
+def write_package(spec: PackageSpec) -> list[Kept]:
+    """Render the templates and copy the files of `spec` into spec.dest; return the
+    files kept because their author changed them (verifier.task.record)."""
     dest = spec.dest
     values = _template_values(spec)
     root = templates_dir()
     dest.mkdir(parents=True, exist_ok=True)
+    writer = PackageWriter(dest)
     for template in sorted(walk_files(root)):
         relative = template.relative_to(root)
-        if spec.agent_image and relative.parts[0] == "environment":
+        if (spec.agent_image or spec.environment) and relative.parts[0] == "environment":
             continue
         text = render(template.read_text(encoding="utf-8"), values)
-        executable = template.suffix == ".sh"
         if relative == Path("instruction.md"):
             text = spec.instruction
+        if spec.environment is not None and relative == Path("tests", DOCKERFILE):
+            text = _verifier_dockerfile(spec)
+        executable = template.suffix == ".sh"
         if spec.steps and relative.parts[0] in ("instruction.md", "solution"):
             for step in spec.steps:
                 step_text = step.instruction if relative.parts[0] == "instruction.md" else text
-                write_text(dest / "steps" / step.id / relative, step_text, executable=executable)
+                writer.write_text(f"steps/{step.id}/{relative.as_posix()}", step_text, executable)
             continue
-        write_text(dest / relative, text, executable=executable)
+        writer.write_text(relative.as_posix(), text, executable)
     (dest / "environment").mkdir(exist_ok=True)
-    stale = dest / "environment" / "Dockerfile"
-    if spec.agent_image and (stale.is_file() or stale.is_symlink()):
-        stale.unlink()  # from an earlier init without --agent-image: docker_image rules now
+    if spec.environment is not None:
+        _write_environment(writer, spec.environment)
     for file in spec.agent_files:
         target = dest / "environment" / file.relative
         if file.source.resolve() != target.resolve():  # already there: the author's own
-            copy_file(file.source, target)
+            writer.copy(f"environment/{file.relative}", file.source)
     for file in spec.tests.files:
-        copy_file(file.source, dest / "tests" / file.relative)
-    if spec.protected:
-        shutil.rmtree(dest / "tests" / PROTECTED_DIR, ignore_errors=True)  # not a stale copy
+        if spec.protected and file.relative.parts[0] == PROTECTED_DIR:
+            continue  # eval.yaml's own protected/ (for loading it alone): the package's rules
+        writer.copy(f"tests/{file.relative}", file.source)
     for file in spec.protected:
-        copy_file(file.source, dest / "tests" / PROTECTED_DIR / file.relative)
+        writer.copy(f"tests/{PROTECTED_DIR}/{file.relative}", file.source)
     if spec.task_input:
-        write_text(dest / "tests" / TASK_INPUT_FILE, spec.task_input)
-    return dest
+        writer.write_text(f"tests/{TASK_INPUT_FILE}", spec.task_input)
+    return writer.finish()
+
+
+def _write_environment(writer: PackageWriter, environment: Environment) -> None:
+    """environment/ as DIR is, and tests/environment/ (with tests/.dockerignore) as the
+    verifier's build reads it; executable bits kept (COPY keeps them in the image)."""
+    writer.write_text(f"environment/{DOCKERFILE}", environment.dockerfile_text)
+    for file in environment.files:
+        writer.copy(f"environment/{file.relative}", file.source, _executable(file.source))
+    for file in context_copy(environment):
+        writer.copy(f"tests/{file.relative}", file.source, _executable(file.source))
+    if environment.ignore.patterns:
+        writer.write_text(f"tests/{DOCKERIGNORE}", environment.ignore.relocated(CONTEXT_IN_TESTS))
+
+
+def _verifier_dockerfile(spec: PackageSpec) -> str:
+    assert spec.environment is not None
+    entries = [file.relative.as_posix() for file in spec.tests.files
+               if not (spec.protected and file.relative.parts[0] == PROTECTED_DIR)]  # fmt: skip
+    entries += [f"{PROTECTED_DIR}/{file.relative}" for file in spec.protected]
+    if spec.task_input:
+        entries.append(TASK_INPUT_FILE)
+    return verifier_dockerfile(spec.environment, spec.image, spec.workdir, entries)
+
+
+def _executable(path: Path) -> bool:
+    return bool(path.stat().st_mode & 0o111)
 
 
 def _template_values(spec: PackageSpec) -> dict[str, str]:
@@ -116,7 +165,10 @@ def _template_values(spec: PackageSpec) -> dict[str, str]:
         if spec.agent_files:
             environment += ["# Harbor uploads environment/ (the case's inputs) into it.",
                             f"workdir = {toml_str(spec.workdir)}"]  # fmt: skip
-    verifier_env = {"VERIFIER_CASE": spec.workdir, **spec.verifier_env}
+    settings = spec.settings
+    verifier_env = {"VERIFIER_CASE": spec.workdir, **settings.network.env, **spec.verifier_env}
+    if not spec.steps and settings.time.deadline_s is not None:
+        verifier_env["VERIFIER_DEADLINE"] = _seconds(settings.time.deadline_s)
     return {
         "name": spec.name,
         "name_toml": toml_str(spec.name),
@@ -125,15 +177,42 @@ def _template_values(spec: PackageSpec) -> dict[str, str]:
         "image": spec.image,
         "environment_toml": "\n".join(environment),
         "verifier_env_toml": _inline_table(verifier_env),
+        "verifier_timeout": repr(settings.time.timeout_s),
+        "verifier_toml": _verifier_toml(settings),
+        "verifier_image_note": "the task's environment with the verifier on top"
+        if spec.environment is not None else "FROM the verifier image",
         "metadata_toml": "".join(f"\n{key} = {toml_str(v)}" for key, v in spec.metadata.items()),
         "agent_timeout": repr(float(spec.agent_timeout_s)),
         "root_toml": _root_toml(spec),
-        "steps_toml": "".join(_step_toml(step) for step in spec.steps),
+        "steps_toml": "".join(_step_toml(step, settings) for step in spec.steps),
         "environment_copy": "".join(
-            f"\nCOPY {json.dumps([str(f.relative), f'{spec.workdir}/{f.relative}'])}"
-            for f in spec.agent_files
+            f"\nCOPY {json.dumps([name, f'{spec.workdir}/{name}'])}"
+            for name in _top_level(spec.agent_files)
         ),
-    }
+    }  # fmt: skip
+
+
+def _top_level(files: tuple[TestsFile, ...]) -> list[str]:
+    """The top-level entries the files are in: one COPY each (a dir's COPY copies its
+    contents, and names no test file, which `harbor lint` would take for a leak)."""
+    return sorted({file.relative.parts[0] for file in files})
+
+
+def _verifier_toml(settings: VerifierSettings) -> str:
+    network = settings.network
+    lines = [f"# Network: {network.why}." if network.why else "",
+             f"network_mode = {toml_str(network.mode)}"]  # fmt: skip
+    if network.allowed_hosts:
+        lines.append(f"allowed_hosts = {json.dumps(list(network.allowed_hosts))}")
+    if settings.user is not None:
+        lines += ["# A judge runs code from the case: as root, the grader runs it as another",
+                  "# user (the sandbox's), who cannot read /tests or signal the grader.",
+                  f"user = {toml_str(settings.user)}"]  # fmt: skip
+    return "".join(f"\n{line}" for line in lines if line)
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
 
 
 def _root_toml(spec: PackageSpec) -> str:
@@ -146,12 +225,18 @@ def _root_toml(spec: PackageSpec) -> str:
     )
 
 
-def _step_toml(step: StepSpec) -> str:
+def _step_toml(step: StepSpec, settings: VerifierSettings) -> str:
     lines = ["", "", "[[steps]]", f"name = {toml_str(step.id)}"]
+    if step.min_reward is not None:
+        lines.append(f"min_reward = {float(step.min_reward)!r}")
     if step.timeout_s is not None:
         lines += ["", "[steps.agent]", f"timeout_sec = {float(step.timeout_s)!r}"]
-    lines += ["", "[steps.verifier]",
-              f"env = {_inline_table({'VERIFIER_STEP': step.id})}"]  # fmt: skip
+    time = settings.step_times.get(step.id, StepTime(settings.time.timeout_s, None))
+    env = {"VERIFIER_STEP": step.id}
+    if time.deadline_s is not None:
+        env["VERIFIER_DEADLINE"] = _seconds(time.deadline_s)
+    lines += ["", "[steps.verifier]", f"timeout_sec = {time.timeout_s!r}",
+              f"env = {_inline_table(env)}"]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -183,24 +268,6 @@ def render(text: str, values: Mapping[str, str]) -> str:
         return values[key]
 
     return _PLACEHOLDER_RE.sub(substitute, text)
-
-
-def write_text(target: Path, text: str, *, executable: bool = False) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_symlink():
-        target.unlink()
-    target.write_text(text, encoding="utf-8")
-    target.chmod(0o755 if executable else 0o644)
-
-
-def copy_file(source: Path, target: Path) -> None:
-    """Content only, with world-readable modes: the verifier image runs as a non-root
-    user and must read what COPY puts in /tests."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_symlink():
-        target.unlink()
-    shutil.copyfile(source, target)
-    target.chmod(0o644)
 
 
 def toml_str(value: str) -> str:

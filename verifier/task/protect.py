@@ -1,10 +1,13 @@
 """`task init --protect GLOB,...`: the trusted copies a tamper guard compares the case with.
 
-The agent starts from the task's environment/ files (its Dockerfile copies them into
-the work dir); the ones the globs match (e.g. `tests/**`, `conftest.py`) are copied
-into tests/protected/, laid out as in the case. A `guard/files_unchanged` judge with
-`reference: protected` then holds the case's tests to exactly what the agent was
-given: the package is guarded by construction, whatever the tests become later.
+The agent starts from the environment's files in its work dir: with `--environment
+DIR`, those DIR's Dockerfile COPYs there (verifier.task.environment.case_files);
+without, those the author put in DEST/environment/ (the package's placeholder
+Dockerfile copies them there). The ones the globs match (e.g. `tests/**`,
+`conftest.py`) are copied into tests/protected/, laid out as in the case. A
+`guard/files_unchanged` judge with `reference: protected` then holds the case's tests
+to exactly what the agent was given: the package is guarded by construction, whatever
+the tests become later.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ def environment_files(dest: Path) -> tuple[TestsFile, ...]:
 
 
 def protected_files(
-    agent_files: Sequence[TestsFile], globs: Sequence[str]
+    agent_files: Sequence[TestsFile], globs: Sequence[str], environment: Path | None = None
 ) -> tuple[TestsFile, ...]:
     """The agent's files that the globs match; UsageError when they match none (a typo
-    would otherwise guard nothing)."""
+    would otherwise guard nothing). `environment`: the --environment dir they come from."""
     try:
         compiled = [compile_glob(glob) for glob in globs]
     except GlobError as error:
@@ -49,11 +52,17 @@ def protected_files(
         for file in agent_files
         if any(glob.matches(file.relative.as_posix()) for glob in compiled)
     )
+    if not matched and environment is not None:
+        listed = ", ".join(file.relative.as_posix() for file in agent_files[:5]) or "none"
+        raise UsageError(
+            f"--protect {','.join(globs)}: matches none of the files {environment}/Dockerfile "
+            f"COPYs into the agent's work dir ({listed}{', ...' if len(agent_files) > 5 else ''})"
+        )
     if not matched:
         raise UsageError(
-            f"--protect {','.join(globs)}: matches no file of the agent's environment/ (put "
-            "the files the agent starts with in DEST/environment/, then run task init again "
-            "with --force)"
+            f"--protect {','.join(globs)}: matches no file of the agent's environment/ (pass "
+            "--environment DIR, or put the files the agent starts with in DEST/environment/ "
+            "and run task init again with --force)"
         )
     return matched
 

@@ -52,29 +52,39 @@ class TestsPlan(NamedTuple):
 
 
 def plan_tests_dir(
-    config: Path, *, leave_out: Iterable[Path] = (), extra: Iterable[TestsFile] = ()
+    config: Path,
+    *,
+    leave_out: Iterable[Path] = (),
+    extra: Iterable[TestsFile] = (),
+    reserved: Iterable[str] = (),
 ) -> TestsPlan:
     """The files of tests/ for eval.yaml `config`: its directory (minus what the module
     docstring says, and minus the dirs in `leave_out`), eval.yaml as `eval.yaml`, and
-    `extra` files. ConfigError when eval.yaml names a file that is missing, outside
-    its directory, or one of the names tests/ reserves."""
+    `extra` files. `reserved`: more top-level names the package uses itself. ConfigError
+    when eval.yaml names a file that is missing, outside its directory, or one of the
+    names tests/ reserves."""
     base = config.resolve().parent
+    reserved_names = RESERVED_TEST_FILES | frozenset(reserved)
     referenced = referenced_files(config, builtin_reference_files)
     for relative in referenced:
-        if len(relative.parts) == 1 and relative.name in RESERVED_TEST_FILES:
+        if relative.parts[0] in reserved_names:
             raise ConfigError(
                 str(config), "", f"references {relative}, a name the task's tests/ dir reserves: "
                 "rename it",
             )  # fmt: skip
     skipped = {path.resolve() for path in leave_out} | {config.resolve()}
     warnings: list[str] = []
+    warned: set[str] = set()
     files = [TestsFile(PurePosixPath(CONFIG_NAME), config)]
-    for relative, source in _walk(base, skipped, warnings):
-        if len(relative.parts) == 1 and relative.name in RESERVED_TEST_FILES:
-            warnings.append(
-                f"{source}: not copied into the task's tests/ ({relative.name} is the "
-                "package's own there); rename it if a judge needs it"
-            )
+    for relative, source in copyable_files(base, warnings, skipped=skipped):
+        if relative.parts[0] in reserved_names:
+            if relative.parts[0] not in warned:
+                warned.add(relative.parts[0])
+                warnings.append(
+                    f"{base / relative.parts[0]}: not copied into the task's tests/ "
+                    f"({relative.parts[0]} is the package's own there); rename it if a judge "
+                    "needs it"
+                )
             continue
         files.append(TestsFile(relative, source))
     files.extend(extra)
@@ -88,16 +98,23 @@ def plan_tests_dir(
     return TestsPlan(tuple(files), tuple(warnings))
 
 
-def _walk(
-    base: Path, skipped: set[Path], warnings: list[str]
+def copyable_files(
+    base: Path,
+    warnings: list[str],
+    *,
+    skipped_dirs: frozenset[str] = SKIPPED_DIRS,
+    skipped_files: tuple[str, ...] = SKIPPED_FILES,
+    skipped: frozenset[Path] | set[Path] = frozenset(),
 ) -> Iterable[tuple[PurePosixPath, Path]]:
-    """(relative path, source) of every file under base to copy, sorted."""
+    """(relative path, source) of every file under base to copy into a package, sorted:
+    not under a dir named in skipped_dirs or in `skipped`, not named like
+    skipped_files; symlinks only to files inside base (a warning for each other)."""
     for current, dirnames, filenames in os.walk(base):
         here = Path(current)
         kept = []
         for name in sorted(dirnames):
             path = here / name
-            if name in SKIPPED_DIRS or path.resolve() in skipped:
+            if name in skipped_dirs or path.resolve() in skipped:
                 continue
             if path.is_symlink():
                 warnings.append(f"{path}: a symlink to a directory, not copied (copy it in)")
@@ -106,7 +123,7 @@ def _walk(
         dirnames[:] = kept
         for name in sorted(filenames):
             path = here / name
-            if any(fnmatch.fnmatch(name, pattern) for pattern in SKIPPED_FILES):
+            if any(fnmatch.fnmatch(name, pattern) for pattern in skipped_files):
                 continue
             if path.resolve() in skipped:
                 continue

@@ -1,0 +1,13 @@
+"""A calculator with two bugs."""
+
+
+def add(a, b):
+    return a + b
+
+
+def subtract(a, b):
+    return a + b
+
+
+def multiply(a, b):
+    return a + b

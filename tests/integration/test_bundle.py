@@ -1,0 +1,145 @@
+"""The verifier as a self-contained layer: /opt/verifier runs on any image.
+
+docker/bundle.sh builds /opt/verifier from Debian's python3 with its own loader,
+libraries, stdlib and dependencies. Here it is copied onto images the verifier could
+meet as a Harbor task's environment and graded with, as `verifier task init
+--environment` packages do (COPY --from=<verifier image> /opt/verifier):
+
+- an image with nothing at all (FROM scratch: no libc, no shell, no Python);
+- an image with its own `python3` on PATH and hostile PYTHON* variables: the verifier
+  ignores both, and a command judge's `python3` is the image's, never the verifier's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import (
+    EXAMPLES,
+    IMAGE,
+    Engine,
+    Mount,
+    RunOptions,
+    grade_mounts,
+    read_reward,
+    shared_dir,
+    shared_file,
+)
+
+pytestmark = pytest.mark.integration
+
+BUNDLED_PYTHON = "/opt/verifier/python/python3.11"
+
+
+@pytest.fixture
+def image_of(engine: Engine, tmp_path: Path):
+    """Build a throwaway image from a Containerfile (and files beside it); removed after."""
+    built: list[str] = []
+
+    def build(containerfile: str, files: dict[str, str] | None = None) -> str:
+        context = tmp_path / f"context-{len(built)}"
+        context.mkdir()
+        (context / "Containerfile").write_text(containerfile)
+        for name, text in (files or {}).items():
+            path = context / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o755)
+        tag = f"localhost/hv-bundle-test:{uuid.uuid4().hex[:12]}"
+        result = engine.build(context, tag)
+        assert result.exit_code == 0, str(result)
+        built.append(tag)
+        return tag
+
+    yield build
+    for tag in built:
+        engine.remove_image(tag)
+
+
+def test_the_verifier_needs_nothing_of_the_image(
+    engine: Engine, image_of, out_dir: Path, host_rewards
+) -> None:
+    """FROM scratch: no libc, no dynamic loader, no shell, no Python; only the layer."""
+    image = image_of(f"FROM scratch\nCOPY --from={IMAGE} /opt/verifier /opt/verifier\n")
+    command = [BUNDLED_PYTHON, "-I", "-m", "verifier", "grade", "--config", "/tests/eval.yaml",
+               "--case", "/case", "--out", "/logs/verifier"]  # fmt: skip
+    result = engine.run(
+        command,
+        mounts=grade_mounts(EXAMPLES / "case-pass", out_dir),
+        options=RunOptions(user="1000680000:0", read_only=True, tmpfs=("/tmp",)),
+        image=image,
+    )
+    assert result.exit_code == 0, str(result)
+    assert read_reward(out_dir) == host_rewards["case-pass"]
+
+
+FAKE_PYTHON = "#!/bin/sh\necho the image python\n"
+HOSTILE_SITE = "raise SystemExit('the image site ran in the verifier')\n"
+PATH_EVAL = """\
+name: which-python
+judges:
+  - name: image_python
+    builtin: command_output_matches
+    arguments: {command: python3, expected: the image python}
+  - name: no_verifier_python
+    builtin: command_succeeds
+    arguments: {command: '! command -v python3.11'}
+"""
+
+
+def test_the_images_python_and_variables_do_not_reach_the_verifier(
+    engine: Engine, image_of, tmp_path: Path, out_dir: Path
+) -> None:
+    """An image's python3 on PATH, PYTHONPATH/PYTHONHOME/PYTHONSTARTUP naming its own
+    site: the verifier runs on its own Python regardless, and the command judge's
+    `python3` is the image's one."""
+    image = image_of(
+        f"FROM {IMAGE}\nUSER root\nCOPY python3 /usr/local/bin/python3\n"
+        "COPY evil/sitecustomize.py /evil/sitecustomize.py\nUSER 1001:0\n",
+        {"python3": FAKE_PYTHON, "evil/sitecustomize.py": HOSTILE_SITE},
+    )
+    config = shared_file(shared_dir(tmp_path / "tests") / "eval.yaml", PATH_EVAL)
+    case = shared_dir(tmp_path / "case")
+    shared_file(case / "notes.txt", "the agent's work\n")
+    hostile = {"PYTHONPATH": "/evil", "PYTHONHOME": "/evil", "PYTHONSTARTUP": "/evil/x.py",
+               "PYTHONSAFEPATH": "", "PYTHONNOUSERSITE": ""}  # fmt: skip
+    result = engine.run(
+        mounts=[Mount(str(case), "/case", read_only=True), Mount(str(out_dir), "/logs/verifier"),
+                Mount(str(config), "/tests/eval.yaml", read_only=True)],
+        options=RunOptions(env=hostile),
+        image=image,
+    )  # fmt: skip
+    assert result.exit_code == 0, str(result)
+    assert read_reward(out_dir)["image_python"] == 1.0
+    assert read_reward(out_dir)["no_verifier_python"] == 1.0
+
+
+CA_EVAL = """\
+name: trust
+judges:
+  - name: trusts_public_cas
+    check: |
+      import os, ssl
+      stats = ssl.create_default_context().cert_store_stats()
+      return stats["x509_ca"] > 100, os.environ.get("SSL_CERT_FILE", "unset")
+"""
+
+
+def test_https_trusts_the_bundles_own_ca_bundle(
+    engine: Engine, tmp_path: Path, out_dir: Path
+) -> None:
+    """The base has no CA certificates (debian:bookworm-slim); LLM judges' HTTPS gets the
+    bundle's own, unless SSL_CERT_FILE names another."""
+    config = shared_file(shared_dir(tmp_path / "tests") / "eval.yaml", CA_EVAL)
+    case = shared_dir(tmp_path / "case")
+    shared_file(case / "a.txt", "x\n")
+    mounts = [Mount(str(case), "/case", read_only=True), Mount(str(out_dir), "/logs/verifier"),
+              Mount(str(config), "/tests/eval.yaml", read_only=True)]  # fmt: skip
+    result = engine.run(mounts=mounts, options=RunOptions.restricted())
+    assert result.exit_code == 0, str(result)
+    assert read_reward(out_dir)["trusts_public_cas"] == 1.0
+    probe = engine.run(["sh", "-c", "ls /etc/ssl/certs 2>&1 | head -1"])
+    assert "No such file" in probe.stdout, str(probe)

@@ -1,0 +1,133 @@
+"""`verifier task init --environment` packages built and graded for real, with podman
+and docker: `verifier task test` passes a good package and fails (exit 9, one line
+saying why) a task that rewards doing nothing or whose solution fails; the verifier's
+image starts with an empty work dir (the case is what Harbor copies in, never merged
+with the environment's own files) and a /tests only root and group 0 can read.
+
+A small environment without a toolchain to install keeps the builds offline and quick;
+tests/harbor runs the Python and Go tasks in real Harbor trials.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import IMAGE, Engine
+from verifier.task import init_task
+
+pytestmark = pytest.mark.integration
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
+DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY . .\n"
+EVAL = """\
+name: answer
+judges:
+  - name: answer
+    builtin: file_contains
+    arguments: {path: answer.txt, text: "42"}
+  - name: cleaned_up
+    description: the agent removed leftover.txt
+    check: return "leftover.txt" not in outputs["files"]
+reward:
+  weights: {answer: 1, cleaned_up: 1}
+  gate: false
+  on_error: zero
+"""
+SOLVED = "#!/bin/bash\nset -e\ncd /app\necho 42 > answer.txt\nrm leftover.txt\n"
+
+
+@pytest.fixture(params=["podman-cli", "docker"])
+def cli(request: pytest.FixtureRequest) -> str:
+    """The engine's command: podman (its CLI) or docker."""
+    fixture = {"podman-cli": "podman_cli_engine", "docker": "docker_engine"}[request.param]
+    engine: Engine = request.getfixturevalue(fixture)
+    return "podman" if engine.name == "podman-cli" else "docker"
+
+
+def package(tmp_path: Path, solve: str = SOLVED) -> Path:
+    source = tmp_path / "source"
+    (source / "environment").mkdir(parents=True)
+    (source / "environment" / "Dockerfile").write_text(DOCKERFILE)
+    (source / "environment" / "answer.txt").write_text("41\n")
+    (source / "environment" / "leftover.txt").write_text("remove me\n")
+    (source / "eval.yaml").write_text(EVAL)
+    dest = init_task(tmp_path / "task", source / "eval.yaml", environment=source / "environment",
+                     image=IMAGE, name="it/answer")  # fmt: skip
+    (dest / "solution" / "solve.sh").write_text(solve)
+    return dest
+
+
+def task_test(cli: str, dest: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([VERIFIER, "task", "test", str(dest), "--engine", cli],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+
+
+def test_task_test_passes_a_package_whose_solution_earns_its_reward(
+    cli: str, tmp_path: Path
+) -> None:
+    done = task_test(cli, package(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-3:] == [
+        "untouched environment: reward 0",
+        "solution: reward 1",
+        "task test: ok (solution 1 = expected 1, untouched 0 < 1)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("solve", "why"),
+    [
+        ("#!/bin/bash\ntrue\n", "task test: FAILED: the solution gets 0, not the expected 1"),
+        ("#!/bin/bash\ncd /app\necho 42 > answer.txt\n",
+         "task test: FAILED: the solution gets 0.5, not the expected 1"),
+        ("#!/bin/bash\necho oops >&2\nexit 3\n", "solve.sh exits 3: oops"),
+    ],
+)  # fmt: skip
+def test_task_test_fails_a_package_that_does_not_teach(
+    cli: str, tmp_path: Path, solve: str, why: str
+) -> None:
+    done = task_test(cli, package(tmp_path, solve))
+    assert done.returncode == 9, done.stdout + done.stderr
+    assert why in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_untouched_environment_that_already_scores_fails(cli: str, tmp_path: Path) -> None:
+    dest = package(tmp_path)
+    done = subprocess.run([VERIFIER, "task", "test", str(dest), "--engine", cli, "--expect", "0"],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 9
+    assert "the solution gets 1, not the expected 0" in done.stderr
+
+
+def test_the_verifier_image_starts_with_an_empty_workdir_and_a_closed_tests(
+    cli: str, tmp_path: Path
+) -> None:
+    dest = package(tmp_path)
+    tag = f"localhost/hv-task-image-test:{uuid.uuid4().hex[:12]}"
+    pull = ["--pull=never"] if cli == "podman" else []
+    built = subprocess.run([cli, "build", *pull, "-t", tag, str(dest / "tests")],
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    try:
+        probe = subprocess.run(
+            [cli, "run", "--rm", "--network", "none", tag, "sh", "-c",
+             "ls -A /app; stat -c '%U %G %a' /tests /tests/eval.yaml; "
+             "id -u; cat /tests/eval.yaml >/dev/null && echo readable"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert probe.returncode == 0, probe.stderr
+        # nothing in /app; /tests root's and group 0's; the image's user 1001 (group 0) reads
+        assert probe.stdout.splitlines() == ["root root 750", "root root 640", "1001", "readable"]
+        other = subprocess.run(
+            [cli, "run", "--rm", "--network", "none", "--user", "65534:65534", tag, "cat",
+             "/tests/eval.yaml"], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert other.returncode != 0 and "Permission denied" in other.stderr
+    finally:
+        subprocess.run([cli, "rmi", "--force", tag], capture_output=True, timeout=120)
