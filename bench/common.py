@@ -18,6 +18,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # The agent's work is a directory (`work/`), as the reference reads outputs.
@@ -51,14 +52,34 @@ def installed_verifier() -> str:
     """The `verifier` of a regular install of this checkout, reinstalled when sources change."""
     sources = sorted([REPO / "pyproject.toml", *(REPO / "verifier").rglob("*.py")])
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
-    stamp = BENCH_VENV / "installed-from"
-    if not stamp.exists() or stamp.read_text() != digest:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(BENCH_VENV)], check=True)
-        subprocess.run(
-            [str(BENCH_VENV / "bin" / "pip"), "install", "--quiet", str(REPO)], check=True
-        )
-        stamp.write_text(digest)
-    return str(BENCH_VENV / "bin" / "verifier")
+    return _installed(BENCH_VENV, REPO, digest)
+
+
+def installed_revision(revision: str) -> tuple[str, str]:
+    """(`verifier` of a regular install of a git revision of this repository, its commit):
+    what a change is measured against side by side (e.g. `main`), in its own venv."""
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", f"{revision}^{{commit}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    venv = REPO / ".cache" / f"bench-venv-{commit[:12]}"
+    if (venv / "installed-from").exists():
+        return str(venv / "bin" / "verifier"), commit
+    with tempfile.TemporaryDirectory(prefix="bench-revision-") as scratch:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit],
+                                 capture_output=True, check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", scratch], input=archive, check=True)
+        return _installed(venv, Path(scratch), commit), commit
+
+
+def _installed(venv: Path, source: Path, stamp_text: str) -> str:
+    stamp = venv / "installed-from"
+    if not stamp.exists() or stamp.read_text() != stamp_text:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(source)],
+                       check=True)  # fmt: skip
+        stamp.write_text(stamp_text)
+    return str(venv / "bin" / "verifier")
 
 
 def reference_tree() -> Path | None:

@@ -1,18 +1,24 @@
-"""Figures for `verifier batch` with an LLM judge: bound by the endpoint, not the CPU count.
+"""Figures for `verifier batch` with an LLM judge: the endpoint's capacity sets the pace.
 
-Generates N cases (default 200) for an eval.yaml with one `llm_rubric` judge, starts
-a local OpenAI-style endpoint (tests/llm_servers.py) that answers every request
-after a fixed latency (default 1 s), and in the same run measures:
+Generates cases for an eval.yaml with one `llm_rubric` judge and starts local
+OpenAI-style endpoints (tests/llm_servers.py) that answer after a fixed latency
+(default 1 s) and serve at most so many requests at once, refusing the rest with a
+429 (the capacity model). In the same run, side by side, it measures this tree's
+`verifier batch --jobs J` (its default: gates that grow up to --llm-concurrency
+512) and the same command of a baseline revision (default `main`, today's fixed
+default of 32 in flight, installed from `git archive` in its own venv):
 
-- `verifier batch --jobs J` (default --llm-concurrency 32, no cache): cases/s, and the
-  requests in flight as the endpoint counted them and as the batch's summary did;
-- one case per CPU, the model of the reference harness and of `verifier batch`
-  before issue 13: `verifier grade` per case, J at a time, over a sample of cases;
-- the rerun of the same batch answered from the response cache (`--force`).
+- against an endpoint serving 256 at once, 1,000 cases: cases/s, the requests in
+  flight at the endpoint's peak, the share it refused;
+- against an endpoint serving 16 at once, 300 cases: the same;
+- one case per CPU (`verifier grade` per case, J at a time, over a sample) and the
+  rerun answered from the response cache, against the large endpoint.
 
-Issue 13's target: at least 25 cases/s for 200 cases against a 1 s endpoint on 2 cores.
+Issue 20's targets: >= 100 cases/s against the 256-request, 1 s endpoint on 2 cores,
+and fewer than 10% of the 16-request endpoint's requests refused.
 
-    python bench/llm_batch.py [--cases 200] [--jobs 2] [--latency 1.0] [--sample 20]
+    python bench/llm_batch.py [--cases 1000] [--small-cases 300] [--jobs 2]
+        [--latency 1.0] [--sample 20] [--baseline main]
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import REPO, installed_verifier
+from common import REPO, installed_revision, installed_verifier
 
 sys.path.insert(0, str(REPO))
 from tests.llm_servers import FakeLLM, client_environment  # the test servers, not a copy
 
-TARGET_CASES_PER_S = 25.0
+TARGET_CASES_PER_S = 100.0
+TARGET_REFUSED = 0.10
+LARGE, SMALL = 256, 16
 EVAL_YAML = """\
 name: bench-llm
 outputs:
@@ -47,12 +55,31 @@ judges:
 
 
 def make_cases(root: Path, count: int) -> Path:
-    cases = root / "cases"
+    cases = root / f"cases-{count}"
     for index in range(count):
         path = cases / f"case-{index:05d}" / "report.md"
         path.parent.mkdir(parents=True)
         path.write_text(f"Case {index}: the parser crashed on empty input; fixed with a guard.\n")
     return cases
+
+
+def endpoint(capacity: int, latency: float) -> FakeLLM:
+    server = FakeLLM("openai").start()
+    server.default = server.grade(score=4)._replace(delay_s=latency)
+    server.capacity = capacity
+    return server
+
+
+class Run:
+    """One `verifier batch` against a fresh endpoint: its figures."""
+
+    def __init__(self, seconds: float, cases: int, summary: dict, server: FakeLLM) -> None:
+        self.rate = cases / seconds
+        self.seconds = seconds
+        self.peak = server.peak_in_service
+        self.sent = len(server.received)
+        self.refused = server.refused / self.sent if self.sent else 0.0
+        self.summary = summary
 
 
 def time_batch(
@@ -68,6 +95,21 @@ def time_batch(
     if summary["graded"] != summary["count"] or summary["cases_with_judge_errors"]:
         raise SystemExit(f"batch did not grade every case cleanly: {completed.stdout}")
     return elapsed, summary
+
+
+def measure(
+    verifier: str, root: Path, cases: Path, capacity: int, latency: float, jobs: int
+) -> Run:
+    server = endpoint(capacity, latency)
+    try:
+        env = {**client_environment(server), "OPENAI_API_KEY": "sk-bench-0123456789abcdef"}
+        out = Path(tempfile.mkdtemp(prefix="out-", dir=root))
+        count = sum(1 for _ in cases.iterdir())
+        seconds, summary = time_batch(verifier, root / "eval.yaml", cases, out, env,
+                                      "--jobs", str(jobs), "--no-llm-cache")  # fmt: skip
+        return Run(seconds, count, summary, server)
+    finally:
+        server.stop()
 
 
 def time_grade_per_cpu(
@@ -92,86 +134,82 @@ def time_grade_per_cpu(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--small-cases", type=int, default=300)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--latency", type=float, default=1.0, help="seconds the endpoint takes")
     parser.add_argument("--sample", type=int, default=20, help="cases graded one per CPU")
+    parser.add_argument("--baseline", default="main", help="the git revision measured beside")
     options = parser.parse_args()
     verifier = installed_verifier()
-    server = FakeLLM("openai").start()
-    server.default = server.grade(score=4)._replace(delay_s=options.latency)
+    baseline, commit = installed_revision(options.baseline)
     load = [os.getloadavg()[0]]
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench-llm-batch-") as scratch:
-            root = Path(scratch)
-            config = root / "eval.yaml"
-            config.write_text(EVAL_YAML)
-            cases = make_cases(root, options.cases)
-            env = {**client_environment(server), "OPENAI_API_KEY": "sk-bench-0123456789abcdef"}
-            jobs = ("--jobs", str(options.jobs))
-            batch_s, summary = time_batch(
-                verifier, config, cases, root / "out", env, *jobs, "--no-llm-cache"
-            )
-            peak_server = server.peak_in_flight
-            server.peak_in_flight = 0
-            per_cpu = time_grade_per_cpu(
-                verifier, config, cases, root / "grade", env, options.jobs, options.sample
-            )
-            peak_per_cpu = server.peak_in_flight
+    runs: dict[tuple[str, int], Run] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-llm-batch-") as scratch:
+        root = Path(scratch)
+        (root / "eval.yaml").write_text(EVAL_YAML)
+        large, small = make_cases(root, options.cases), make_cases(root, options.small_cases)
+        for capacity, cases in ((LARGE, large), (SMALL, small)):
+            for name, command in (("baseline", baseline), ("this", verifier)):
+                runs[name, capacity] = measure(command, root, cases, capacity, options.latency,
+                                               options.jobs)  # fmt: skip
+        server = endpoint(LARGE, options.latency)
+        try:
+            env = client_environment(server)
+            per_cpu = time_grade_per_cpu(verifier, root / "eval.yaml", large, root / "grade",
+                                         env, options.jobs, options.sample)  # fmt: skip
             shutil.rmtree(root / "grade")
-            time_batch(verifier, config, cases, root / "cached", env, *jobs)  # fills the cache
+            jobs = ("--jobs", str(options.jobs))
+            time_batch(verifier, root / "eval.yaml", large, root / "cached", env, *jobs)
             sent = len(server.received)
-            cached_s, cached = time_batch(verifier, config, cases, root / "cached", env, *jobs,
-                                          "--force")  # fmt: skip
+            cached_s, _ = time_batch(verifier, root / "eval.yaml", large, root / "cached", env,
+                                     *jobs, "--force")  # fmt: skip
             if len(server.received) != sent:
                 raise SystemExit("the cached rerun sent requests")
-    finally:
-        server.stop()
+        finally:
+            server.stop()
     load.append(os.getloadavg()[0])
-    report(options, batch_s, summary, peak_server, per_cpu, peak_per_cpu, cached_s, cached, load)
+    report(options, commit, runs, per_cpu, options.cases / cached_s, load)
 
 
 def report(
     options: argparse.Namespace,
-    batch_s: float,
-    summary: dict,
-    peak_server: int,
+    commit: str,
+    runs: dict[tuple[str, int], Run],
     per_cpu: float,
-    peak_per_cpu: int,
-    cached_s: float,
-    cached: dict,
+    cached_rate: float,
     load: list[float],
 ) -> None:
-    n = options.cases
-    rate = n / batch_s
-    llm = summary["llm"]
-    (endpoint,) = llm["endpoints"].values()
     cores = len(os.sched_getaffinity(0))
-    print(
-        f"{n} cases, one llm_rubric judge, endpoint latency {options.latency:g} s, "
-        f"--jobs {options.jobs}, {cores} CPUs"
-    )
-    print(f"{'':44}{'cases/s':>10}{'in flight':>11}")
-    print(f"{'verifier batch (--llm-concurrency 32)':44}{rate:10.1f}{peak_server:11d}")
-    print(f"{'one case per CPU (grade x ' + str(options.jobs) + ' at a time)':44}"
-          f"{per_cpu:10.1f}{peak_per_cpu:11d}")  # fmt: skip
-    print(f"{'verifier batch, rerun from the cache':44}{n / cached_s:10.1f}{0:11d}")
-    print(
-        f"batch: {rate / per_cpu:.1f}x one case per CPU in the same run "
-        f"({n} cases in {batch_s:.2f} s; per CPU: {options.sample} cases, extrapolated)"
-    )
-    print(
-        f"in flight: the endpoint saw at most {peak_server}, the batch's gate counted "
-        f"{endpoint['peak_in_flight']} of {endpoint['capacity']}; {llm['requests']} requests, "
-        f"latency p50 {llm['latency_s']['p50']} s, p99 {llm['latency_s']['p99']} s"
-    )
-    print(
-        f"cached rerun: {cached['llm']['cache_hits']} cache hits, "
-        f"{cached['llm']['requests']} requests, {cached_s:.2f} s; "
-        f"load average {load[0]:.1f} before, {load[1]:.1f} after (other load slows it)"
-    )
-    verdict = "meets" if rate >= TARGET_CASES_PER_S else "MISSES"
-    print(f"target >= {TARGET_CASES_PER_S:.0f} cases/s: {verdict} ({rate:.1f})")
+    labels = {
+        "baseline": f"{options.baseline} {commit[:10]} (fixed 32 in flight)",
+        "this": "this tree (gates grow, ceiling 512)",
+    }
+    print(f"`verifier batch --jobs {options.jobs}`, one llm_rubric judge, endpoint latency "
+          f"{options.latency:g} s, {cores} CPUs, one run each")  # fmt: skip
+    for capacity, count in ((LARGE, options.cases), (SMALL, options.small_cases)):
+        print(f"\nendpoint serving {capacity} at once (429 past it), {count} cases:")
+        print(f"  {'':48}{'cases/s':>9}{'seconds':>9}{'in flight':>11}{'refused':>9}")
+        for name in ("baseline", "this"):
+            run = runs[name, capacity]
+            print(f"  {labels[name]:48}{run.rate:9.1f}{run.seconds:9.1f}{run.peak:11d}"
+                  f"{run.refused:9.1%}")  # fmt: skip
+        this, before = runs["this", capacity], runs["baseline", capacity]
+        gate = next(iter(this.summary["llm"]["endpoints"].values()))
+        print(f"  this tree / {options.baseline}: {this.rate / before.rate:.2f}x the cases/s; "
+              f"its gate: peak {gate['peak_in_flight']}, ended at {gate['limit']}, "
+              f"{gate['throttled']} throttled answers of {this.sent} requests")  # fmt: skip
+    large = runs["this", LARGE]
+    print(f"\none case per CPU (grade x {options.jobs} at a time, {options.sample} cases): "
+          f"{per_cpu:.1f} cases/s, this tree's batch {large.rate / per_cpu:.0f}x that; "
+          f"the rerun from the answer cache: {cached_rate:.0f} cases/s, no request")  # fmt: skip
+    print(f"load average {load[0]:.1f} before, {load[1]:.1f} after (other load slows it)")
+    rate_ok = large.rate >= TARGET_CASES_PER_S
+    refused = runs["this", SMALL].refused
+    print(f"target >= {TARGET_CASES_PER_S:.0f} cases/s against the {LARGE} endpoint: "
+          f"{'meets' if rate_ok else 'MISSES'} ({large.rate:.1f}); < {TARGET_REFUSED:.0%} "
+          f"refused by the {SMALL} endpoint: {'meets' if refused < TARGET_REFUSED else 'MISSES'} "
+          f"({refused:.1%})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ empty, or a `route` that picks the reply by request when several judges run at o
 It counts the requests in flight (`peak_in_flight`), and `gather = N` holds every
 reply until N requests have been in flight at once (or `gather_timeout_s` passes): a
 concurrency bound that is not reached shows as a peak below N, not as a timing.
+
+A capacity model stands in for a real endpoint's limit: with `capacity = N`, at most
+N requests are served at once; one more is refused at once with a 429
+(`over_capacity = "refuse"`, as a rate-limited API or proxy does, `refused` counts
+them; `refusal_headers` may carry a Retry-After) or waits for a free place
+(`"queue"`, as vLLM queues past its batch size, so latency rises).
 """
 
 from __future__ import annotations
@@ -71,6 +77,13 @@ class FakeLLM:
         self.peak_in_flight = 0
         self.gather = 0
         self.gather_timeout_s = 10.0
+        self.capacity = 0  # requests served at once; 0: any number
+        self.over_capacity: Literal["refuse", "queue"] = "refuse"
+        self.refusal_headers: dict[str, str] = {}
+        self.refused = 0
+        self.in_service = 0
+        self.peak_in_service = 0
+        self._service = threading.Condition()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._flight = threading.Condition()
@@ -98,8 +111,9 @@ class FakeLLM:
 
     def stop(self) -> None:
         self.stopping.set()
-        with self._flight:
-            self._flight.notify_all()
+        for condition in (self._flight, self._service):
+            with condition:
+                condition.notify_all()
         self._server.shutdown()
         self._server.server_close()
 
@@ -119,6 +133,25 @@ class FakeLLM:
         with self._flight:
             self.in_flight -= 1
             self.replied.append((time.monotonic(), status))
+
+    def admit(self) -> bool:
+        """A place to serve one more request (False: refused, over capacity)."""
+        with self._service:
+            if self.capacity and self.in_service >= self.capacity:
+                if self.over_capacity == "refuse":
+                    self.refused += 1
+                    return False
+                self._service.wait_for(
+                    lambda: self.in_service < self.capacity or self.stopping.is_set()
+                )
+            self.in_service += 1
+            self.peak_in_service = max(self.peak_in_service, self.in_service)
+            return True
+
+    def release(self) -> None:
+        with self._service:
+            self.in_service -= 1
+            self._service.notify()
 
     def queue(self, *replies: Reply) -> FakeLLM:
         self.script.extend(replies)
@@ -226,9 +259,13 @@ def _handler(server: FakeLLM) -> type[BaseHTTPRequestHandler]:
             received = Received(self.path, headers, body, time.monotonic())
             server.received.append(received)
             server.arrive()
-            status, answered = 0, False
+            status, answered, admitted = 0, False, False
             try:
                 reply = server.problem(self.path, headers, body)
+                if reply is None:
+                    admitted = server.admit()
+                    if not admitted:
+                        reply = server.error(429, "over capacity", server.refusal_headers)
                 if reply is None and server.route is not None:
                     reply = server.route(received)
                 reply = reply or server.next_reply()
@@ -239,12 +276,17 @@ def _handler(server: FakeLLM) -> type[BaseHTTPRequestHandler]:
                     return
                 if reply.delay_s:
                     server.stopping.wait(reply.delay_s)
+                if admitted:
+                    server.release()
+                    admitted = False
                 server.depart(status)  # before the client can see the answer and ask again
                 answered = True
                 self._send(reply)
             except (BrokenPipeError, ConnectionResetError):  # the client is gone (killed)
                 self.close_connection = True
             finally:
+                if admitted:
+                    server.release()
                 if not answered:
                     server.depart(status)
 
@@ -279,7 +321,7 @@ def client_environment(*servers: FakeLLM) -> dict[str, str]:
 
 
 class _Server(ThreadingHTTPServer):
-    request_queue_size = 256  # dozens of clients connect at once; the default backlog is 5
+    request_queue_size = 1024  # hundreds of clients connect at once; the default backlog is 5
 
 
 def serve(style: Style) -> Iterator[FakeLLM]:

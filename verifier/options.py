@@ -28,7 +28,7 @@ DEFAULT_WORKDIR = "/app"
 DEFAULT_MEMORY_MB = 2048
 MAX_MEMORY_MB = 1024 * 1024  # 1 TiB: beyond it a limit in bytes stops meaning anything
 DEFAULT_LLM_PARALLEL = 4
-DEFAULT_LLM_CONCURRENCY = 32
+DEFAULT_LLM_CONCURRENCY = 512  # a ceiling: a batch's gates grow towards it (judges/llm/gate)
 DEFAULT_LLM_CACHE_MB = 1024
 VERIFIER_NETWORKS = ("auto", "no-network", "public")
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
@@ -49,6 +49,28 @@ def parse_positive_int(text: str) -> int:
     if value < 1:
         raise ValueError(f"{value} must be at least 1")
     return value
+
+
+def _parse_number(
+    text: str, accept: Callable[[float], bool], problem: str, what: str = "a number"
+) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not {what}") from None
+    if not accept(value):
+        raise ValueError(f"{text} {problem}")
+    return value
+
+
+def parse_positive_number(text: str) -> float:
+    return _parse_number(text, lambda v: 0 < v < float("inf"), "must be a finite number above 0")
+
+
+def parse_agreement(text: str) -> float:
+    return _parse_number(
+        text, lambda v: -1 <= v <= 1, "must be from -1 to 1 (Spearman's rho, Cohen's kappa)"
+    )
 
 
 def parse_memory_mb(text: str) -> int:
@@ -118,13 +140,8 @@ def parse_reward_keys(text: str) -> tuple[str, ...] | None:
 
 def parse_seconds(text: str) -> float:
     """A positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{text!r} must be a positive number of seconds")
-    return value
+    return _parse_number(text, lambda v: 0 < v < float("inf"),
+                         "must be a positive number of seconds", "a number of seconds")  # fmt: skip
 
 
 def parse_fraction(text: str) -> float:
@@ -212,7 +229,8 @@ OPTIONS: dict[str, Option] = {
         Option("no_llm", ("--no-llm",), "skip LLM judges (skipped records), for dry runs",
                parse_bool, "VERIFIER_NO_LLM", False, is_flag=True),
         Option("llm_concurrency", ("--llm-concurrency",),
-               "LLM requests in flight at once, per endpoint, shared by every case",
+               "the most LLM requests in flight per endpoint, shared by every case: a "
+               "ceiling, under which the batch finds the endpoint's pace",
                parse_positive_int, "VERIFIER_LLM_CONCURRENCY", DEFAULT_LLM_CONCURRENCY,
                metavar="N"),
         Option("llm_cache", ("--llm-cache",), "keep model answers in DIR and reuse them",
@@ -221,6 +239,19 @@ OPTIONS: dict[str, Option] = {
                parse_bool, "VERIFIER_NO_LLM_CACHE", False, is_flag=True),
         Option("llm_cache_mb", ("--llm-cache-mb",), "size bound of the answer cache, in MiB",
                parse_positive_int, "VERIFIER_LLM_CACHE_MB", DEFAULT_LLM_CACHE_MB, metavar="N"),
+        Option("max_cost_usd", ("--max-cost-usd",),
+               "stop handing out cases once the LLM judges' requests have cost this much "
+               "(USD, by the price table); the cases begun still finish",
+               parse_positive_number, "VERIFIER_MAX_COST_USD", metavar="USD"),
+        Option("calibrate", ("--calibrate",),
+               "report each labelled judge's agreement with human labels (Spearman for "
+               "scores, Cohen's kappa for pass/fail)", is_flag=True, default=False),
+        Option("labels", ("--labels",),
+               "the human labels, {case: {judge: label}} (YAML/JSON); else the dataset's "
+               "`labels` annotation", parse_path, metavar="FILE"),
+        Option("min_agreement", ("--min-agreement",),
+               "with --calibrate: fail the run (exit 7) when a labelled judge agrees less",
+               parse_agreement, metavar="X"),
         Option("keep_errors", ("--keep-errors",),
                "do not re-grade cases graded with this config whose judges errored",
                is_flag=True, default=False),
@@ -350,7 +381,8 @@ COMMANDS: dict[str, Command] = {
             "Grade every case under --cases in parallel workers; resumable, shardable.",
             ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "reward_keys",
              "deadline", "write_back", "memory_mb", "llm_concurrency", "no_llm", "llm_cache",
-             "no_llm_cache", "llm_cache_mb", "termination_log", "debug"),
+             "no_llm_cache", "llm_cache_mb", "max_cost_usd", "calibrate", "labels",
+             "min_agreement", "termination_log", "debug"),
             required=("cases", "out"),
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
@@ -407,6 +439,10 @@ class Options(NamedTuple):
     llm_cache: Path | None = None
     no_llm_cache: bool = False
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
+    max_cost_usd: float | None = None
+    calibrate: bool = False
+    labels: Path | None = None
+    min_agreement: float | None = None
     keep_errors: bool = False
     reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
     deadline: float | None = None

@@ -135,11 +135,13 @@ def reward_details(grading: Grading) -> dict[str, Any]:
     One row per judge: {kind, score, criteria: [{name, value, weight, raw, reasoning?,
     error?}], warnings?, judge?}: score is the judge's normalized contribution when the
     reward has one, else its value (0.0 when it has none); weight is the weight it has
-    in the composition (composition_weights). Before them, the composition row,
-    `reward`: a rewardkit group {kind: group, score: the reward, aggregation: how the
-    reward was composed, threshold: null, components: each judge with its weight and
-    a short copy of its row}, so `harbor view`, which lists the rows in the file's
-    order, shows the reward first and how it came about. See docs/harbor.md.
+    in the composition (composition_weights); an LLM judge with criteria lists each of
+    them instead (its value in [0, 1], weight and verdict). Before them, the
+    composition row, `reward`: a rewardkit group {kind: group, score: the reward,
+    aggregation: how the reward was composed, threshold: null, components: each judge
+    with its weight and a short copy of its row}, so `harbor view`, which lists the
+    rows in the file's order, shows the reward first and how it came about. See
+    docs/harbor.md.
     """
     weights = composition_weights(grading)
     rows: dict[str, Any] = {}
@@ -147,7 +149,8 @@ def reward_details(grading: Grading) -> dict[str, Any]:
     for result in grading.results:
         row = _judge_row(grading, result, weights[result.name])
         rows[result.name] = row
-        criterion = {key: row["criteria"][0][key] for key in ("name", "value", "weight", "raw")}
+        criterion = {"name": result.name, "value": row["score"], "weight": weights[result.name],
+                     "raw": result.value}  # fmt: skip
         short = {"kind": row["kind"], "score": row["score"], "criteria": [criterion]}
         components.append({"name": result.name, "weight": weights[result.name], "detail": short})
     composition = grading.composition
@@ -192,7 +195,14 @@ def _judge_row(grading: Grading, result: JudgeResult, weight: float) -> dict[str
         criterion["reasoning"] = str(result.rationale)
     if result.error:
         criterion["error"] = str(result.error)
-    row: dict[str, Any] = {"kind": result.kind, "score": score, "criteria": [criterion]}
+    criteria = [criterion]
+    if isinstance(result.details.get("criteria"), list):  # an LLM judge's criteria, each
+        criteria = [
+            {"name": row["name"], "value": row["value"], "weight": row["weight"],
+             "raw": row["verdict"], **({"reasoning": row["rationale"]} if row["rationale"] else {})}
+            for row in result.details["criteria"]
+        ]  # fmt: skip
+    row: dict[str, Any] = {"kind": result.kind, "score": score, "criteria": criteria}
     if result.status.value != "ok":
         row["warnings"] = [f"status: {result.status.value}"]
     if isinstance(result.details.get("model"), str):

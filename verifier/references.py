@@ -1,8 +1,8 @@
 """What an eval.yaml depends on: the files beside it that grading reads.
 
 Judge `module:`s (and the local modules they import), `prompt_file:`s, `context:`
-files, builtin arguments that name reference files, a top-level `annotations:` path
-and the dataset, relative to eval.yaml's directory.
+files, an LLM judge's `prices:` file, builtin arguments that name reference files, a
+top-level `annotations:` path and the dataset, relative to eval.yaml's directory.
 A Harbor task package copies them and a batch's resume key hashes them, so both
 agree on what "the config" is.
 """
@@ -31,8 +31,9 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
 
     Judge `module:` (dotted `a.b` -> `a/b.py` or the package dir `a/b/`, with the
     parent packages' `__init__.py`, plus the local modules they import), `prompt_file:`,
-    `context:` files, the reference files of `builtin:` judges (which arguments those
-    are, builtin_files says: the builtin registry knows), top-level `annotations:` and
+    `context:` files, `prices:` when it names a file, the reference files of `builtin:`
+    judges (which arguments those are, builtin_files says: the builtin registry knows),
+    top-level `annotations:` and
     `task_input:` when they are paths, the trusted task input `input.yaml` beside
     eval.yaml when there is one, and the `dataset.path` dir.
     """
@@ -66,9 +67,10 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
         module = judge.get("module")
         if isinstance(module, str):
             modules.extend(_module_files(base, module, source, f"{key}.module"))
-        prompt_file = judge.get("prompt_file")
-        if isinstance(prompt_file, str):
-            found.add(_local_path(base, prompt_file, source, f"{key}.prompt_file"))
+        for file_key in ("prompt_file", "prices"):  # an LLM judge's prices may be a file
+            named = judge.get(file_key)
+            if isinstance(named, str):
+                found.add(_local_path(base, named, source, f"{key}.{file_key}"))
         arguments = judge.get("arguments")
         if isinstance(judge.get("builtin"), str) and isinstance(arguments, dict):
             for path in builtin_files(judge["builtin"], arguments):

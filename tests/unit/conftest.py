@@ -5,9 +5,11 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.llm_judging import judge_maker, set_llm_env
 from tests.llm_servers import FakeLLM, serve
 from verifier.config import EvalConfig
 from verifier.grading import load_eval
@@ -24,6 +26,22 @@ def openai_server() -> Iterator[FakeLLM]:
 def llm_server(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
     """Each test that takes it runs against both wire formats."""
     yield from serve(request.param)
+
+
+@pytest.fixture
+def llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fast LLM retries and timeouts; no key, model or proxy from this environment."""
+    set_llm_env(monkeypatch)
+
+
+@pytest.fixture
+def judge_of(
+    write_config: Callable[..., Path],
+    make_case: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[..., Callable[[], Any]]:
+    """judge_of(server, judge_yaml, files=...) -> a no-argument call grading the case."""
+    return judge_maker(write_config, make_case, monkeypatch)
 
 
 @pytest.fixture

@@ -105,14 +105,17 @@ def test_all_cases_share_one_bound_per_endpoint_and_fill_it(tmp_path: Path, styl
     assert llm["tokens"] == {"judge-m": {"input": 321 * 24, "output": 12 * 24}}
     assert set(llm["latency_s"]) == {"p50", "p90", "p99", "max"}
     (figures,) = llm["endpoints"].values()
-    assert figures == {"capacity": 6, "peak_in_flight": 6, "throttled": 0}
+    assert figures["capacity"] == figures["peak_in_flight"] == figures["limit"] == 6
+    assert figures["throttled"] == 0 and figures["baseline_latency_s"] > 0
     assert "llm_requests=24 cache_hits=0" in completed.stdout
     quality = judges_of(tmp_path, "case-007")["quality"]
     assert quality["value"] == 4.0 and quality["cached"] is False
     assert quality["model"] == "judge-m" and quality["usage"]["input_tokens"] == 321
     table = (tmp_path / "out" / ".batch" / "summary.csv").read_text().splitlines()
-    assert table[0].endswith("requests,cache_hits,input_tokens,output_tokens,timed_out_judges")
-    assert table[1].endswith(",1,0,321,12,")
+    assert table[0].endswith(
+        "requests,cache_hits,input_tokens,output_tokens,timed_out_judges,cost_usd"
+    )
+    assert table[1].endswith(",1,0,321,12,,")  # judge-m has no price: its cost is unknown
 
 
 def test_each_endpoint_has_its_own_bound(

@@ -228,3 +228,48 @@ def test_an_unusable_llm_cache_dir_is_exit_4(
     assert completed.returncode == 4
     assert "the LLM answer cache cannot be created" in completed.stderr
     assert not (layout["out"] / "reward.json").exists()
+
+
+def test_criteria_a_panel_and_the_guard_through_grade(
+    openai_server: FakeLLM, layout: dict[str, Path]
+) -> None:
+    """One judge with every new key, graded by the real command in its judge process: two
+    models answer each criterion in one request each; judges.json, reward-details.json and
+    reward.json carry the verdicts, the members, the guard and the cost."""
+    layout["config"].write_text(
+        textwrap.dedent("""
+        name: llm-e2e
+        outputs: [report.md]
+        judges:
+          - name: review
+            llm_rubric: Grade the report.
+            panel: [openai/gpt-4o, openai/gpt-4o-mini]
+            guard: flag
+            criteria:
+              - {name: fixed, description: 'Does it say how it was fixed?'}
+              - {name: clarity, description: 'How clear is it?', type: likert, weight: 3}
+        """)
+    )
+
+    def route(request: Received) -> Reply:
+        clarity = 5 if request.body["model"] == "gpt-4o" else 3
+        entries = {"fixed": {"rationale": "it does", "score": True},
+                   "clarity": {"rationale": "fine", "score": clarity}}  # fmt: skip
+        return openai_server.grade(criteria=entries)
+
+    openai_server.route = route
+    completed = grade(layout, openai_server)
+    assert completed.returncode == 0, completed.stderr
+    assert len(openai_server.received) == 2
+    review = per_judge(layout)["review"]
+    assert review["status"] == "ok" and review["panel_aggregate"] == "median"
+    # per criterion over the two members: fixed 1.0; clarity the lower median of 1.0 and
+    # 0.5 (a Likert criterion's scale is its points: an even panel stays on one)
+    assert review["value"] == pytest.approx((1.0 + 3 * 0.5) / 4)
+    assert [m["model"] for m in review["panel"]] == ["gpt-4o", "gpt-4o-mini"]
+    assert review["guard"] == {"flagged": False, "on_detect": "flag", "findings": []}
+    expected_cost = (321 * 2.5 + 12 * 10 + 321 * 0.15 + 12 * 0.6) / 1e6
+    assert review["cost_usd"] == pytest.approx(expected_cost)
+    details = json.loads((layout["out"] / "reward-details.json").read_text())
+    assert [c["name"] for c in details["review"]["criteria"]] == ["fixed", "clarity"]
+    assert json.loads((layout["out"] / "reward.json").read_text())["review"] == review["value"]

@@ -11,14 +11,12 @@ import functools
 import json
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.llm_judging import KEY, model_for
 from tests.llm_servers import FakeLLM, Received, Reply
-from verifier.case import read_case
 from verifier.errors import ConfigError
 from verifier.grading import grade, load_eval
 from verifier.judges.base import JudgeAnswer
@@ -26,55 +24,7 @@ from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.judge import LLMJudgeError
 from verifier.results import Status
 
-FAST = {
-    "VERIFIER_LLM_REQUEST_TIMEOUT": "2",
-    "VERIFIER_LLM_BACKOFF": "0.01",
-    "VERIFIER_LLM_MAX_WAIT": "0.3",
-}
-KEY = "sk-unit-test-0123456789abcdefghijklmnop"
-
-
-@pytest.fixture(autouse=True)
-def fast_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in FAST.items():
-        monkeypatch.setenv(name, value)
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "EVAL_JUDGE_MODEL",
-                 "VERIFIER_LLM_RETRIES", "VERIFIER_LLM_TEMPERATURE", "VERIFIER_LLM_OUTPUT",
-                 "VERIFIER_LLM_MAX_CASE_CHARS", "http_proxy", "https_proxy", "HTTP_PROXY",
-                 "HTTPS_PROXY"):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
-
-
-def model_for(server: FakeLLM) -> str:
-    return f"{server.style}/judge-model"
-
-
-@pytest.fixture
-def judge_of(
-    write_config: Callable[[str], Path],
-    make_case: Callable[..., Path],
-    monkeypatch: pytest.MonkeyPatch,
-) -> Callable[..., Callable[[], Any]]:
-    """judge_of(server, judge_yaml, files=...) -> a no-argument call grading the case."""
-    counter = iter(range(1000))
-
-    def build(
-        server: FakeLLM, judge: str, files: dict[str, str] | None = None, top: str = ""
-    ) -> Callable[[], Any]:
-        for name, value in server.env.items():
-            monkeypatch.setenv(name, value)
-        config = write_config(
-            f"name: t\n{top}outputs:\n  - path: report.md\njudges:\n"
-            + "\n".join("  " + line for line in judge.strip().splitlines())
-            + "\n",
-            name=f"eval{next(counter)}.yaml",
-        )
-        loaded = load_eval(config)
-        case = make_case(files or {"report.md": "The bug is fixed.\n"}, name=f"case{next(counter)}")
-        record = read_case(case, loaded.config.outputs, loaded.config.annotations).record
-        return functools.partial(loaded.judges[0].call, record)
-
-    return build
+pytestmark = pytest.mark.usefixtures("llm_env")
 
 
 def with_cache(judge: functools.partial, cache: ResponseCache) -> functools.partial:
@@ -725,3 +675,33 @@ def test_only_arguments_and_annotations_print_unfenced(openai_server: FakeLLM, j
         openai_server, prompt_judge(openai_server, template), top="annotations: {note: hello}\n"
     )()
     assert openai_server.received[0].user.startswith("A: Output:  N: hello C: {3")
+
+
+# --- single-model judges: as before the criteria, panels, guard and prices -----------
+
+
+def test_a_single_model_judge_asks_and_records_as_before(
+    openai_server: FakeLLM, judge_of, tmp_path: Path
+) -> None:
+    """Its request, its cache key's recipe and its judges.json fields are what they were;
+    cost_usd (and cost_note without a price) is all that was added."""
+    openai_server.queue(openai_server.grade(score=4))
+    call = judge_of(openai_server, rubric(openai_server))
+    cache = ResponseCache(tmp_path / "cache", 1 << 20)
+    verdict = with_cache(call, cache)()
+    (request,) = openai_server.received
+    assert set(request.body) == {"model", "messages", "max_tokens", "temperature", "tools",
+                                 "tool_choice"}  # fmt: skip
+    schema = request.body["tools"][0]["function"]["parameters"]
+    assert schema["required"] == ["rationale", "score"] and set(schema["properties"]) == {
+        "rationale", "score"}  # fmt: skip
+    assert "criteria" not in request.system and "grader_directed" not in request.system
+    nonce = re.search(r"<case-material-([0-9a-f]+)>", request.system).group(1)
+    fields = {"provider": "openai", "url": f"{openai_server.url}/chat/completions",
+              "model": "judge-model", "output_mode": "tool", "sample": 0}  # fmt: skip
+    (stored,) = (tmp_path / "cache").rglob("*.json")
+    assert stored.stem == ResponseCache.key(fields, request.body, nonce)
+    assert set(verdict.details) == {
+        "model", "provider", "endpoint", "truncated", "latency_s", "attempts", "usage",
+        "samples", "cached", "answer_format", "cost_usd", "cost_note",
+    }  # fmt: skip

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.llm_servers import FakeLLM, serve
 from verifier.errors import ConfigError
@@ -242,3 +243,37 @@ def test_a_filter_block_with_constant_arguments_is_allowed(
         "prompt: '{% filter indent(2) %}{{ stdout }}{% endfilter %}'\nmodel: m",
     )
     assert result.value == 3.0
+
+
+# --- the new keys: the loader and `verifier schema` agree --------------------------
+
+NEW_KEYS = [
+    ("judges:\n  - {name: a, model: m, criteria: [{description: 'ok?'}]}\n", True),
+    ("judges:\n  - {name: a, model: m, llm_rubric: x, criteria: [{description: 'ok?', type: likert, points: 3, weight: 2, negate: true}], aggregate: all_pass}\n", True),
+    ("judges:\n  - {name: a, model: m, criteria: [{description: x, type: rubric, levels: [a, b], id: r1, optional: true}], aggregate: threshold, threshold: 0.7}\n", True),
+    ("judges:\n  - {name: a, llm_rubric: x, panel: [m1, m2], aggregate: majority}\n", True),
+    ("judges:\n  - {name: a, llm_rubric: x, panel: {models: [m1, {model: m2, provider: vllm}], aggregate: min}}\n", True),
+    ("judges:\n  - {name: a, model: m, llm_rubric: x, guard: zero}\n", True),
+    ("judges:\n  - {name: a, model: m, llm_rubric: x, guard: {on_detect: flag, ask_model: true}}\n", True),
+    ("judges:\n  - {name: a, model: m, llm_rubric: x, prices: {m: {input: 1, output: 2.5}}}\n", True),
+    ("judges:\n  - {name: a, model: m, criteria: []}\n", False),
+    ("judges:\n  - {name: a, model: m, criteria: [{name: x}]}\n", False),
+    ("judges:\n  - {name: a, model: m, criteria: [{description: x, files: [a.py]}]}\n", False),
+    ("judges:\n  - {name: a, model: m, criteria: [{description: x, bogus: 1}]}\n", False),
+    ("judges:\n  - {name: a, llm_rubric: x, panel: [m1]}\n", False),
+    ("judges:\n  - {name: a, llm_rubric: x, model: m, panel: [m1, m2]}\n", False),
+    ("judges:\n  - {name: a, model: m, llm_rubric: x, guard: block}\n", False),
+    ("judges:\n  - {name: a, model: m, llm_rubric: x, aggregate: weighted_sum}\n", False),
+    ("judges:\n  - {name: a, model: m, llm_rubric: x, prices: {m: {input: -1, output: 2}}}\n", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "valid"), NEW_KEYS)
+def test_the_loader_and_the_schema_agree_on_the_new_keys(
+    tmp_path: Path, text: str, valid: bool
+) -> None:
+    from tests.unit.test_schema import loader_problems, schema_accepts
+
+    problems = loader_problems(tmp_path, text)
+    assert (problems == []) is valid, problems
+    assert schema_accepts(yaml.safe_load(text)) is valid

@@ -179,7 +179,8 @@ def test_a_throttle_halves_the_gate_once_per_pause_and_successes_restore_it() ->
     assert not gate.enter(time.monotonic() + 0.01)  # paused past this deadline
     assert gate.enter(time.monotonic() + 1.0)  # waits out the pause, then enters
     assert gate.paused_until <= time.monotonic()
-    gate.leave()
+    for _ in range(3):  # the gate in use: four in flight
+        assert gate.enter(time.monotonic() + 1.0)
     for _ in range(4):
         gate.succeeded()
     assert gate.limit == 5  # one more after `limit` successes

@@ -156,12 +156,22 @@ def test_the_package_has_a_step_per_step(tmp_path: Path, suite: Path) -> None:
     config = tomllib.loads((task / "task.toml").read_text())
     assert config["schema_version"] == "1.4"
     assert config["multi_step_reward_strategy"] == "final"
+    # Each step's verifier has its own time (Harbor reads the step's): its judges' 60 s
+    # each plus 30 s to write is the deadline, 60 s more Harbor's timeout (task/settings.py).
     assert config["steps"] == [
-        {"name": "plan", "verifier": {"env": {"VERIFIER_STEP": "plan"}}},
+        {"name": "plan", "verifier": {"timeout_sec": 210.0,
+                                      "env": {"VERIFIER_STEP": "plan", "VERIFIER_DEADLINE": "150"}}},
         {"name": "build", "agent": {"timeout_sec": 300.0},
-         "verifier": {"env": {"VERIFIER_STEP": "build"}}},
+         "verifier": {"timeout_sec": 330.0,
+                      "env": {"VERIFIER_STEP": "build", "VERIFIER_DEADLINE": "270"}}},
     ]  # fmt: skip
-    assert config["verifier"]["env"] == {"VERIFIER_CASE": "/app"}
+    # The final step's LLM judge (Anthropic) reaches its endpoint, and only that host.
+    assert config["verifier"]["env"] == {
+        "VERIFIER_CASE": "/app",
+        "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY": "${ANTHROPIC_API_KEY}",
+    }
+    assert config["verifier"]["allowed_hosts"] == ["api.anthropic.com"]
     assert (
         task / "steps/plan/instruction.md"
     ).read_text() == "Write your plan to reach 42 into plan.md\n"

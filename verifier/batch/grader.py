@@ -35,7 +35,7 @@ from verifier.batch.summary import COUNTS, CaseOutcome, CaseStatus
 from verifier.engine import Limits, run_judges
 from verifier.errors import ConfigError, VerifierError
 from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
-from verifier.judges.base import Pool, PreparedJudge, Record
+from verifier.judges.base import Pool, PreparedJudge, Record, interpret
 from verifier.judges.builtins import builtin_reference_files
 from verifier.named import NamedTuple
 from verifier.options import ALL_REWARD_KEYS
@@ -125,7 +125,9 @@ class CaseGrader(NamedTuple):
             write_outputs(out, grading, durable=False, reward_keys=self.reward_keys)
         except Exception as error:
             return self._failed(pending.name, out, error, pending.started)
-        counts = {name: sum(getattr(judged.spend, name) for judged in done) for name in COUNTS}
+        spends = [spend for judged in done for spend in judged.spends]
+        counts = {name: sum(getattr(spend, name) for spend in spends) for name in COUNTS}
+        costs = [spend.cost_usd for spend in spends]
         outcome = CaseOutcome(
             pending.name,
             CaseStatus.REWARDED,
@@ -136,6 +138,7 @@ class CaseGrader(NamedTuple):
             ),
             seconds=time.monotonic() - pending.started,
             **counts,
+            cost_usd=None if None in costs else sum(costs),  # type: ignore[arg-type]
         )
         write_marker(out, self.config_hash, outcome, pending.fingerprint)
         return outcome
@@ -180,8 +183,9 @@ def _llm_task(
     index: int, prepared: PreparedJudge, judge: LLMJudge, record: Record, deadline: float | None
 ) -> LLMTask | JudgeResult:
     """An LLM judge's prompt for the LLM stage, or its result when it needs no request:
-    skipped by its `if:`, or a prompt that failed, or took the judge's whole timeout, to
-    build (the worker is single-threaded, so an alarm bounds it)."""
+    skipped by its `if:`, its lowest value for a case fact or by its guard, or a prompt
+    that failed, or took the judge's whole timeout, to build (the worker is
+    single-threaded, so an alarm bounds it)."""
     from verifier.batch.llm import LLMTask
     from verifier.judges.llm.judge import LLMJudgeError
 
@@ -202,6 +206,11 @@ def _llm_task(
             except Exception as error:
                 return result(Status.ERROR, error=f"if: {type(error).__name__}: {error}")
             prompt = judge.prompt(record)
+            screening = judge.screen(prompt)
+            answer = judge.unasked(prompt, screening)
+            if answer is not None:  # nothing to send: the judge's lowest value
+                value, rationale = interpret(answer, config)
+                return result(Status.OK, value=value, rationale=rationale, details=answer.details)
     except _TimeUp:
         seconds = f"{config.timeout_s:g}s"
         return result(Status.TIMEOUT, error=f"timed out after {seconds} (judge timeout)")
@@ -210,11 +219,7 @@ def _llm_task(
     except Exception as error:  # a bug in building one prompt errs that judge, not the case
         return result(Status.ERROR, error=f"internal error building the prompt: "
                                           f"{type(error).__name__}: {error}")  # fmt: skip
-    if prompt.case_fact is not None:  # nothing to send: the judge's lowest value
-        answer = judge.lowest(prompt, prompt.case_fact)
-        return result(Status.OK, value=answer.value, rationale=answer.rationale,
-                      details=answer.details)  # fmt: skip
-    return LLMTask(index, prompt, time.monotonic() - started, deadline)
+    return LLMTask(index, prompt, time.monotonic() - started, deadline, screening)
 
 
 @contextlib.contextmanager

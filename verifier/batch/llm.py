@@ -4,10 +4,14 @@ A worker that has run a case's CPU judges and built its LLM judges' prompts hand
 them to the parent, which passes them here and gives the worker its next case: a
 case waiting on a model holds no CPU slot. This is one process, forked by the
 parent before any thread exists anywhere (the parent never starts a thread, so it
-can keep forking workers), holding for each endpoint URL `capacity` threads that
-each send one request at a time through the endpoint's Gate: at most `capacity`
-requests in flight per endpoint, one backoff per endpoint (a 429 or 503 slows every
-request to it), one response cache and one memory of what each model rejects.
+can keep forking workers), holding for each endpoint URL a lane: its queue of
+requests and as many threads, each sending one request at a time, as the endpoint's
+Gate lets in flight. The gate starts at START_IN_FLIGHT and grows while the endpoint
+keeps up, up to `capacity` (--llm-concurrency), a ceiling (verifier.judges.llm.gate);
+one backoff per endpoint (a 429 or 503 slows every request to it), one response
+cache and one memory of what each model rejects. Each finished case goes back with
+what the gates allow in flight now, which bounds how many cases the parent keeps
+waiting here.
 
 A judge's samples are queued together and asked side by side; its timeout, its
 whole budget, runs from when its first sample is sent, less the time its prompt
@@ -30,7 +34,8 @@ from verifier.batch.processes import fork, reap
 from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, interpret
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client
-from verifier.judges.llm.gate import GateFigures
+from verifier.judges.llm.gate import Gate, GateFigures
+from verifier.judges.llm.guard import Screening
 from verifier.judges.llm.judge import LLMJudge, Sample, Spend
 from verifier.judges.llm.prompt import Prompt
 from verifier.named import NamedTuple
@@ -39,27 +44,35 @@ from verifier.results import JudgeResult, Status
 
 class LLMTask(NamedTuple):
     """One LLM judge of one case: judge `index` in the config, its prompt, the seconds
-    building it took (already spent of the judge's budget), and the case's deadline
+    building it took (already spent of the judge's budget), the case's deadline
     (`--deadline`, a time.monotonic() instant: the clock is the machine's, shared by
-    the worker that set it and this process)."""
+    the worker that set it and this process), and what its guard found."""
 
     index: int
     prompt: Prompt
     prompt_s: float
     deadline: float | None = None
+    screening: Screening | None = None
 
 
 class LLMDone(NamedTuple):
-    """A judge's result, and what its requests cost."""
+    """A judge's result, and what its requests cost (one Spend per model it asked)."""
 
     index: int
     result: JudgeResult
-    spend: Spend
+    spends: tuple[Spend, ...]
+
+
+START_IN_FLIGHT = 16  # a gate's first limit: small enough for a small endpoint's first wave
 
 
 class LLMSettings(NamedTuple):
-    capacity: int  # requests in flight per endpoint
+    capacity: int  # requests in flight per endpoint, at most (--llm-concurrency)
     cache: ResponseCache | None
+
+    @property
+    def start(self) -> int:
+        return min(START_IN_FLIGHT, self.capacity)
 
 
 class LLMStage:
@@ -78,8 +91,9 @@ class LLMStage:
     def submit(self, case: str, tasks: tuple[LLMTask, ...]) -> None:
         self.conn.send((case, tasks))
 
-    def receive(self) -> tuple[str, tuple[LLMDone, ...]] | dict[str, GateFigures] | None:
-        """A finished case, the endpoints' figures (the reply to `finish`), or None (gone)."""
+    def receive(self) -> tuple[str, tuple[LLMDone, ...], int] | dict[str, GateFigures] | None:
+        """A finished case (with what every gate allows in flight now), the endpoints'
+        figures (the reply to `finish`), or None (gone)."""
         try:
             return self.conn.recv()
         except (EOFError, OSError):
@@ -101,34 +115,61 @@ class LLMStage:
 def _serve(conn: Channel, judges: Mapping[int, PreparedJudge], settings: LLMSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the batch stops
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    client = Client(settings.capacity, settings.cache)
+    client = Client(settings.capacity, settings.cache, initial=settings.start)
     sending = threading.Lock()
-    queues: dict[str, queue.SimpleQueue[tuple[_JudgeRun, int]]] = {}
+    lanes: dict[str, _Lane] = {}
 
-    def reply(message: Any) -> None:
+    def reply(name: str, done: tuple[LLMDone, ...]) -> None:
+        allowed = sum(lane.gate.limit for lane in list(lanes.values()))
         with sending:
-            conn.send(message)
-
-    def serve_endpoint(work: queue.SimpleQueue[tuple[_JudgeRun, int]]) -> None:
-        while True:
-            run, index = work.get()
-            run.ask(client, index)
+            conn.send((name, done, allowed))
 
     while (message := conn.recv()) is not None:
         name, tasks = message
         case = _CaseRun(name, len(tasks), reply)
         for task in tasks:
             run = _JudgeRun(case, task, judges[task.index])
-            url = run.judge.endpoint.url
-            if url not in queues:
-                queues[url] = queue.SimpleQueue()
-                for _ in range(settings.capacity):
-                    threading.Thread(
-                        target=serve_endpoint, args=(queues[url],), daemon=True
-                    ).start()
-            for index in range(run.judge.samples):
-                queues[url].put((run, index))
-    reply(client.figures())
+            for index in range(run.judge.asks):
+                url = run.judge.members[index // run.judge.samples].url
+                if url not in lanes:
+                    lanes[url] = _Lane(client, client.gate(url))
+                lanes[url].put((run, index))
+    with sending:
+        conn.send(client.figures())
+
+
+class _Lane:
+    """One endpoint's queue of requests, and threads to send them: one more whenever
+    there is work, no thread idle, and the gate lets more in flight than there are
+    threads (so a gate that grows gets the threads to fill it, and no more)."""
+
+    def __init__(self, client: Client, gate: Gate) -> None:
+        self.client = client
+        self.gate = gate
+        self.work: queue.SimpleQueue[tuple[_JudgeRun, int]] = queue.SimpleQueue()
+        self.threads = 0
+        self.idle = 0
+        self.lock = threading.Lock()
+
+    def put(self, item: tuple[_JudgeRun, int]) -> None:
+        self.work.put(item)
+        self._grow()
+
+    def _grow(self) -> None:
+        with self.lock:
+            if self.idle == 0 and not self.work.empty() and self.threads < self.gate.limit:
+                self.threads += 1
+                threading.Thread(target=self._send, daemon=True).start()
+
+    def _send(self) -> None:
+        while True:
+            with self.lock:
+                self.idle += 1
+            run, index = self.work.get()
+            with self.lock:
+                self.idle -= 1
+            self._grow()
+            run.ask(self.client, index)
 
 
 class _CaseRun:
@@ -147,7 +188,7 @@ class _CaseRun:
             self.left -= 1
             finished = self.left == 0
         if finished:
-            self.reply((self.name, tuple(self.done)))
+            self.reply(self.name, tuple(self.done))
 
 
 class _JudgeRun:
@@ -158,8 +199,8 @@ class _JudgeRun:
         self.task = task
         self.config = prepared.config
         self.judge: LLMJudge = prepared.call  # type: ignore[assignment]
-        self.samples: list[Sample | None] = [None] * self.judge.samples
-        self.left = self.judge.samples
+        self.samples: list[Sample | None] = [None] * self.judge.asks
+        self.left = self.judge.asks
         self.started: float | None = None
         self.lock = threading.Lock()
 
@@ -180,7 +221,7 @@ class _JudgeRun:
 
     def _result(self) -> LLMDone:
         samples = [sample for sample in self.samples if sample is not None]
-        spend = Spend.of(self.judge.endpoint.model, samples)
+        spends = self.judge.spends(samples)
         assert self.started is not None
         fields = {
             "name": self.config.name,
@@ -188,7 +229,7 @@ class _JudgeRun:
             "duration_s": time.monotonic() - self.started + self.task.prompt_s,
         }
         try:
-            answer = self.judge.conclude(self.task.prompt, samples)
+            answer = self.judge.conclude(self.task.prompt, samples, self.task.screening)
             value, rationale = interpret(answer, self.config)
         except JudgeReturnError as error:
             result = JudgeResult(
@@ -203,4 +244,4 @@ class _JudgeRun:
                 status=Status.OK, value=value, rationale=rationale, details=details_of(answer),
                 **fields,
             )  # fmt: skip
-        return LLMDone(self.task.index, result, spend)
+        return LLMDone(self.task.index, result, spends)

@@ -11,7 +11,10 @@ whatever its judges still hold open: its case is an error row, anything it left
 running is killed, and a new worker takes its place. SIGTERM or SIGINT stops the
 pool: no case is handed out any more, the workers, their judges (the parent is a
 child subreaper, so it finds them) and the LLM stage are killed, and the rows of
-every case already finished are returned; the caller writes the summary.
+every case already finished are returned; the caller writes the summary. With a
+budget (--max-cost-usd), no case is handed out once what the LLM requests cost, and
+what the cases still waiting on the stage are expected to, reaches it; the cases
+begun finish.
 """
 
 from __future__ import annotations
@@ -43,18 +46,23 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 class LLMPlan(NamedTuple):
     """How the pool runs the LLM stage: the judges (by index), the request pool's
-    settings, how many endpoints they use, and how the parent finishes a case."""
+    settings, how many endpoints they use, how the parent finishes a case, and the
+    budget (USD) after which no case is handed out (None: none)."""
 
     judges: Mapping[int, PreparedJudge]
     settings: LLMSettings
     endpoints: int
     finish: Callable[[PendingCase, Sequence[LLMDone]], CaseOutcome]
+    max_cost_usd: float | None = None
 
-    @property
-    def waiting_bound(self) -> int:
-        """Cases waiting on the stage at most: enough to keep every endpoint busy twice over,
-        few enough that the prompts of a whole batch never sit in memory at once."""
-        return 2 * self.settings.capacity * self.endpoints
+    def waiting_bound(self, allowed: int | None) -> int:
+        """Cases waiting on the stage at most: twice what the endpoints' gates allow in
+        flight (`allowed`, as the stage last said; at first where they start), enough to
+        keep every endpoint busy and its gate growing, few enough that the prompts of a
+        whole batch never sit in memory at once."""
+        if allowed is None:
+            allowed = self.settings.start * self.endpoints
+        return 2 * allowed
 
 
 class PoolResult(NamedTuple):
@@ -62,6 +70,7 @@ class PoolResult(NamedTuple):
     stopped_by: int | None  # the signal that stopped the pool (None: it ran to the end)
     spends: tuple[Spend, ...] = ()  # every LLM judge's
     endpoints: Mapping[str, GateFigures] = MappingProxyType({})  # by URL, when the stage ended
+    not_started: int = 0  # cases never handed out: the budget was spent
 
 
 class _Worker:
@@ -85,6 +94,9 @@ class _Pool:
         self.stage: LLMStage | None = None
         self.waiting: dict[str, PendingCase] = {}
         self.spends: list[Spend] = []
+        self.spent_usd = 0.0  # what the LLM cases back so far cost
+        self.costed = 0  # how many cases that is
+        self.allowed: int | None = None  # requests the stage's gates allow in flight now
         self.endpoints: Mapping[str, GateFigures] = MappingProxyType({})
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
@@ -111,6 +123,15 @@ class _Pool:
 
         assert self.llm is not None
         self.stage = LLMStage(self.llm.judges, self.llm.settings, close=self.own_fds())
+
+    def over_budget(self) -> bool:
+        """Whether the budget is spent, counting each case still waiting on the stage at
+        the mean cost of those back: a case handed out now would overrun it."""
+        budget = self.llm.max_cost_usd if self.llm is not None else None
+        if budget is None:
+            return False
+        mean = self.spent_usd / self.costed if self.costed else 0.0
+        return self.spent_usd + mean * len(self.waiting) >= budget
 
     def known(self) -> frozenset[int]:
         pids = {worker.pid for worker in self.workers}
@@ -177,16 +198,21 @@ def run_pool(
                 pool.start_stage()
             for _ in range(min(jobs, len(cases))):
                 pool.workers.append(pool.start_worker())
-            bound = max(jobs, llm.waiting_bound) if llm is not None else len(cases) + 1
             while not received:
+                bound = len(cases) + 1
+                if llm is not None:
+                    bound = max(jobs, llm.waiting_bound(pool.allowed))
                 for worker in pool.workers:
                     if worker.case is None and pending and len(pool.waiting) < bound:
+                        if pool.over_budget():
+                            break
                         _dispatch(worker, pending)
                 if not pool.waiting and all(worker.case is None for worker in pool.workers):
                     break
                 _step(pool, record, pending)
         finally:
-            pool.stop(kill=bool(received) or bool(pending) or bool(pool.waiting))
+            spent = pool.over_budget()
+            pool.stop(kill=bool(received) or bool(pool.waiting) or (bool(pending) and not spent))
             signal.set_wakeup_fd(previous_wakeup)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -195,6 +221,7 @@ def run_pool(
         received[0] if received else None,
         tuple(pool.spends),
         pool.endpoints,
+        0 if received else len(pending),
     )
 
 
@@ -220,8 +247,11 @@ def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Cas
     if stage is not None and stage.conn in ready:
         message = stage.receive()
         if isinstance(message, tuple):
-            name, done = message
-            pool.spends += [judged.spend for judged in done]
+            name, done, pool.allowed = message
+            costs = [spend.cost_usd or 0.0 for judged in done for spend in judged.spends]
+            pool.spends += [spend for judged in done for spend in judged.spends]
+            pool.spent_usd += sum(costs)
+            pool.costed += 1
             assert pool.llm is not None
             record(pool.llm.finish(pool.waiting.pop(name), done))
     if stage is not None and stage.pidfd in ready:

@@ -12,15 +12,18 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
+from verifier.batch.calibrate import calibrate, read_labels
 from verifier.batch.cases import Case, Shard, discover_cases, is_harbor_job, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
 from verifier.batch.layout import batch_lock, default_llm_cache, report_path
 from verifier.batch.pool import LLMPlan, run_pool
 from verifier.batch.summary import (
     BatchSummary,
+    Budget,
     CaseOutcome,
     CaseStatus,
     LLMFigures,
@@ -41,6 +44,9 @@ from verifier.options import (
 from verifier.output import prepare_out_dir, write_atomic
 from verifier.system import available_cpus
 
+if TYPE_CHECKING:
+    from verifier.judges.llm.judge import LLMJudge
+
 
 class BatchRequest(NamedTuple):
     """What `verifier batch` was asked to do (the CLI options, parsed)."""
@@ -59,6 +65,10 @@ class BatchRequest(NamedTuple):
     reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
     deadline_s: float | None = None  # each case's whole grade (--deadline)
     write_back: bool = False
+    max_cost_usd: float | None = None  # --max-cost-usd
+    calibrate: bool = False  # --calibrate (also implied by --labels and --min-agreement)
+    labels: Path | None = None
+    min_agreement: float | None = None
     progress: IO[str] | None = None
 
     @classmethod
@@ -86,6 +96,12 @@ class BatchRequest(NamedTuple):
             reward_keys=options.reward_keys,
             deadline_s=options.deadline,
             write_back=options.write_back,
+            max_cost_usd=options.max_cost_usd,
+            calibrate=options.calibrate
+            or options.labels is not None
+            or options.min_agreement is not None,
+            labels=options.labels,
+            min_agreement=options.min_agreement,
         )
 
 
@@ -104,11 +120,14 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     stream = request.progress if request.progress is not None else sys.stderr
     warn_all(loaded.config.warnings, stream)
     llm = llm_judges(loaded, request.limits)
+    if request.max_cost_usd is not None:
+        _refuse_unpriced(llm)
     digest = config_hash(request.config, request.limits, llm, request.reward_keys)
     prepare_out_dir(request.out, remove=())
     with batch_lock(request.out, request.shard):
         entries = select_cases(discover_cases(request.cases, request.out), request.shard)
         cases = [entry for entry in entries if entry.skipped is None]
+        labels = read_labels(request.labels, loaded.config, cases) if request.calibrate else None
         grader = CaseGrader(
             loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm,
             request.reward_keys, request.deadline_s,
@@ -118,21 +137,32 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         result = run_pool(cases, grader, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together
-        figures = None
+        figures = budget = None
         if plan is not None:
             figures = LLMFigures.tally(
                 request.llm_concurrency, request.llm_cache, result.spends, result.endpoints
             )
+        if request.max_cost_usd is not None:
+            spent = figures.cost_usd if figures is not None else 0.0
+            budget = Budget(request.max_cost_usd, spent or 0.0, result.not_started)
+        outcomes = tuple(_row(entry, result.outcomes) for entry in entries if
+                         entry.skipped is not None or entry.name in result.outcomes)  # fmt: skip
+        calibration = None
+        if labels is not None:
+            origins = {loaded.judges[i].config.name: _origin(judge) for i, judge in llm.items()}
+            calibration = calibrate(loaded.config, labels, request.out, outcomes, origins,
+                                    request.min_agreement)  # fmt: skip
         summary = BatchSummary(
             config=request.config,
             config_hash=digest,
             cases_dir=request.cases,
             shard=request.shard,
-            outcomes=tuple(_row(entry, result.outcomes) for entry in entries if
-                           entry.skipped is not None or entry.name in result.outcomes),
+            outcomes=outcomes,
             elapsed_s=time.monotonic() - started,
             stopped_by=signal.Signals(result.stopped_by).name if result.stopped_by else None,
             llm=figures,
+            budget=budget,
+            calibration=calibration,
         )  # fmt: skip
         write_summary(request.out, summary)
         if harbor_job and not summary.interrupted:
@@ -173,12 +203,13 @@ def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
         refuse_cache_in_a_case(request.llm_cache, request.cases, request.out)
         cache = ResponseCache.create(request.llm_cache, request.llm_cache_mb)
     judges = {index: grader.loaded.judges[index] for index in grader.llm}
-    endpoints = {judge.endpoint.url for judge in grader.llm.values()}
+    endpoints = {member.url for judge in grader.llm.values() for member in judge.members}
     return LLMPlan(
         judges=judges,
         settings=LLMSettings(request.llm_concurrency, cache),
         endpoints=len(endpoints),
         finish=grader.finish,
+        max_cost_usd=request.max_cost_usd,
     )
 
 
@@ -193,3 +224,25 @@ def refuse_cache_in_a_case(cache: Path, cases: Path, out: Path) -> None:
     parts = real.relative_to(root).parts
     if parts and not parts[0].startswith("."):
         refuse_cache_inside_case(cache, root / parts[0])
+
+
+def _origin(judge: LLMJudge) -> dict[str, str]:
+    """What the calibration report names of an LLM judge: which model, which prompt."""
+    origin = judge.origin()
+    return {"model": origin["model"], "provider": origin["provider"],
+            "prompt_sha256": judge.prompt_sha256}  # fmt: skip
+
+
+def _refuse_unpriced(judges: Mapping[int, LLMJudge]) -> None:
+    """A budget cannot be kept by models whose tokens have no price: exit 2 before any case."""
+    unpriced = sorted({
+        endpoint.model
+        for judge in judges.values()
+        for endpoint, price in zip(judge.members, judge.prices, strict=True)
+        if price is None
+    })  # fmt: skip
+    if unpriced:
+        raise UsageError(
+            f"--max-cost-usd: no price for model {', '.join(unpriced)}; set one in the judge's "
+            "prices: (eval.yaml) or in the file $VERIFIER_LLM_PRICES names"
+        )

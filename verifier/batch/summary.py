@@ -59,6 +59,7 @@ class CaseOutcome(NamedTuple):
     input_tokens: int = 0  # of the requests sent (not of cache hits)
     output_tokens: int = 0
     timed_out_judges: tuple[str, ...] = ()  # those of errored_judges that timed out
+    cost_usd: float | None = 0.0  # of the requests sent; None: a model without a price
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,7 @@ class CaseOutcome(NamedTuple):
             "resumed": self.resumed,
             "error": self.error,
             **{name: getattr(self, name) for name in COUNTS},
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
         }
 
     @classmethod
@@ -84,6 +86,7 @@ class CaseOutcome(NamedTuple):
             seconds=float(record["time_s"]),
             error=record.get("error"),
             **{name: int(record.get(name, 0)) for name in COUNTS},
+            cost_usd=record.get("cost_usd", 0.0),
         )
 
 
@@ -97,6 +100,13 @@ class LLMFigures(NamedTuple):
     tokens: Mapping[str, Mapping[str, int]] = MappingProxyType({})  # model -> input/output
     latencies: tuple[float, ...] = ()  # of every answered request
     endpoints: Mapping[str, Mapping[str, int]] = MappingProxyType({})  # url -> gate figures
+    costs: Mapping[str, float] = MappingProxyType({})  # model -> USD, the priced ones
+    unpriced: tuple[str, ...] = ()  # models without a price (their cost is unknown)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the requests sent cost; None when some went to a model without a price."""
+        return None if self.unpriced else math.fsum(self.costs.values())
 
     @classmethod
     def tally(
@@ -108,10 +118,16 @@ class LLMFigures(NamedTuple):
     ) -> LLMFigures:
         """The figures from every LLM judge's Spend and the stage's gates."""
         tokens: dict[str, dict[str, int]] = {}
+        costs: dict[str, float] = {}
+        unpriced: set[str] = set()
         for spend in spends:
             counts = tokens.setdefault(spend.model, {"input": 0, "output": 0})
             counts["input"] += spend.input_tokens
             counts["output"] += spend.output_tokens
+            if spend.cost_usd is None:
+                unpriced.add(spend.model)
+            else:
+                costs[spend.model] = costs.get(spend.model, 0.0) + spend.cost_usd
         return cls(
             concurrency=concurrency,
             cache=str(cache) if cache is not None else None,
@@ -120,6 +136,8 @@ class LLMFigures(NamedTuple):
             tokens=tokens,
             latencies=tuple(latency for spend in spends for latency in spend.latencies),
             endpoints={redact(url): figures._asdict() for url, figures in endpoints.items()},
+            costs=costs,
+            unpriced=tuple(sorted(unpriced)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -131,6 +149,35 @@ class LLMFigures(NamedTuple):
             "tokens": {model: dict(counts) for model, counts in self.tokens.items()},
             "latency_s": percentiles(self.latencies),
             "endpoints": {url: dict(figures) for url, figures in self.endpoints.items()},
+            "cost_usd": {
+                "total": _usd(self.cost_usd),
+                "by_model": {model: _usd(cost) for model, cost in self.costs.items()},
+                "unpriced_models": list(self.unpriced),
+            },
+        }
+
+
+def _usd(cost: float | None) -> float | None:
+    return None if cost is None else round(cost, 6)
+
+
+class Budget(NamedTuple):
+    """--max-cost-usd, and what came of it (summary.json `budget`)."""
+
+    max_cost_usd: float
+    spent_usd: float  # what this run's LLM requests cost
+    not_started: int  # cases never handed out because it was spent
+
+    @property
+    def exhausted(self) -> bool:
+        return self.not_started > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "max_cost_usd": self.max_cost_usd,
+            "spent_usd": round(self.spent_usd, 6),
+            "exhausted": self.exhausted,
+            "cases_not_started": self.not_started,
         }
 
 
@@ -161,6 +208,8 @@ class BatchSummary(NamedTuple):
     # and with --write-back a verifier.batch.writeback.WriteBack (both import this module).
     report: Any = None
     written_back: Any = None
+    budget: Budget | None = None  # None: no --max-cost-usd
+    calibration: Any = None  # verifier.batch.calibrate.Calibration; None: no --calibrate
 
     @property
     def interrupted(self) -> bool:
@@ -205,6 +254,8 @@ class BatchSummary(NamedTuple):
             "interrupted": self.interrupted,
             "stopped_by": self.stopped_by,
             "llm": self.llm.to_json() if self.llm is not None else None,
+            "budget": self.budget.to_json() if self.budget is not None else None,
+            "calibration": self.calibration.to_json() if self.calibration is not None else None,
             "cases": [row.to_json() for row in self.outcomes],
         }
 
@@ -227,9 +278,15 @@ class BatchSummary(NamedTuple):
         stopped = f" INTERRUPTED by {self.stopped_by}" if self.stopped_by else ""
         llm = (
             f" llm_requests={self.llm.requests} cache_hits={self.llm.cache_hits}"
+            f" cost_usd={_shown_usd(self.llm.cost_usd)}"
             if self.llm is not None
             else ""
         )
+        if self.budget is not None and self.budget.exhausted:
+            stopped += (
+                f" BUDGET SPENT ({_shown_usd(self.budget.spent_usd)} of "
+                f"{self.budget.max_cost_usd:g} USD): {self.budget.not_started} cases not graded"
+            )
         return (
             f"cases={len(self.outcomes)} "
             f"graded={self.count(status=CaseStatus.REWARDED, resumed=False)} "
@@ -240,6 +297,10 @@ class BatchSummary(NamedTuple):
             f"with_judge_errors={self.with_judge_errors} "
             f"mean_reward={shown}{llm}{shard}{stopped}"
         )
+
+
+def _shown_usd(cost: float | None) -> str:
+    return "unknown" if cost is None else f"{cost:.4f}"
 
 
 # --- progress ----------------------------------------------------------------------
@@ -311,7 +372,7 @@ def _isatty(stream: IO[str]) -> bool:
 
 CSV_COLUMNS = (
     "case", "status", "reward", "errored_judges", "time_s", "resumed", "error", *COUNTS,
-    "timed_out_judges",
+    "timed_out_judges", "cost_usd",
 )  # fmt: skip
 
 
@@ -339,5 +400,6 @@ def summary_csv(outcomes: Sequence[CaseOutcome]) -> str:
             row.error or "",
             *(getattr(row, name) for name in COUNTS),
             ";".join(row.timed_out_judges),
+            "" if row.cost_usd is None else round(row.cost_usd, 8),
         ])  # fmt: skip
     return buffer.getvalue()

@@ -5,7 +5,13 @@ from __future__ import annotations
 from verifier.batch import BatchRequest, run_batch, summary_paths
 from verifier.batch.layout import report_path
 from verifier.console import write_termination_message
-from verifier.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
+from verifier.errors import (
+    EXIT_BUDGET,
+    EXIT_DISAGREES,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+)
 from verifier.options import Options
 
 _EXIT_BY_SIGNAL = {"SIGTERM": EXIT_TERMINATED, "SIGINT": EXIT_INTERRUPTED}
@@ -15,10 +21,15 @@ def run(options: Options) -> int:
     """Case errors do not fail the command (they are rows in the summary): in a
     Kubernetes Job a non-zero exit would re-run the whole shard for one bad case.
     A batch stopped by SIGTERM (SIGINT) exits 143 (130) after writing the summary of
-    the cases it finished; a rerun resumes the rest."""
+    the cases it finished; a rerun resumes the rest. One whose --max-cost-usd was spent
+    before every case was handed out exits 8, with the summary of what it graded; one
+    whose --min-agreement a labelled judge does not reach exits 7."""
     request = BatchRequest.from_options(options)
     summary = run_batch(request)
     print(f"batch: {summary.line()}")
+    calibration = summary.calibration
+    for line in calibration.lines() if calibration is not None else ():
+        print(line)
     for path in summary_paths(request.out, request.shard):
         print(f"wrote {path}")
     if summary.report is not None:
@@ -27,4 +38,10 @@ def run(options: Options) -> int:
     if summary.written_back is not None:
         print(f"batch: {summary.written_back.line(request.cases)}")
     write_termination_message(options.termination_log, summary.line())
-    return _EXIT_BY_SIGNAL.get(summary.stopped_by or "", EXIT_OK)
+    if summary.stopped_by is not None:
+        return _EXIT_BY_SIGNAL.get(summary.stopped_by, EXIT_OK)
+    if summary.budget is not None and summary.budget.exhausted:
+        return EXIT_BUDGET
+    if calibration is not None and calibration.failing:
+        return EXIT_DISAGREES
+    return EXIT_OK

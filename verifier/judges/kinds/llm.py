@@ -14,11 +14,14 @@ from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Number, OneOrMany, RelativePath, Text
 from verifier.judges.base import Pool, Record
 from verifier.judges.kinds.builtin import is_prompt_builtin
-from verifier.judges.llm.spec import LLMSpec
+from verifier.judges.llm.keys import CriteriaField, GuardField, PanelField, PricesField, RuleField
+from verifier.judges.llm.spec import CRITERIA_RULES, PANEL_RULES, LLMSpec
 from verifier.named import NamedTuple
 
 PROMPT_KEYS = ("llm_rubric", "prompt", "prompt_file")
 MAX_SAMPLES = 25
+# The rubric of a judge that lists criteria and no prompt (a rewardkit judge has none).
+CRITERIA_RUBRIC = "Grade the agent's work against each criterion."
 
 
 class ProviderName(NamedTuple):
@@ -62,42 +65,48 @@ class LLMKind(KindDefaults):
         Key("context_tokens", Number(integer=True, minimum=1024, maximum=100_000_000,
                                      problem="must be a whole number of tokens, at least 1024",
                                      description="the tokens the model takes (its context "
-                                     "window); default: from the model's name, else 32768")),
+                                     "window); default: from the model's name (a panel: "
+                                     "its members' smallest), else 32768")),
+        Key("criteria", CriteriaField()),
+        Key("aggregate", RuleField()),
+        Key("threshold", Number(minimum=0, maximum=1, problem="must be a number from 0 to 1",
+                                description="aggregate: threshold: the weighted mean "
+                                            "passes at this value")),
+        Key("panel", PanelField()),
+        Key("guard", GuardField()),
+        Key("prices", PricesField()),
     )  # fmt: skip
 
-    claim_keys = PROMPT_KEYS
+    claim_keys = (*PROMPT_KEYS, "criteria")
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
-        """A prompt key set, or `builtin:` naming an LLM builtin (a shipped prompt)."""
-        return any(key in entry for key in PROMPT_KEYS) or (
+        """A prompt key or `criteria` set, or `builtin:` naming an LLM builtin (a shipped
+        prompt)."""
+        return any(key in entry for key in self.claim_keys) or (
             "builtin" in entry and is_prompt_builtin(entry["builtin"])
         )
+
+    def default_score_range(self, spec: LLMSpec) -> tuple[float, float] | None:
+        """A criteria judge's value is its aggregate, in [0, 1], unless it declares a scale."""
+        return (0.0, 1.0) if spec.criteria else None
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
         if "builtin" in values:
             return self._builtin_spec(values, at)
         present = [key for key in PROMPT_KEYS if key in values]
-        if not present:
+        if not present and "criteria" not in values:
             raise at.child("llm_rubric").error("must be a non-empty string")
         if len(present) > 1:
             raise at.child(present[1]).error(f"set only one of {', '.join(present)}")
-        key = present[0]
-        prompt = values[key]
+        key = present[0] if present else "criteria"
+        prompt = values.get(key) if present else CRITERIA_RUBRIC
         if key == "prompt_file":
             path = at.base_dir / prompt
             try:
                 prompt = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as error:
                 raise at.child(key).error(f"{path} cannot be read: {error}") from None
-        return LLMSpec(
-            prompt_key=key,
-            prompt=prompt,
-            model=values.get("model"),
-            samples=values.get("samples", 1),
-            context=values.get("context", ()),
-            provider=values.get("provider"),
-            context_tokens=values.get("context_tokens"),
-        )
+        return LLMSpec(prompt_key=key, prompt=prompt, **_common_spec(values, at))
 
     def default_feedback_type(self, spec: Any) -> str | None:
         """An LLM builtin (a shipped prompt) is graded pass/fail."""
@@ -112,25 +121,40 @@ class LLMKind(KindDefaults):
             raise at.child(present[0]).error(f"builtin {values['builtin']} brings its own prompt")
         found = find_builtin(values["builtin"])
         assert found is not None and found.prompt is not None  # claims() checked it
+        if "criteria" in values:
+            raise at.child("criteria").error(
+                f"builtin {values['builtin']} grades pass/fail with its own prompt; "
+                "remove criteria (or the builtin)"
+            )
         return LLMSpec(
             prompt_key="builtin",
             prompt=found.prompt,
-            model=values.get("model"),
-            samples=values.get("samples", 1),
-            context=values.get("context", ()),
-            provider=values.get("provider"),
             builtin=found.qualified_name,
-            context_tokens=values.get("context_tokens"),
+            **_common_spec(values, at),
         )
 
     def entry_schema(self) -> dict[str, Any]:
-        """Exactly one of the prompt keys set (not null)."""
+        """Exactly one of the prompt keys set (not null), or none of them and criteria;
+        a panel instead of a model."""
+        unset = {key: {"type": "null"} for key in PROMPT_KEYS}
         return {
             "oneOf": [
-                {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
-                for key in PROMPT_KEYS
-            ]
-        }
+                *(
+                    {"required": [key], "properties": {key: {"not": {"type": "null"}}}}
+                    for key in PROMPT_KEYS
+                ),
+                {
+                    "required": ["criteria"],
+                    "properties": {"criteria": {"not": {"type": "null"}}},
+                    "not": {"anyOf": [{"required": [key], "properties": {key: {"not":
+                            unset[key]}}} for key in PROMPT_KEYS]},
+                },
+            ],
+            "not": {
+                "required": ["model", "panel"],
+                "properties": {"model": {"type": "string"}, "panel": {"not": {"type": "null"}}},
+            },
+        }  # fmt: skip
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         import os
@@ -140,7 +164,65 @@ class LLMKind(KindDefaults):
         return build_judge(judge, config, os.environ)
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
-        return f"llm {judge.spec.model or config.default_model or '$EVAL_JUDGE_MODEL'}"
+        spec: LLMSpec = judge.spec
+        if spec.panel:
+            what = "llm panel " + ", ".join(member.model for member in spec.panel)
+        else:
+            what = f"llm {spec.model or config.default_model or '$EVAL_JUDGE_MODEL'}"
+        if spec.criteria:
+            what += f", {len(spec.criteria)} criteria ({spec.aggregate or 'weighted-mean'})"
+        return what
+
+
+def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
+    """The keys a prompt judge and an LLM builtin share, checked against each other: a
+    panel instead of a model, `aggregate` for what the judge has to combine."""
+    if "panel" in values and "model" in values:
+        raise at.child("panel").error("set model or panel, not both")
+    members, panel_rule = values.get("panel", ((), None))
+    criteria = values.get("criteria", ())
+    rule = values.get("aggregate")
+    if rule is not None:
+        if criteria and rule not in CRITERIA_RULES:
+            raise at.child("aggregate").error(
+                f"{rule!r} is a panel rule, and aggregate combines the criteria here; "
+                f"give the panel's as panel: {{models: [...], aggregate: {rule}}}"
+            )
+        if not criteria and not members:
+            raise at.child("aggregate").error(
+                "combines criteria or a panel's models, and this judge has neither"
+            )
+        if not criteria and rule not in PANEL_RULES:
+            raise at.child("aggregate").error(
+                f"{rule!r} is a criteria rule; a panel combines with {', '.join(PANEL_RULES)}"
+            )
+        if not criteria:
+            if panel_rule is not None:
+                raise at.child("aggregate").error(
+                    "the panel's rule is set twice (aggregate and panel.aggregate); keep one"
+                )
+            panel_rule, rule = rule, None
+    threshold = values.get("threshold")
+    if threshold is not None and rule != "threshold":
+        raise at.child("threshold").error("is read only with aggregate: threshold")
+    if rule == "threshold" and threshold is None:
+        threshold = 0.5
+    prices, prices_source = values.get("prices", ({}, None))
+    return {
+        "model": values.get("model"),
+        "samples": values.get("samples", 1),
+        "context": values.get("context", ()),
+        "provider": values.get("provider"),
+        "context_tokens": values.get("context_tokens"),
+        "criteria": criteria,
+        "aggregate": rule,
+        "threshold": threshold,
+        "panel": members,
+        "panel_aggregate": panel_rule,
+        "guard": values.get("guard"),
+        "prices": prices,
+        "prices_source": prices_source,
+    }
 
 
 LLM = LLMKind()

@@ -38,8 +38,11 @@ class Answered(NamedTuple):
 
 
 class Client:
-    def __init__(self, capacity: int, cache: ResponseCache | None = None) -> None:
-        self.capacity = capacity  # requests in flight per endpoint
+    def __init__(
+        self, capacity: int, cache: ResponseCache | None = None, initial: int | None = None
+    ) -> None:
+        self.capacity = capacity  # requests in flight per endpoint, at most
+        self.initial = initial  # where each gate starts (None: at capacity); see gate.Gate
         self.cache = cache
         self._gates: dict[str, Gate] = {}
         self._quirks: dict[tuple[str, str], Quirks] = {}
@@ -70,7 +73,7 @@ class Client:
             stored = self.cache.get(key)
             if stored is not None:
                 return Answered(stored, 0.0, 0, True, key, endpoint.model)
-        gate = self._gate(endpoint.url)
+        gate = self.gate(endpoint.url)
         spent = 0
         while True:
             quirks = self._quirks.get((endpoint.url, endpoint.model), frozenset())
@@ -105,11 +108,12 @@ class Client:
             gates = dict(self._gates)
         return {url: gate.figures() for url, gate in gates.items()}
 
-    def _gate(self, url: str) -> Gate:
+    def gate(self, url: str) -> Gate:
+        """The endpoint's gate (made on first use)."""
         with self._lock:
             gate = self._gates.get(url)
             if gate is None:
-                gate = self._gates[url] = Gate(self.capacity)
+                gate = self._gates[url] = Gate(self.capacity, self.initial)
             return gate
 
     def _learn(self, endpoint: Endpoint, quirk: str) -> None:

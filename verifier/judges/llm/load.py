@@ -2,26 +2,34 @@
 
 Everything checkable without a case is checked here, once, at load (the keys
 themselves were checked by verifier.judges.kinds.llm): the template compiles and
-names only known variables, the context files can be read, a model resolves to a
-provider with a usable base URL, and the VERIFIER_LLM_* tuning variables parse.
-A config that passes cannot fail later for any of these reasons.
+names only known variables, the context files can be read, a model (each panel
+member's) resolves to a provider with a usable base URL, the criteria's rule suits
+the judge's scale, and the VERIFIER_LLM_* tuning variables (the prices file among
+them) parse. A config that passes cannot fail later for any of these reasons.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from verifier.config import EvalConfig, JudgeConfig, Locator
 from verifier.errors import ConfigError, MissingModelError
+from verifier.judges.llm import panel
+from verifier.judges.llm.criteria import CriteriaForm
+from verifier.judges.llm.guard import Guard, GuardedForm
 from verifier.judges.llm.judge import LLMJudge
+from verifier.judges.llm.pricing import DEFAULT_PRICES, find_price
 from verifier.judges.llm.prompt import PromptPlan, Reference
 from verifier.judges.llm.providers import PROVIDERS, PROVIDERS_BY_ALIAS, Generation, Provider
 from verifier.judges.llm.redact import redact
 from verifier.judges.llm.scale import AnswerScale, OutputMode
-from verifier.judges.llm.spec import LLMSpec
+from verifier.judges.llm.spec import PASS_RULES, LLMSpec, MemberSpec, PriceSpec
 from verifier.judges.llm.template import TemplateProblem, compile_template
 from verifier.judges.llm.tokens import context_tokens
 from verifier.judges.llm.transport import RetryPolicy
@@ -30,6 +38,7 @@ from verifier.named import NamedTuple
 MAX_CONTEXT_BYTES = 1024 * 1024
 DEFAULT_MAX_CASE_CHARS = 100_000
 MODEL_ENV = "EVAL_JUDGE_MODEL"
+PRICES_ENV = "VERIFIER_LLM_PRICES"
 
 
 class Tuning(NamedTuple):
@@ -42,6 +51,8 @@ class Tuning(NamedTuple):
     max_case_chars: int
     seed: int | None  # VERIFIER_LLM_SEED; None: not sent
     context_tokens: int | None = None  # VERIFIER_LLM_CONTEXT_TOKENS; None: by the model's name
+    prices: Mapping[str, PriceSpec] = MappingProxyType({})  # $VERIFIER_LLM_PRICES's
+    prices_file: str | None = None
 
 
 def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, str]) -> LLMJudge:
@@ -55,21 +66,42 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
     arguments, scale = dict(judge.arguments), AnswerScale.of(judge, config)
     if spec.builtin is not None:
         arguments, scale = _builtin_arguments(judge, spec.builtin, at), AnswerScale("pass_fail")
+    criteria = _criteria_form(judge, spec, scale, at) if spec.criteria else None
+    form: Any = criteria or scale
+    guard = Guard(spec.guard.on_detect, spec.guard.ask_model) if spec.guard else None
+    if guard is not None and guard.ask_model:
+        form = GuardedForm(form)
     plan = PromptPlan(
         template=template,
         append_material=not template.places_case,
         references=_references(spec.context, config, at.child("context")),
-        scale=scale,
+        scale=form,
         output_mode=tuning.output_mode,
         max_case_chars=tuning.max_case_chars,
     )
+    panel_rule = _panel_rule(judge, spec, scale, at) if spec.panel else "median"
     # The model last: `verifier check` reports a missing one as a warning, once every
     # other check of the judge has run.
-    provider, model = resolve_model(spec, config, environ, at)
-    base_url = _base_url(provider, environ, at)
-    window = context_tokens(model, spec.context_tokens or tuning.context_tokens)
+    members = [
+        (member.model, member.provider or spec.provider, at.child("panel").item(index))
+        for index, member in enumerate(spec.panel)
+    ] or [(spec.model, spec.provider, at)]
+    endpoints = []
+    for model_name, provider_name, where in members:
+        provider, model = resolve_model(
+            spec._replace(model=model_name, provider=provider_name), config, environ, where
+        )
+        endpoints.append(provider.make_endpoint(_base_url(provider, environ, at), model))
+    tables = [
+        (spec.prices_source or "eval.yaml", spec.prices),
+        (tuning.prices_file or PRICES_ENV, tuning.prices),
+        ("default", DEFAULT_PRICES),
+    ]
+    # One prompt goes to every member: it must fit the smallest window among them.
+    override = spec.context_tokens or tuning.context_tokens
+    window = min(context_tokens(endpoint.model, override) for endpoint in endpoints)
     return LLMJudge(
-        endpoint=provider.make_endpoint(base_url, model),
+        endpoint=endpoints[0],
         plan=plan._replace(context_tokens=window, answer_tokens=tuning.max_tokens),
         generation=Generation(
             max_tokens=tuning.max_tokens,
@@ -81,7 +113,62 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
         samples=spec.samples,
         timeout_s=judge.timeout_s,
         arguments=arguments,
+        panel=tuple(endpoints) if spec.panel else (),
+        panel_rule=panel_rule,
+        criteria=criteria,
+        guard=guard,
+        prices=tuple(find_price(endpoint.model, tables) for endpoint in endpoints),
+        prompt_sha256=prompt_digest(plan),
     )
+
+
+def prompt_digest(plan: PromptPlan) -> str:
+    """sha256 of what the prompt asks whatever the case: the template, the reference
+    files, and the answer's form (scale, criteria), as the calibration report names it."""
+    scale = plan.scale
+    described = {
+        "template": plan.template.source,
+        "references": [list(reference) for reference in plan.references],
+        "scale": scale.describe(),
+        "schema": scale.schema(),
+        "output_mode": plan.output_mode,
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+
+def _criteria_form(
+    judge: JudgeConfig, spec: LLMSpec, scale: AnswerScale, at: Locator
+) -> CriteriaForm:
+    """The criteria's form; a rule that cannot give a value on the judge's scale is refused."""
+    rule = spec.aggregate or ("all-pass" if scale.kind == "pass_fail" else "weighted-mean")
+    where = at.child("aggregate" if spec.aggregate else "criteria")
+    if rule not in PASS_RULES and scale.kind == "pass_fail":
+        raise where.error(
+            f"{rule} gives a fraction and this judge is pass/fail (feedback_type: bool); "
+            f"use one of {', '.join(sorted(PASS_RULES))}"
+        )
+    if rule not in PASS_RULES and judge.feedback_type == "int":
+        raise where.error(
+            f"{rule} gives a fraction and this judge's values are whole (feedback_type: int); "
+            "use feedback_type: float, or a pass rule"
+        )
+    if rule in ("weighted-mean", "threshold") and not any(c.weight > 0 for c in spec.criteria):
+        raise at.child("criteria").error(f"{rule} needs a criterion with a weight above 0")
+    return CriteriaForm(spec.criteria, rule, spec.threshold or 0.5, scale)
+
+
+def _panel_rule(judge: JudgeConfig, spec: LLMSpec, scale: AnswerScale, at: Locator) -> str:
+    rule = spec.panel_aggregate or panel.default_rule(scale)
+    where = at.child("panel" if spec.aggregate is not None or spec.criteria else "aggregate")
+    if spec.panel_aggregate is None:
+        return rule
+    if rule == "mean" and not spec.criteria:
+        if scale.kind == "pass_fail":
+            raise where.error("mean of pass/fail answers is a fraction; use majority or min")
+        if judge.feedback_type == "int":
+            raise where.error("mean of whole numbers is a fraction (feedback_type: int); "
+                              "use median, majority or min")  # fmt: skip
+    return rule
 
 
 def _builtin_arguments(judge: JudgeConfig, name: str, at: Locator) -> dict[str, Any]:
@@ -98,7 +185,7 @@ def _builtin_arguments(judge: JudgeConfig, name: str, at: Locator) -> dict[str, 
 
 
 def resolve_model(
-    spec: LLMSpec, config: EvalConfig, environ: Mapping[str, str], at: Locator
+    spec: LLMSpec | MemberSpec, config: EvalConfig, environ: Mapping[str, str], at: Locator
 ) -> tuple[Provider, str]:
     """(provider, model name as sent): the judge's model, else models.judge, else the env.
 
@@ -162,6 +249,7 @@ def read_tuning(environ: Mapping[str, str], samples: int = 1) -> Tuning:
         raise ConfigError(
             "environment", "VERIFIER_LLM_OUTPUT", f"{output_mode!r} must be tool, json or text"
         )
+    prices, prices_file = _prices_file(environ)
     seed_text = environ.get("VERIFIER_LLM_SEED", "").strip()
     seed = (
         int(_number(environ, "VERIFIER_LLM_SEED", 0, minimum=0, whole=True)) if seed_text else None
@@ -188,7 +276,24 @@ def read_tuning(environ: Mapping[str, str], samples: int = 1) -> Tuning:
         seed=seed,
         context_tokens=int(_number(environ, "VERIFIER_LLM_CONTEXT_TOKENS", 0, minimum=1024,
                                    whole=True)) or None,
+        prices=prices,
+        prices_file=prices_file,
     )  # fmt: skip
+
+
+def _prices_file(environ: Mapping[str, str]) -> tuple[Mapping[str, PriceSpec], str | None]:
+    """The prices in $VERIFIER_LLM_PRICES's file (YAML or JSON), and its path."""
+    from verifier.judges.llm.keys import parse_prices
+    from verifier.yaml_io import read_yaml
+
+    text = environ.get(PRICES_ENV, "").strip()
+    if not text:
+        return {}, None
+    try:
+        document = read_yaml(Path(text), missing="file not found")
+    except ConfigError as error:
+        raise ConfigError("environment", PRICES_ENV, error.message) from None
+    return parse_prices(document, Locator(text, "", Path(text).parent)), text
 
 
 def _number(

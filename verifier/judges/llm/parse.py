@@ -46,6 +46,20 @@ class Grade(NamedTuple):
     value: bool | float
     rationale: str | None
     via: Literal["structured", "text"]
+    verdicts: tuple[Any, ...] = ()  # a criteria judge's, one per criterion (criteria.Verdict)
+    grader_directed: bool | None = None  # the model's guard answer, when it was asked
+
+
+def answer_object(reply: Reply) -> dict[str, Any] | None:
+    """The answer as a JSON object: the tool call's arguments, the JSON-schema output,
+    else the last JSON object in the text; None when there is none."""
+    arguments = reply.arguments
+    if isinstance(arguments, str):
+        arguments = _decode_object(arguments)
+    if isinstance(arguments, dict):
+        return arguments
+    objects = _json_objects(reply.text or "")
+    return objects[-1] if objects else None
 
 
 def read_grade(reply: Reply, scale: AnswerScale) -> Grade:
@@ -75,6 +89,14 @@ def read_grade(reply: Reply, scale: AnswerScale) -> Grade:
     return Grade(scale.check(value), rationale, "text")
 
 
+def read_answer(reply: Reply, form: Any) -> Grade:
+    """The grade in reply as the judge's answer form asks for it: an AnswerScale's (a
+    single grade), or the form's own reader (criteria, the guard's question)."""
+    if isinstance(form, AnswerScale):
+        return read_grade(reply, form)
+    return form.read(reply)
+
+
 def parse_text(text: str, scale: AnswerScale) -> tuple[bool | float, str | None]:
     """(value, rationale) from a plain-text answer; AnswerError when absent or ambiguous."""
     for candidate in reversed(_json_objects(text)):
@@ -102,7 +124,7 @@ def _from_fields(fields: dict[str, Any], scale: AnswerScale) -> tuple[bool | flo
             f"the answer has no {scale.field!r} field: {excerpt(json.dumps(fields, default=str))}"
         )
     raw = fields[scale.field]
-    value = _as_bool(raw) if scale.kind == "pass_fail" else _as_number(raw)
+    value = as_bool(raw) if scale.kind == "pass_fail" else as_number(raw)
     if value is None:
         raise AnswerError(f"the answer's {scale.field!r} is {raw!r}, not a {_kind_word(scale)}")
     rationale = fields.get("rationale")
@@ -115,7 +137,7 @@ def _kind_word(scale: AnswerScale) -> str:
     return "true/false verdict" if scale.kind == "pass_fail" else "number"
 
 
-def _as_bool(raw: Any) -> bool | None:
+def as_bool(raw: Any) -> bool | None:
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, str):
@@ -127,7 +149,7 @@ def _as_bool(raw: Any) -> bool | None:
     return None
 
 
-def _as_number(raw: Any) -> float | None:
+def as_number(raw: Any) -> float | None:
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         return float(raw)
     if isinstance(raw, str) and re.fullmatch(_NUMBER, raw.strip()):
@@ -151,11 +173,11 @@ def _scores(text: str, scale: AnswerScale) -> list[float]:
 
 
 def _verdicts(text: str) -> list[bool]:
-    found = [_as_bool(match.group(1)) for match in _VERDICT_LINE.finditer(text)]
+    found = [as_bool(match.group(1)) for match in _VERDICT_LINE.finditer(text)]
     if not found:
         lines = [line for line in text.splitlines() if line.strip()]
         for line in {lines[0], lines[-1]} if lines else ():
-            found.append(_as_bool(re.sub(r"[^A-Za-z]", "", line)))
+            found.append(as_bool(re.sub(r"[^A-Za-z]", "", line)))
     return [value for value in found if value is not None]
 
 

@@ -18,6 +18,7 @@ case's lines printing only literals) is capped by the same budget.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import unicodedata
@@ -54,7 +55,8 @@ class Prompt(NamedTuple):
     nonce: str  # the fences' random part (left out of the response cache's key)
     case_chars: int  # the case material's size before any cut
     cut_chars: int  # how much of it (and of template text repeated past the cap) was not sent
-    tokens: int = 0  # the estimate of what system and user cost (verifier.judges.llm.tokens)
+    # The estimate of what system, user and the answer's schema cost (judges.llm.tokens).
+    tokens: int = 0
     # Why nothing is sent: the template looked up what the case does not hold. The judge
     # then scores its lowest value with this as the rationale.
     case_fact: str | None = None
@@ -98,7 +100,8 @@ class PromptPlan(NamedTuple):
         nonce = secrets.token_hex(6)
         skeleton = "\n\n".join(part for part in parts if part)
         system = system_text(self.scale, self.output_mode, nonce)
-        user, tokens = self._within_context(material, skeleton, nonce, estimate_tokens(system))
+        fixed = estimate_tokens(system) + self._schema_tokens()
+        user, tokens = self._within_context(material, skeleton, nonce, fixed)
         return Prompt(
             system=system,
             user=user,
@@ -108,8 +111,16 @@ class PromptPlan(NamedTuple):
             tokens=tokens,
         )
 
+    def _schema_tokens(self) -> int:
+        """What the answer's schema costs when the request carries it (a tool's or a JSON
+        schema's parameters; in text mode the system text shows the example): a criteria
+        judge's grows with its criteria, past what REQUEST_OVERHEAD_TOKENS allows."""
+        if self.output_mode == "text":
+            return 0
+        return estimate_tokens(json.dumps(self.scale.schema()))
+
     def _within_context(
-        self, material: Material, skeleton: str, nonce: str, system_tokens: int
+        self, material: Material, skeleton: str, nonce: str, fixed_tokens: int
     ) -> tuple[str, int]:
         """(the user message, the prompt's estimated tokens), its material cut to the
         character budget and, when the estimate is over what the model takes less the
@@ -118,7 +129,7 @@ class PromptPlan(NamedTuple):
         template_cut = material.cut_chars
         budget = self.max_case_chars
         user = material.fence(skeleton, nonce, budget)
-        tokens = system_tokens + estimate_tokens(user)
+        tokens = fixed_tokens + estimate_tokens(user)
         if self.context_tokens is None:
             return user, tokens
         limit = self.context_tokens - self.answer_tokens - REQUEST_OVERHEAD_TOKENS
@@ -129,7 +140,7 @@ class PromptPlan(NamedTuple):
             budget = max(0, min(budget, shown) * max(limit, 0) // tokens * 9 // 10)
             material.cut_chars = template_cut
             user = material.fence(skeleton, nonce, budget)
-            tokens = system_tokens + estimate_tokens(user)
+            tokens = fixed_tokens + estimate_tokens(user)
         return user, tokens
 
 
@@ -204,16 +215,11 @@ The scale: {scale.describe()}
 
 
 def answer_instruction(scale: AnswerScale, output_mode: OutputMode) -> str:
-    value = (
-        "<true or false>"
-        if scale.kind == "pass_fail"
-        else f"<a number from {scale.low:g} to {scale.high:g}>"
-    )
-    example = f'{{"rationale": "<why, in a few sentences>", "{scale.field}": {value}}}'
-    json_only = f"reply with only a JSON object, for example {example}"
+    """How to answer; the scale (or a criteria judge's form) gives its fields and example."""
+    json_only = f"reply with only a JSON object, for example {scale.example()}"
     if output_mode == "tool":
         return (
-            f"Answer by calling the {TOOL_NAME} tool with `rationale` and `{scale.field}`; "
+            f"Answer by calling the {TOOL_NAME} tool with {scale.answer_fields()}; "
             f"if you cannot call tools, {json_only}."
         )
     return json_only[0].upper() + json_only[1:] + "."
@@ -391,8 +397,8 @@ _LOOKALIKES = str.maketrans(
 )
 
 
-def _tag_pattern() -> re.Pattern[str]:
-    """A bracket, maybe a slash, then one of ATTRIBUTED_TAGS, over a same-length
+def _tag_pattern(opening: str) -> re.Pattern[str]:
+    """opening (a bracket), maybe a slash, then one of ATTRIBUTED_TAGS, over a same-length
     skeleton of the text (lookalike letters read as ASCII, lower case), with invisible
     characters between its letters and any run of separators between its words.
 
@@ -405,10 +411,12 @@ def _tag_pattern() -> re.Pattern[str]:
     for name in ATTRIBUTED_TAGS:
         words = [gap.join(re.escape(letter) for letter in word) for word in name.split("-")]
         names.append(separators.join(words))
-    return re.compile(f"[{_BRACKETS}][\\s{_INVISIBLE}{_SLASHES}]*+(?:{'|'.join(names)})")
+    return re.compile(f"{opening}[\\s{_INVISIBLE}{_SLASHES}]*+(?:{'|'.join(names)})")
 
 
-_TAG = _tag_pattern()
+_TAG = _tag_pattern(f"[{_BRACKETS}]")
+_NEUTRALIZED_TAG = _tag_pattern("&lt;")  # a tag as neutralize_tags leaves it
+_ESCAPED_BRACKET = re.compile("&lt;", re.IGNORECASE)
 _BRACKET = re.compile(f"[{_BRACKETS}]")
 
 
@@ -430,6 +438,16 @@ def neutralize_tags(text: str) -> str:
         position = cut + 1
     out.append(text[position:])
     return "".join(out)
+
+
+def neutralized_tag(text: str) -> tuple[int, int] | None:
+    """Where case material as sent holds an attributed tag neutralize_tags escaped (or
+    the agent wrote escaped), in any of its lookalikes: an attempt to open or close a
+    block the system prompt says is someone else's, which the guard reports."""
+    if _ESCAPED_BRACKET.search(text) is None:  # most material: no skeleton to build
+        return None
+    match = _NEUTRALIZED_TAG.search(_skeleton(text))
+    return None if match is None else match.span()
 
 
 def _skeleton(text: str) -> str:

@@ -53,6 +53,24 @@ class AnswerScale(NamedTuple):
     def field(self) -> str:
         return "passed" if self.kind == "pass_fail" else "score"
 
+    @property
+    def judge_scale(self) -> AnswerScale:
+        """The scale of the judge's value: this one (a criteria judge's form has its own)."""
+        return self
+
+    def example(self) -> str:
+        """An answer as the prompt shows it."""
+        value = (
+            "<true or false>"
+            if self.kind == "pass_fail"
+            else f"<a number from {self.low:g} to {self.high:g}>"
+        )
+        return f'{{"rationale": "<why, in a few sentences>", "{self.field}": {value}}}'
+
+    def answer_fields(self) -> str:
+        """The fields the answer carries, as the prompt names them."""
+        return f"`rationale` and `{self.field}`"
+
     def describe(self) -> str:
         """The scale in words, for the prompt."""
         if self.kind == "pass_fail":

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 
 DEFAULT_CONTEXT_TOKENS = 32_768
-# What a request costs besides its messages' text: roles, the answer tool's schema.
+# What a request costs besides its messages and the answer's schema (counted by the
+# prompt): roles, the tool's name and wrapping.
 REQUEST_OVERHEAD_TOKENS = 400
 # Model families and the context they take, first match wins (the name lower-cased;
 # a prefix such as `openai/` or an org such as `meta-llama/` does not matter).

@@ -104,8 +104,9 @@ def post_json(
         except _Transient as error:
             last = error
         else:
-            gate.succeeded()
-            return Exchange(payload, time.monotonic() - started, attempt)
+            latency = time.monotonic() - started
+            gate.succeeded(latency)
+            return Exchange(payload, latency, attempt)
         finally:
             gate.leave()
         if attempt > policy.retries:
