@@ -32,21 +32,24 @@ What the case cannot change, and how:
   then ends the run before this script could write the real one) does not verify.
 
 The code under test runs in this process, so it could rewrite pytest from inside (the
-well-known tricks: register a plugin that turns failures into passes, patch
-TestReport or the runner, unregister the plugin that calls the test, swap a test's
-code). Integrity pins, before any code of the case runs, what the outcomes rest on: the
-functions, classes and code objects of pytest, pluggy, the author's plugins, this
-script and the standard modules its report is written with, and pluggy's hook callers
-and implementations; when collection ends, each collected test's function and the
-bindings of the test and conftest modules. At each test's report it checks the hook
-implementations and that test's pins, and after the run all of them: a hook
-implemented by anything but pytest, pluggy, the plugins, a conftest or a module a
-`pytest_plugins` of the tests names, or any pinned object that changed, makes the report
-say only that the run was tampered with (`results.extra.tampered`), which the grader
-counts as a failure. This raises the bar; it is no proof. Code written against this
-very script (its records, its signing key in the interpreter's memory, the frame of a
-running test, values that compare equal to anything) is beyond any runner in the same
-process: see docs/eval-yaml.md, "Limits".
+well-known tricks: register a plugin that turns failures into passes, patch TestReport
+or the runner, add an implementation to a hook, swap a test's code). Integrity pins,
+before any code of the case runs, what the outcomes rest on: the functions (their
+code, defaults and closures), classes and modules of pytest, pluggy, the author's
+plugins and this script, the builtins and the standard modules the report is written
+with; before the first conftest, pluggy's hook callers and implementations; when
+collection ends, each collected test's function and the callables bound in the test
+modules. When each test is torn down (what honest tests monkeypatch is restored by
+then) it checks pytest's core, the hooks and that test; after the run, all of it. A hook
+implemented by anything but pytest, pluggy, a plugin, a module installed in the
+toolchain, a conftest, a test module, or a module a conftest's or test module's
+`pytest_plugins` names (each defined in the source of a file there before the run), or
+any pinned object that changed, voids the run: no report is written, the facts go to
+stderr after TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a
+failure. This raises the bar; it is no proof: code written against this very script
+(its records, its signing key in the interpreter's memory), what the tests import
+rewritten before they import it, and values that compare equal to anything remain
+(docs/eval-yaml.md, "Limits").
 
 What it cannot stop, and the recommended gate's guards must: a `conftest.py` (pytest
 imports it as a plugin).
