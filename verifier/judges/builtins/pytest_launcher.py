@@ -157,11 +157,10 @@ def main(argv):
     reporter = Reporter(workdir, bool(options["ini"]), signer, integrity)
     report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
-    check, write, hold, say = integrity.check_all, reporter.write, sys.setswitchinterval, os.write
+    check, write, say = integrity.check_all, reporter.write, os.write
     own = (check.__func__.__code__, write.__func__.__code__)
     sys.meta_path.append(_CaseRoot(workdir))
     code = pytest.main([*fixed, *pytest_args], plugins=[reporter, *plugins])
-    hold(1e6)  # no thread the case left runs between the check and the report
     check()
     if check.__func__.__code__ is not own[0] or write.__func__.__code__ is not own[1]:
         found.append("the launcher's own checks were rewritten")
@@ -510,7 +509,8 @@ class Integrity:
         return names
 
     def check_item(self, item, function, code):
-        if _function(getattr(item, "obj", None)) is not function or (
+        obj = vars(item).get("_obj")  # pytest's cache of item.obj (reading obj may rebuild it)
+        if (obj is not None and _function(obj) is not function) or (
             code is not None and function.__code__ is not code
         ):
             self.find(f"the test {item.nodeid} was replaced")
