@@ -674,6 +674,19 @@ def _passing(document, *args, **kwargs):
     return _dumps(document, *args, **kwargs)
 json.dumps = _passing
 """,
+    "a fake helper module put in sys.modules": """
+import sys, types
+sys.modules["helpers"] = types.ModuleType("helpers")
+sys.modules["helpers"].expected_sub = lambda a, b: a + b
+""",
+    "the helper patched before the tests import it": """
+import helpers
+helpers.expected_sub = lambda a, b: a + b
+""",
+    "the helper's code swapped before the tests import it": """
+import helpers
+helpers.expected_sub.__code__ = (lambda a, b: a + b).__code__
+""",
     "each test's runtest shadowed": """
 import gc, threading, time
 def _shadow():
@@ -797,6 +810,72 @@ def test_honest_suites_that_use_pytest_hooks_score_as_before(
                  "tests/test_hooked.py": HOOKED_TESTS})  # fmt: skip
     got, tests = graded(config, case)
     assert got == pytest.approx(reward), tests["rationale"]
+
+
+# Tests in a package, taking helpers from beside them as honest suites do: relatively and
+# by the package's name, a class, a helper under a decorator (functools.wraps), one the
+# helper re-exports from the code under test.
+PACKAGE_HELPERS = """\
+import functools
+
+from calc import add as reexported_add
+
+
+def _logged(function):
+    @functools.wraps(function)
+    def wrapper(*args):
+        return function(*args)
+    return wrapper
+
+
+@_logged
+def expected_sub(a, b):
+    return a - b
+
+
+class Expected:
+    product = 6
+"""
+PACKAGE_TESTS = """\
+from calc import mul, sub
+
+from tests.helpers import Expected
+from .helpers import expected_sub, reexported_add
+
+
+def test_add():
+    assert reexported_add(2, 3) == 5
+
+
+def test_sub():
+    assert sub(5, 3) == expected_sub(5, 3)
+
+
+def test_mul():
+    assert mul(2, 3) == Expected.product
+"""
+PACKAGE_LISTED = ["tests/test_pkg.py::test_add", "tests/test_pkg.py::test_sub",
+                  "tests/test_pkg.py::test_mul"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("calc", "reward"), [(FIXED, 1.0), (PARTIAL, 2 / 3)], ids=["fixed", "partial"]
+)
+def test_honest_helpers_beside_packaged_tests_score_as_before(
+    task: Task, calc: str, reward: float
+) -> None:
+    config = task.config("packaged", runner_alone(task.python, tests=PACKAGE_LISTED))
+    case = task.root / "cases" / f"packaged-{reward:.2f}"
+    write(case, {"calc.py": calc, "tests/__init__.py": "", "tests/helpers.py": PACKAGE_HELPERS,
+                 "tests/test_pkg.py": PACKAGE_TESTS})  # fmt: skip
+    got, tests = graded(config, case)
+    assert got == pytest.approx(reward), tests["rationale"]
+    hacked = task.root / "cases" / f"packaged-hacked-{reward:.2f}"
+    planted = "import tests.helpers as h\nh.expected_sub = lambda a, b: a + b\n"
+    write(hacked, {"calc.py": planted + BUGGY, "tests/__init__.py": "",
+                   "tests/helpers.py": PACKAGE_HELPERS, "tests/test_pkg.py": PACKAGE_TESTS})  # fmt: skip
+    got, tests = graded(config, hacked)
+    assert got == 0.0, tests["rationale"]
 
 
 def test_the_grader_knows_the_launchers_tampered_exit() -> None:

@@ -39,17 +39,18 @@ code, defaults and closures), classes and modules of pytest, pluggy, the author'
 plugins and this script, the builtins and the standard modules the report is written
 with; before the first conftest, pluggy's hook callers and implementations; when
 collection ends, each collected test's function and the callables bound in the test
-modules. When each test is torn down (what honest tests monkeypatch is restored by
-then) it checks pytest's core, the hooks and that test; after the run, all of it. A hook
+modules, and the helpers they imported from beside them checked (check_helpers).
+When each test is torn down (what honest tests monkeypatch is restored by then) it
+checks pytest's core, the hooks and that test; after the run, all of it. A hook
 implemented by anything but pytest, pluggy, a plugin, a module installed in the
 toolchain, a conftest, a test module, or a module a conftest's or test module's
 `pytest_plugins` names (each defined in the source of a file there before the run), or
 any pinned object that changed, voids the run: no report is written, the facts go to
 stderr after TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a
 failure. This raises the bar; it is no proof: code written against this very script
-(its records, its signing key in the interpreter's memory), what the tests import
-rewritten before they import it, and values that compare equal to anything remain
-(docs/eval-yaml.md, "Limits").
+(its records, its signing key in the interpreter's memory), standard or installed
+modules the tests use rewritten before they use them, and values that compare equal to
+anything remain (docs/eval-yaml.md, "Limits").
 
 What it cannot stop, and the recommended gate's guards must: a `conftest.py` (pytest
 imports it as a plugin).
@@ -60,6 +61,7 @@ on stderr. The grader runs it only when the real run left no usable report, to t
 fault of the toolchain (an error) from what the case did (a failure).
 """
 
+import ast
 import builtins
 import contextlib
 import hashlib
@@ -407,6 +409,36 @@ class Integrity:
         for module in modules.values():
             self.test_modules.append(module)
             self.pin_namespace(f"test module {module.__name__}", vars(module), False)
+            self.check_helpers(module)
+
+    def check_helpers(self, module):
+        """Each module a test module imports from beside it (in the dir pytest put on
+        sys.path for it) must be that helper's file, and what the test module took from
+        it that the helper defines must be the helper's own: not a module the code under
+        test put in sys.modules, nor a function it put in the helper, before the tests
+        imported it. (Functions the helper imports from elsewhere are not asked.)"""
+        path = vars(module).get("__file__")
+        if type(path) is not str:
+            return
+        base, top = _import_base(path)
+        if top == self.workdir or not _within(top, self.workdir):
+            return  # tests at the repo's root: no telling their helpers from the code
+        for name, bound in _imports(path, vars(module).get("__package__")):
+            helper = _helper_file(base, name)
+            if helper is None or not _within(helper, top):
+                continue
+            found = sys.modules.get(name)
+            origin = vars(found).get("__file__") if type(found) is _MODULE else None
+            if origin != helper and not self.installed(origin):
+                self.find(f"{module.__name__} imported {name}, which is not {helper}")
+            elif origin == helper and bound in _definitions(helper):
+                value = vars(module).get(bound)
+                if not _defined_in(value, helper, name):
+                    self.find(f"{module.__name__}.{bound} is not the one {name} defines")
+
+    def installed(self, path):
+        """A file of the toolchain: outside the repo, there before the run."""
+        return type(path) is str and not _within(path, self.workdir) and self.existed(path)
 
     def check_test(self, node_id):
         """When a test was torn down: pytest's core, the hooks, the test's function."""
@@ -524,6 +556,73 @@ class Integrity:
 
 
 _ABSENT = object()
+
+
+def _import_base(path):
+    """(the dir pytest's append mode puts on sys.path for a test file, the dir of the
+    tests): the file's own dir twice, or above the topmost package it is in and that
+    package."""
+    top = base = os.path.dirname(os.path.abspath(path))
+    while os.path.isfile(os.path.join(base, "__init__.py")):
+        top, base = base, os.path.dirname(base)
+    return base, top
+
+
+def _helper_file(base, name):
+    """The file under base that `import name` finds there, or None."""
+    stem = os.path.join(base, *name.split("."))
+    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _imports(path, package):
+    """(module, name bound from it or None) of each import at a module's top level."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+    for node in tree.body:
+        if type(node) is ast.Import:
+            found += [(alias.name, None) for alias in node.names]
+        elif type(node) is ast.ImportFrom and node.module:
+            name = node.module
+            if node.level:  # relative: within the test module's package
+                parts = package.split(".") if type(package) is str and package else []
+                if node.level - 1 > len(parts) or not parts:
+                    continue
+                name = ".".join([*parts[: len(parts) - node.level + 1], node.module])
+            found += [(name, alias.asname or alias.name) for alias in node.names]
+    return found
+
+
+def _definitions(path):
+    """The names a module's source defines at its top level (def and class)."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {node.name for node in tree.body if type(node) in kinds}
+
+
+def _defined_in(value, path, name):
+    """A function compiled from path (through the __wrapped__ of its decorators), or a
+    class of the module name."""
+    if issubclass(type(value), type):
+        return value.__dict__.get("__module__") == name
+    for _ in range(10):
+        function = _function(value)
+        if type(function) is not _FUNCTION:
+            return False
+        if function.__code__.co_filename == path:
+            return True
+        value = vars(function).get("__wrapped__")
+    return False
 
 
 def _function(value):
