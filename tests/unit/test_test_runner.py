@@ -46,7 +46,7 @@ from tests.toolchain import (
 from tests.unit.conftest import write_files
 from tests.viewer import ctrf_viewer_accepts
 from verifier.grading import grade, load_eval
-from verifier.judges.builtins.runners import LAUNCHER
+from verifier.judges.builtins.runners import LAUNCHER, PYTEST_TAMPERED, PYTEST_TAMPERED_MARK
 from verifier.results import Status
 
 NON_ROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
@@ -537,6 +537,7 @@ def test_a_missing_python_is_an_error_before_the_case_is_staged(task: Task) -> N
         "import os\nos._exit(3)\n",  # pytest's internal-error code, at import of calc
         "import os\nos._exit(4)\n",  # its usage-error code
         "import os\nos._exit(127)\n",  # "not found"
+        "import os\nos._exit(7)\n",  # the launcher's "tampered": no probe, still a failure
         "raise SystemExit(0)\n",
     ],
 )
@@ -580,6 +581,311 @@ def test_a_deleted_test_file_fails_every_listed_test(task: Task) -> None:
     assert reward == 0.0
     assert tests["rationale"].startswith("none of the 3 listed tests ran")
     assert "file or directory not found: tests/test_calc.py" in tests["rationale"]
+
+
+# --- the code under test rewriting pytest from inside ---------------------------------------
+
+# Imported by the trusted tests, calc.py runs in pytest's process. Each preamble is one of
+# the well-known ways to turn failures into passes from there; the launcher pins what
+# they change before the case runs, so each makes the run count nothing.
+_CONFIG = """
+import gc
+from _pytest.config import Config
+_config = next(o for o in gc.get_objects() if isinstance(o, Config))
+"""
+_FLIP = """
+import pytest
+class _Flip:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        report.outcome, report.longrepr = "passed", None
+"""
+IN_PROCESS = {
+    "a plugin registered from the code under test": _CONFIG
+    + _FLIP
+    + "_config.pluginmanager.register(_Flip(), 'flip')\n",
+    "TestReport patched": """
+import _pytest.reports as reports
+_made = reports.TestReport.from_item_and_call.__func__
+def _passed(cls, item, call):
+    report = _made(cls, item, call)
+    report.outcome, report.longrepr = "passed", None
+    return report
+reports.TestReport.from_item_and_call = classmethod(_passed)
+""",
+    "TestReport patched, then put back before the run ends": """
+import _pytest.reports as reports
+_original = reports.TestReport.__dict__["from_item_and_call"]
+_calls = []
+def _passed(cls, item, call):
+    report = _original.__func__(cls, item, call)
+    if call.when == "call":
+        report.outcome, report.longrepr = "passed", None
+        _calls.append(item)
+        if len(_calls) == 3:  # the last test: nothing is left to see
+            reports.TestReport.from_item_and_call = _original
+    return report
+reports.TestReport.from_item_and_call = classmethod(_passed)
+""",
+    "the runner's call_and_report replaced": """
+import _pytest.runner as runner
+def _call_and_report(item, when, log=True, **kwargs):
+    report = runner.TestReport.from_item_and_call(
+        item, runner.CallInfo.from_call(lambda: None, when=when))
+    if log:
+        item.ihook.pytest_runtest_logreport(report=report)
+    return report
+runner.call_and_report = _call_and_report
+""",
+    "pluggy's hook loop replaced": _CONFIG
+    + """
+import pluggy._callers as callers
+_loop = callers._multicall
+def _multicall(name, implementations, kwargs, firstresult):
+    result = _loop(name, implementations, kwargs, firstresult)
+    if name == "pytest_runtest_makereport":
+        result.outcome, result.longrepr = "passed", None
+    return result
+_config.pluginmanager._inner_hookexec = _multicall
+""",
+    "an implementation added to a hook's caller": _CONFIG
+    + """
+from pluggy._hooks import HookImpl
+class _Skip:
+    def pytest_pyfunc_call(self, pyfuncitem):
+        return True  # "called": the test function never runs
+_options = {"hookwrapper": False, "wrapper": False, "optionalhook": False,
+            "tryfirst": True, "trylast": False, "specname": None}
+_config.pluginmanager.hook.pytest_pyfunc_call._add_hookimpl(
+    HookImpl(_Skip(), "skip", _Skip().pytest_pyfunc_call, _options))
+""",
+    "the launcher's own outcome function replaced": """
+import sys
+sys.modules["__main__"].__dict__["_outcome"] = lambda report: ("passed", None)
+""",
+    "json.dumps rewriting the report": """
+import json
+_dumps = json.dumps
+def _passing(document, *args, **kwargs):
+    for test in document.get("results", {}).get("tests", []):
+        test["status"] = "passed"
+    return _dumps(document, *args, **kwargs)
+json.dumps = _passing
+""",
+    "a fake helper module put in sys.modules": """
+import sys, types
+sys.modules["helpers"] = types.ModuleType("helpers")
+sys.modules["helpers"].expected_sub = lambda a, b: a + b
+""",
+    "the helper patched before the tests import it": """
+import helpers
+helpers.expected_sub = lambda a, b: a + b
+""",
+    "the helper's code swapped before the tests import it": """
+import helpers
+helpers.expected_sub.__code__ = (lambda a, b: a + b).__code__
+""",
+    "each test's runtest shadowed": """
+import gc, threading, time
+def _shadow():
+    from _pytest.python import Function
+    for _ in range(500):
+        for item in gc.get_objects():
+            if type(item) is Function and "runtest" not in vars(item):
+                item.runtest = lambda: None
+        time.sleep(0.005)
+threading.Thread(target=_shadow, daemon=True).start()
+""",
+}
+# From inside a call: the code under test rewrites the trusted test module it was called from.
+_BUGGY_SUB_MUL = BUGGY.split("\n\n\n", 1)[1]
+IN_PROCESS_CALLS = {
+    "the remaining tests' code swapped": """
+import sys
+def add(a, b):
+    for name in ("test_sub", "test_mul"):
+        sys._getframe(1).f_globals[name].__code__ = (lambda *a, **k: None).__code__
+    return a + b
+""",
+    "the test module's expected helper rebound": """
+import sys
+def add(a, b):
+    sys._getframe(1).f_globals["expected_sub"] = lambda a, b: a + b
+    return a + b
+""",
+}
+
+
+@pytest.mark.parametrize("attack", [*IN_PROCESS, *IN_PROCESS_CALLS])
+def test_code_under_test_that_rewrites_pytest_counts_nothing(task: Task, attack: str) -> None:
+    """Without the launcher's pins each of these passes all three tests (1.0), or two."""
+    if attack in IN_PROCESS:
+        calc = IN_PROCESS[attack] + BUGGY
+    else:
+        calc = IN_PROCESS_CALLS[attack] + "\n\n" + _BUGGY_SUB_MUL
+    reward, tests = graded(task.gate, task.case(f"in-process {attack}", calc))
+    assert reward == 0.0, tests["rationale"]
+    assert tests["rationale"].startswith(
+        "the code under test tampered with the verifier's pytest run, so no test counts (exit 7): "
+    ), tests["rationale"]
+    assert "toolchain" not in tests["rationale"]  # not probed: the case did it
+
+
+def test_a_non_root_grader_finds_the_same_tampering(task: Task) -> None:
+    calc = IN_PROCESS["a plugin registered from the code under test"] + BUGGY
+    case = task.case("non-root in-process", calc)
+    assert grade_as_non_root(task, task.gate, case)["reward"] == 0.0
+
+
+# A trusted suite that uses pytest's hooks the honest ways: a conftest's hook and the
+# plugin it registers, a helper module its pytest_plugins names, a test module's
+# pytest_plugins, a plugin a test registers, pytester's inline run, and a test that
+# monkeypatches pytest's runner, a builtin and the standard library (undone by teardown).
+HOOKED_CONFTEST = """\
+import pytest
+
+pytest_plugins = ["hooked_plugin"]
+
+
+class Recorder:
+    def pytest_runtest_logreport(self, report):
+        pass
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(Recorder(), "recorder")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    setattr(item, "rep_" + call.when, outcome.get_result())
+"""
+HOOKED_PLUGIN = "def pytest_runtest_setup(item):\n    item.user_properties.append(('seen', 1))\n"
+HOOKED_TESTS = """\
+import builtins
+import time
+
+import _pytest.runner
+
+from calc import add, mul, sub
+
+pytest_plugins = ["pytester"]
+
+
+def test_add(monkeypatch):
+    monkeypatch.setattr(time, "time", lambda: 0.0)
+    monkeypatch.setattr(builtins, "open", None)
+    monkeypatch.setattr(_pytest.runner, "check_interactive_exception", lambda *a: False)
+    assert add(2, 3) == 5
+
+
+def test_sub(request):
+    class Seen:
+        def pytest_runtest_logreport(self, report):
+            pass
+    request.config.pluginmanager.register(Seen(), "seen")
+    assert sub(5, 3) == 2
+
+
+def test_mul(pytester):
+    pytester.makepyfile("def test_inner():\\n    assert 1 == 2\\n")
+    pytester.inline_run().assertoutcome(failed=1)
+    assert mul(2, 3) == 6
+"""
+HOOKED_LISTED = ["tests/test_hooked.py::test_add", "tests/test_hooked.py::test_sub",
+                 "tests/test_hooked.py::test_mul"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("calc", "reward"), [(FIXED, 1.0), (BUGGY, 1 / 3)], ids=["fixed", "buggy"])
+def test_honest_suites_that_use_pytest_hooks_score_as_before(
+    task: Task, calc: str, reward: float
+) -> None:
+    config = task.config("hooked", runner_alone(task.python, tests=HOOKED_LISTED))
+    case = task.root / "cases" / f"hooked-{reward:.2f}"
+    write(case, {"calc.py": calc, "tests/conftest.py": HOOKED_CONFTEST,
+                 "tests/hooked_plugin.py": HOOKED_PLUGIN,
+                 "tests/test_hooked.py": HOOKED_TESTS})  # fmt: skip
+    got, tests = graded(config, case)
+    assert got == pytest.approx(reward), tests["rationale"]
+
+
+# Tests in a package, taking helpers from beside them as honest suites do: relatively and
+# by the package's name, a class, a helper under a decorator (functools.wraps), one the
+# helper re-exports from the code under test.
+PACKAGE_HELPERS = """\
+import functools
+
+from calc import add as reexported_add
+
+
+def _logged(function):
+    @functools.wraps(function)
+    def wrapper(*args):
+        return function(*args)
+    return wrapper
+
+
+@_logged
+def expected_sub(a, b):
+    return a - b
+
+
+class Expected:
+    product = 6
+"""
+PACKAGE_TESTS = """\
+from calc import mul, sub
+
+from tests.helpers import Expected
+from .helpers import expected_sub, reexported_add
+
+
+def test_add():
+    assert reexported_add(2, 3) == 5
+
+
+def test_sub():
+    assert sub(5, 3) == expected_sub(5, 3)
+
+
+def test_mul():
+    assert mul(2, 3) == Expected.product
+"""
+PACKAGE_LISTED = ["tests/test_pkg.py::test_add", "tests/test_pkg.py::test_sub",
+                  "tests/test_pkg.py::test_mul"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("calc", "reward"), [(FIXED, 1.0), (PARTIAL, 2 / 3)], ids=["fixed", "partial"]
+)
+def test_honest_helpers_beside_packaged_tests_score_as_before(
+    task: Task, calc: str, reward: float
+) -> None:
+    config = task.config("packaged", runner_alone(task.python, tests=PACKAGE_LISTED))
+    case = task.root / "cases" / f"packaged-{reward:.2f}"
+    write(case, {"calc.py": calc, "tests/__init__.py": "", "tests/helpers.py": PACKAGE_HELPERS,
+                 "tests/test_pkg.py": PACKAGE_TESTS})  # fmt: skip
+    got, tests = graded(config, case)
+    assert got == pytest.approx(reward), tests["rationale"]
+    hacked = task.root / "cases" / f"packaged-hacked-{reward:.2f}"
+    planted = "import tests.helpers as h\nh.expected_sub = lambda a, b: a + b\n"
+    write(hacked, {"calc.py": planted + BUGGY, "tests/__init__.py": "",
+                   "tests/helpers.py": PACKAGE_HELPERS, "tests/test_pkg.py": PACKAGE_TESTS})  # fmt: skip
+    got, tests = graded(config, hacked)
+    assert got == 0.0, tests["rationale"]
+
+
+def test_the_grader_knows_the_launchers_tampered_exit() -> None:
+    """runners.py cannot import the launcher (it runs in the task's python): its copy of
+    the exit code and the mark must be the launcher's."""
+    tree = ast.parse(LAUNCHER.read_text())
+    values = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+              for target in node.targets
+              if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant)}  # fmt: skip
+    assert (values["TAMPERED"], values["TAMPERED_MARK"]) == (PYTEST_TAMPERED, PYTEST_TAMPERED_MARK)
 
 
 # --- ctrf.json -------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ reported; honest code still imports the usual way, run from the repo's root.
 
 A plan says how to run it, and how to probe the toolchain without the case (toolchain.py):
 the probe runs only when the real run left no usable report, or ended with one of
-`probe_codes` (pytest: an internal or usage error).
+`probe_codes` (pytest: an internal or usage error). A run that ends with `tampered_code`
+(the launcher found the code under test rewriting pytest or itself) is a failure, its
+report (if any) ignored and the toolchain not probed: whoever exits so, the case did.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ _BOOTSTRAP = (
     f"'{LAUNCHER.name}'), run_name='__main__')"
 )
 _PYTEST_PROBE_CODES = (3, 4)  # pytest's internal error and usage error, and the launcher's
+# The launcher's TAMPERED exit, and the line it prints before it (its TAMPERED_MARK).
+PYTEST_TAMPERED = 7
+PYTEST_TAMPERED_MARK = "pytest_launcher: the run was tampered with: "
 
 
 class RunnerPlan(NamedTuple):
@@ -53,6 +58,7 @@ class RunnerPlan(NamedTuple):
     env: Mapping[str, str]  # under the author's `env`
     probe_codes: tuple[int, ...] = ()
     signed: bool = False  # the report comes with its HMAC (<report>.sig) under a key on stdin
+    tampered_code: int | None = None  # the exit of a run whose runner found tampering
 
     @property
     def label(self) -> str:
@@ -102,6 +108,7 @@ def pytest_plan(
         env={},
         probe_codes=_PYTEST_PROBE_CODES,
         signed=True,
+        tampered_code=PYTEST_TAMPERED,
     )
 
 

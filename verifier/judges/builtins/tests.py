@@ -61,7 +61,13 @@ from verifier.judges.builtins.reports import (
     merge,
     parse_report,
 )
-from verifier.judges.builtins.runners import RUNNERS, RunnerPlan, ini_problem, plan_runner
+from verifier.judges.builtins.runners import (
+    PYTEST_TAMPERED_MARK,
+    RUNNERS,
+    RunnerPlan,
+    ini_problem,
+    plan_runner,
+)
 from verifier.judges.builtins.testlists import (
     GROUPS,
     MISSING,
@@ -328,6 +334,8 @@ def run_tests(
                                "command": _ending(run)}  # fmt: skip
     if run.timed_out:
         return _unusable(f"the tests timed out after {timeout:g}s; no report counts", details)
+    if plan.tampered_code is not None and run.exit_code == plan.tampered_code:
+        return _unusable(tampering(run, plan), details)
     reading = handed_back(run, plan, key)
     broken = run.exit_code in plan.probe_codes  # pytest's internal or usage error
     if reading.report is None or broken:
@@ -365,6 +373,17 @@ def handed_back(run: CommandRun, plan: RunnerPlan, key: bytes | None) -> Reading
         return Reading(parse_report(found.data, plan.format), files, tool=plan.name)
     except ReportError as error:
         return Reading(None, files, f"the report of {plan.label} {error}", plan.name)
+
+
+def tampering(run: CommandRun, plan: RunnerPlan) -> str:
+    """Why a run that ended with the runner's tampered code counts nothing: what its
+    runner found, as the last line it printed says (the case may print such lines too:
+    they can only fail it)."""
+    found = [line.split(PYTEST_TAMPERED_MARK, 1)[1] for line in run.tail.splitlines()
+             if PYTEST_TAMPERED_MARK in line]  # fmt: skip
+    said = f": {_cut_text(found[-1], _COMMAND_CHARS)}" if found else ""
+    return (f"the code under test tampered with {plan.label}, so no test counts (exit "
+            f"{run.exit_code}){said}")  # fmt: skip
 
 
 def _signed(key: bytes, data: bytes, signature: CaseFile | None) -> bool:
@@ -661,4 +680,8 @@ def _listed(paths: Sequence[str], limit: int = 5) -> str:
 
 
 def _cut(name: str) -> str:
-    return name if len(name) <= MAX_NAME_CHARS else name[: MAX_NAME_CHARS - 3] + "..."
+    return _cut_text(name, MAX_NAME_CHARS)
+
+
+def _cut_text(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
