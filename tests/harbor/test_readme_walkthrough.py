@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.harbor.runner import (
     HARBOR_VENV,
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.harbor
 SECTION = "## Walkthrough: a coding task"
 CALC = Path(__file__).resolve().parent / "tasks" / "calc" / "environment"
 TIMEOUT_S = 1800
+WALKTHROUGH_IMAGE = "localhost/calc-env"  # the environment's image, which it collects the tests in
 
 
 def walkthrough_steps(readme: str) -> list[tuple[str, list[str]]]:
@@ -60,8 +62,23 @@ def test_the_walkthrough_has_its_steps() -> None:
     commands = [command.split()[0] for command, _ in steps]
     assert commands.count("verifier") == 2 and commands.count("harbor") == 2, commands
     assert all(expected or command.startswith(("export", "mkdir", "cp", "cat >", "echo",
-                                               "harbor lint", "harbor run"))
+                                               "podman build", "harbor lint", "harbor run"))
                for command, expected in steps)  # fmt: skip
+
+
+def test_the_walkthrough_and_the_coding_trials_grade_with_the_recommended_gate() -> None:
+    """What the README recommends is what the walkthrough and the Harbor trials of
+    tests/harbor/test_harbor_coding.py use: the same judges and reward, comments aside."""
+    readme = (REPO / "README.md").read_text()
+    recommended = readme.split("**The recommended gate for a coding task.**", 1)[1]
+    recommended = recommended.split("```yaml\n", 1)[1].split("\n```", 1)[0]
+    walkthrough = next(command for command, _ in walkthrough_steps(readme)
+                       if command.startswith("cat > calc-task/eval.yaml"))  # fmt: skip
+    walkthrough = walkthrough.split("\n", 1)[1].rsplit("\nEOF", 1)[0]
+    trials = (CALC.parent / "eval.yaml").read_text()
+    gates = [yaml.safe_load(text) for text in (recommended, walkthrough, trials)]
+    assert all({key: gate[key] for key in ("judges", "reward")} ==
+               {key: gates[0][key] for key in ("judges", "reward")} for gate in gates)  # fmt: skip
 
 
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
@@ -89,4 +106,4 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
             assert output.splitlines() == expected, f"{command}\nprinted:\n{output}"
     finally:
         remove_trial_images(work / "jobs")
-        podman("rmi", "--force", "localhost/walkthrough-warm", check=False)
+        podman("rmi", "--force", "localhost/walkthrough-warm", WALKTHROUGH_IMAGE, check=False)
