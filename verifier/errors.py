@@ -17,6 +17,8 @@ EXIT_CASE = 3
 EXIT_OUTPUT = 4
 EXIT_JUDGE_ERROR = 5  # reward.on_error: fail, and a judge errored
 EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not be removed
+EXIT_WEAK_SANDBOX = 7  # code from the case would run where it could read the grader's files
+EXIT_NO_PROCESSES = 8  # the grader cannot start a process (the process limit is reached)
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
@@ -110,6 +112,21 @@ class StaleRewardError(OutputError):
     """No reward was written, and a reward file from an earlier run is still there."""
 
     exit_code = EXIT_STALE_REWARD
+
+
+class WeakSandboxError(VerifierError):
+    """Judges would run code from the case where the kernel cannot hide the grader's files
+    from it (no Landlock, and no other UID whose file modes keep them out), and the user
+    did not accept that (--weak-sandbox): nothing is graded."""
+
+    exit_code = EXIT_WEAK_SANDBOX
+
+
+class OutOfProcessesError(VerifierError):
+    """The grader cannot fork (its UID's or its cgroup's process limit is reached) and
+    waiting for its judges to end did not free any: nothing is graded."""
+
+    exit_code = EXIT_NO_PROCESSES
 
 
 class Terminated(BaseException):

@@ -181,6 +181,10 @@ OPTIONS: dict[str, Option] = {
         Option("termination_log", ("--termination-log",),
                "also write the summary line here (/dev/termination-log in Kubernetes)",
                parse_path, "VERIFIER_TERMINATION_LOG", metavar="FILE"),
+        Option("weak_sandbox", ("--weak-sandbox",),
+               "run code from the case even where the sandbox cannot hide the grader's files "
+               "from it (no Landlock; README, Safety)", parse_bool, "VERIFIER_WEAK_SANDBOX",
+               False, is_flag=True),
         Option("debug", ("--debug",), "show tracebacks", is_flag=True, default=False),
         Option("strict", ("--strict",), "treat warnings as errors (exit 2)", is_flag=True,
                default=False),
@@ -241,7 +245,7 @@ COMMANDS: dict[str, Command] = {
             "reward-details.json.",
             ("config", "case", "out", "case_id", "step", "agent_logs", "memory_mb",
              "llm_parallel", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
-             "termination_log", "debug"),
+             "termination_log", "weak_sandbox", "debug"),
             help_overrides={"llm_cache": "keep model answers in DIR and reuse them (off unless "
                                          "given)"},
         ),
@@ -262,7 +266,7 @@ COMMANDS: dict[str, Command] = {
             "Grade every case under --cases in parallel workers; resumable, shardable.",
             ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "memory_mb",
              "llm_concurrency", "no_llm", "llm_cache", "no_llm_cache", "llm_cache_mb",
-             "termination_log", "debug"),
+             "termination_log", "weak_sandbox", "debug"),
             required=("cases", "out"),
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
@@ -309,6 +313,7 @@ class Options(NamedTuple):
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
     keep_errors: bool = False
     termination_log: Path | None = None
+    weak_sandbox: bool = False
     debug: bool = False
     strict: bool = False
     dest: Path | None = None

@@ -235,8 +235,22 @@ def write_atomic(path: Path, text: str, *, durable: bool = True) -> Path:
     return path
 
 
+def reclaim_dir(directory: Path) -> None:
+    """Give back to this UID the use of a dir it owns (read, write, enter), whatever its
+    mode became: code from the case running as the same UID may have chmod'ed it, and
+    Landlock does not govern chmod (the sandbox's supervisor refuses it; this is what
+    keeps the reward when that could not run)."""
+    try:
+        info = os.stat(directory)
+        if info.st_uid == os.geteuid() and info.st_mode & 0o700 != 0o700:
+            os.chmod(directory, info.st_mode & 0o7777 | 0o700)
+    except OSError:
+        return  # what cannot be written is reported by the write itself
+
+
 def _staged(path: Path, text: str, durable: bool) -> Path:
     """text in a new temporary file beside path (never through a planted symlink)."""
+    reclaim_dir(path.parent)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.unlink(missing_ok=True)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)

@@ -7,7 +7,7 @@ import sys
 from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
 from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
-from verifier.grading import grade, load_eval, with_llm_cache
+from verifier.grading import command_sandbox, grade, load_eval, with_llm_cache
 from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
@@ -15,7 +15,9 @@ from verifier.results import Grading
 EXIT_CODES = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
 3 case dir missing, unreadable or not a directory; 4 output dir not writable;
 5 a judge errored under reward.on_error: fail; 6 no reward written and an earlier
-reward file cannot be removed; 130 / 143 stopped by SIGINT / SIGTERM; 1 internal error.
+reward file cannot be removed; 7 code from the case would run in a weak sandbox (no
+Landlock: see --weak-sandbox); 8 the grader cannot start a process (process limit);
+130 / 143 stopped by SIGINT / SIGTERM; 1 internal error.
 No reward file is written unless the exit code is 0."""
 
 
@@ -26,12 +28,15 @@ def run(options: Options) -> int:
             loaded = load_eval(options.config)
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
-            if options.llm_cache is not None and not options.no_llm_cache:
-                loaded = with_llm_cache(loaded, options.llm_cache, options.llm_cache_mb)
-            grading = grade(
-                loaded, options.case, limits, case_id=options.case_id, step=options.step,
-                agent_logs=options.agent_logs,
-            )  # fmt: skip
+            cache = None if options.no_llm_cache else options.llm_cache
+            if cache is not None:
+                loaded = with_llm_cache(loaded, cache, options.llm_cache_mb)
+            hidden = (options.out, options.agent_logs, cache)
+            with command_sandbox(loaded, hidden, accept_weak=options.weak_sandbox):
+                grading = grade(
+                    loaded, options.case, limits, case_id=options.case_id, step=options.step,
+                    agent_logs=options.agent_logs,
+                )  # fmt: skip
             _report_warnings(grading)
             written = write_outputs(options.out, grading)
         except OutputError:

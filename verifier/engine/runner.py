@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 
 from verifier.engine.child import FORKED, judge_main
-from verifier.errors import UsageError
+from verifier.errors import OutOfProcessesError, UsageError
 from verifier.judges.base import Pool, PreparedJudge, Record
 from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
@@ -44,6 +44,7 @@ from verifier.system import available_cpus
 _READ_CHUNK = 65536
 _MAX_OUTPUT_BYTES = 64 * 1024  # of one judge's prints passed on to stderr
 _WATCH_INTERVAL_S = 0.05  # memory and orphans are checked this often while judges run
+_FORK_PATIENCE_S = 5.0  # how long forks may keep failing with no judge left to end
 
 
 class Limits(NamedTuple):
@@ -149,6 +150,7 @@ class _Runner:
         # Children of this process from before grading (a test runner's, a pool's) are not
         # the judges' and are left alone; any other child is a judge or fell to us from one.
         self.earlier_children = frozenset(children(os.getpid()))
+        self.fork_failing_since: float | None = None
 
     def run(self, judges: Sequence[PreparedJudge], record: Record) -> tuple[JudgeResult, ...]:
         pending = [judge for judge in judges if judge.pool not in self.limits.skip_pools]
@@ -167,8 +169,9 @@ class _Runner:
         next_watch = time.monotonic() + _WATCH_INTERVAL_S
         while pending or self.running:
             for judge in self._startable(pending):
+                if not self._spawn(judge, record):
+                    break
                 pending.remove(judge)
-                self._spawn(judge, record)
             wake = min(next_watch, *(run.deadline for run in self.running.values()))
             for fd, _ in self.poller.poll(max(0.0, wake - time.monotonic()) * 1000):
                 self._read(self.watched[fd], fd)
@@ -203,11 +206,20 @@ class _Runner:
                 chosen.append(judge)
         return chosen
 
-    def _spawn(self, judge: PreparedJudge, record: Record) -> None:
+    def _spawn(self, judge: PreparedJudge, record: Record) -> bool:
+        """Fork the judge's process; False when the fork failed for want of processes
+        (tried again on the next round, once strays are killed and running judges end)."""
         result_read, result_write = os.pipe()
         output_read, output_write = os.pipe()
         token = os.urandom(8).hex()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except (BlockingIOError, MemoryError) as error:
+            for fd in (result_read, result_write, output_read, output_write):
+                os.close(fd)
+            self._fork_failed(error)
+            return False
+        self.fork_failing_since = None
         if pid == 0:  # the judge's process: never returns
             os.close(result_read)
             os.close(output_read)
@@ -221,6 +233,22 @@ class _Runner:
         for fd in (result_read, output_read):
             self.poller.register(fd, select.POLLIN)
             self.watched[fd] = run
+        return True
+
+    def _fork_failed(self, error: BaseException) -> None:
+        """A fork failed: kill whatever no judge owns, and keep trying while judges run
+        (their ends free processes); with none running, give up after a while."""
+        now = time.monotonic()
+        if self.fork_failing_since is None:
+            self.fork_failing_since = now
+        self._watch()
+        if not self.running and now - self.fork_failing_since > _FORK_PATIENCE_S:
+            reason = getattr(error, "strerror", None) or type(error).__name__
+            raise OutOfProcessesError(
+                f"cannot start a judge's process ({reason}): this UID's or this "
+                "container's process limit is reached (ulimit -u, pids.max); raise it, or "
+                "grade fewer cases at once"
+            )
 
     def _read(self, run: _Running, fd: int) -> None:
         chunk = os.read(fd, _READ_CHUNK)
