@@ -9,10 +9,11 @@ import pytest
 
 from verifier.batch.cases import Case
 from verifier.batch.channel import channel_pair, wait
+from verifier.batch.pool import WORKER_TYPES
 
 
 def test_messages_cross_both_ways_between_processes_whatever_their_size() -> None:
-    parent, child = channel_pair()
+    parent, child = channel_pair(WORKER_TYPES)
     big = "x" * (5 * 1024 * 1024)  # far beyond a pipe's buffer
     pid = os.fork()
     if pid == 0:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from verifier.batch.channel import Channel, channel_pair
+from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
 from verifier.batch.processes import fork, reap
 from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, interpret
 from verifier.judges.llm.cache import ResponseCache
@@ -54,6 +54,19 @@ class LLMDone(NamedTuple):
     spend: Spend
 
 
+# What the parent and the LLM stage send each other (verifier.batch.channel).
+STAGE_TYPES = (
+    "verifier.batch.llm:LLMTask",
+    "verifier.batch.llm:LLMDone",
+    "verifier.judges.llm.prompt:Prompt",
+    "verifier.judges.llm.judge:Spend",
+    "verifier.judges.llm.gate:GateFigures",
+    "verifier.results:JudgeResult",
+    "verifier.results:Status",
+)
+_FIGURES_WAIT_S = 30.0
+
+
 class LLMSettings(NamedTuple):
     capacity: int  # requests in flight per endpoint
     cache: ResponseCache | None
@@ -65,7 +78,7 @@ class LLMStage:
     def __init__(
         self, judges: Mapping[int, PreparedJudge], settings: LLMSettings, close: list[int]
     ) -> None:
-        parent_end, child_end = channel_pair()
+        parent_end, child_end = channel_pair(STAGE_TYPES)
         self.pid, self.pidfd = fork(
             lambda: _serve(child_end, judges, settings), close=[*close, *parent_end.fds()]
         )
@@ -75,12 +88,27 @@ class LLMStage:
     def submit(self, case: str, tasks: tuple[LLMTask, ...]) -> None:
         self.conn.send((case, tasks))
 
-    def receive(self) -> tuple[str, tuple[LLMDone, ...]] | dict[str, GateFigures] | None:
-        """A finished case, the endpoints' figures (the reply to `finish`), or None (gone)."""
+    def received(self) -> list[Any]:
+        """What the stage has sent (its conn is readable): finished cases, and after
+        `finish` the endpoints' figures. ChannelError when it cannot be read; an empty
+        list when the stage is gone (its pidfd says so)."""
         try:
-            return self.conn.recv()
+            return self.conn.messages()
         except (EOFError, OSError):
-            return None
+            return []
+
+    def figures(self) -> dict[str, GateFigures] | None:
+        """The reply to `finish`, waited for a while (None: none came)."""
+        deadline = time.monotonic() + _FIGURES_WAIT_S
+        while wait([self.conn], max(0.0, deadline - time.monotonic())):
+            try:
+                messages = self.conn.messages()
+            except (EOFError, OSError, ChannelError):
+                return None
+            for message in messages:
+                if isinstance(message, dict):
+                    return message
+        return None
 
     def finish(self) -> None:
         """No more cases: the process sends its figures and ends."""

@@ -28,10 +28,11 @@ from verifier.batch.summary import (
 )
 from verifier.console import warn_all
 from verifier.engine import Limits
-from verifier.grading import load_eval
+from verifier.grading import command_sandbox, load_eval
 from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY, Options
 from verifier.output import prepare_out_dir
+from verifier.processes import make_undumpable
 from verifier.system import available_cpus
 
 
@@ -49,6 +50,7 @@ class BatchRequest(NamedTuple):
     llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
+    weak_sandbox: bool = False  # run code from the case even where the sandbox is weak
     progress: IO[str] | None = None
 
     @classmethod
@@ -72,12 +74,17 @@ class BatchRequest(NamedTuple):
             llm_concurrency=options.llm_concurrency,
             llm_cache=cache,
             llm_cache_mb=options.llm_cache_mb,
+            weak_sandbox=options.weak_sandbox,
         )
 
 
 def run_batch(request: BatchRequest) -> BatchSummary:
-    """Load once, list the cases, grade them in workers, write the summary files."""
+    """Load once, list the cases, grade them in workers, write the summary files.
+
+    The parent is not dumpable (nor, being its forks, are its workers and LLM stage):
+    code from a case running as the same UID cannot open their pipes through /proc."""
     started = time.monotonic()
+    make_undumpable()
     loaded = load_eval(request.config)
     stream = request.progress if request.progress is not None else sys.stderr
     warn_all(loaded.config.warnings, stream)
@@ -92,7 +99,10 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         )
         plan = _llm_plan(request, grader) if llm else None
         progress = Progress(len(cases), stream)
-        result = run_pool(cases, grader, request.jobs, progress.update, plan)
+        hidden = (request.cases, request.out, request.llm_cache)
+        with command_sandbox(loaded, hidden, accept_weak=request.weak_sandbox,
+                             slots=min(request.jobs, max(len(cases), 1))):  # fmt: skip
+            result = run_pool(cases, grader, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together
         figures = None
