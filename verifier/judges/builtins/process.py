@@ -9,12 +9,19 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from verifier.config import Key
 from verifier.config.fields import Number, Text
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import CasePath, CommandLine, Environment, Pattern
+from verifier.judges.builtins.fields import (
+    CasePath,
+    CommandLine,
+    Environment,
+    Pattern,
+    ProvidedFiles,
+)
 from verifier.judges.builtins.registry import BuiltinContext, builtin
 from verifier.judges.sandbox import STDOUT_BYTES, CommandRun, run_in_sandbox
 
@@ -23,12 +30,14 @@ _SHOWN_CHARS = 200
 TIMEOUT = Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
               default=30)  # fmt: skip
 ENV = Key("env", Environment())
+PROVIDE = Key("provide", ProvidedFiles())
 COMMAND_KEYS = (
     Key("cmd", CommandLine(description="a shell string, or an argv list (rewardkit's name)")),
     Key("command", CommandLine(description="the same as cmd")),
     Key("cwd", CasePath(description="a dir in the case to run in (default: the case dir)")),
     TIMEOUT,
     ENV,
+    PROVIDE,
 )
 ONE_COMMAND = (("cmd", "command"),)
 
@@ -41,8 +50,14 @@ def run_command(context: BuiltinContext, arguments: dict[str, Any], **options: A
         timeout=arguments["timeout"],
         env=arguments["env"],
         cwd=arguments["cwd"] or "",
+        provided=provided_files(context, arguments["provide"]),
         **options,
     )
+
+
+def provided_files(context: BuiltinContext, provide: dict[str, Any] | None) -> dict[str, Path]:
+    """A `provide` argument as the sandbox takes it: each name -> its file beside eval.yaml."""
+    return {name: context.config_dir / file for name, file in (provide or {}).items()}
 
 
 @builtin("process", *COMMAND_KEYS, runs_case_code=True, one_of=ONE_COMMAND)

@@ -27,7 +27,7 @@ from verifier.globs import Glob
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.fields import CommandLine, PathOrGlob
 from verifier.judges.builtins.files import MAX_FILE_BYTES
-from verifier.judges.builtins.process import ENV, TIMEOUT, describe_run
+from verifier.judges.builtins.process import ENV, PROVIDE, TIMEOUT, describe_run, provided_files
 from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, builtin
 from verifier.judges.builtins.reports import (
     ERRORED,
@@ -63,7 +63,7 @@ MIN_TESTS = Key(
            description="fewer tests run (skipped ones aside) is a failure"),
     default=1,
 )  # fmt: skip
-ARGUMENTS = (REPORT, FORMAT, COMMAND, TIMEOUT, ENV, MIN_TESTS)
+ARGUMENTS = (REPORT, FORMAT, COMMAND, TIMEOUT, ENV, PROVIDE, MIN_TESTS)
 
 Identity = tuple[int, int, int]  # a file's (inode, size, mtime_ns): changed when rewritten
 
@@ -111,12 +111,14 @@ def grade_reports(
     timeout: float,
     env: dict[str, str] | None,
     min_tests: int,
+    provide: dict[str, Any] | None = None,
 ) -> Graded:
     """Run the command (when there is one), read the reports, and judge their counts."""
     if command is None:
         return judge_reading(read_reports(context.case_dir, report, format), min_tests, {})
     probe = FreshReports(report, format)
-    run = run_in_sandbox(command, context.case_dir, timeout=timeout, env=env, probe=probe)
+    run = run_in_sandbox(command, context.case_dir, timeout=timeout, env=env, probe=probe,
+                         provided=provided_files(context, provide))  # fmt: skip
     details: dict[str, Any] = {"sandbox": run.confinement, "command": _ending(run)}
     if run.timed_out:
         return Graded(None, f"the command timed out after {timeout:g}s; no report counts", details)
