@@ -102,6 +102,7 @@ def command_sandbox(
     *,
     accept_weak: bool = False,
     slots: int = 1,
+    lanes: int = 1,
 ) -> Iterator[None]:
     """The sandbox policy of a grade or batch, in force for the block (see
     verifier.judges.sandbox): commands from the case cannot read eval.yaml's dir nor
@@ -109,21 +110,22 @@ def command_sandbox(
     dirs). WeakSandboxError (exit 7) when judges run code from the case and nothing
     here can keep those out of its reach, unless `accept_weak`; UsageError when
     $VERIFIER_SANDBOX_UID leaves no UID for a slot. When no judge runs code from the
-    case the policy is only planned should one run a command after all."""
+    case the policy is only planned should one run a command after all. `slots`: cases
+    graded side by side; `lanes`: judges of a case run side by side."""
     from verifier.judges import sandbox
 
     config = loaded.config.path
     paths = [config.parent, config.resolve().parent, *(path for path in hidden if path)]
     running = [judge.config.name for judge in loaded.judges if runs_case_code(judge.config)]
     if not running:
-        sandbox.defer_policy(paths, accept_weak=accept_weak, slots=slots)
+        sandbox.defer_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
         try:
             yield
         finally:
             sandbox.defer_policy()
         return
     try:
-        policy = sandbox.plan_policy(paths, accept_weak=accept_weak, slots=slots)
+        policy = sandbox.plan_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
     except ValueError as error:
         raise UsageError(str(error)) from None
     try:

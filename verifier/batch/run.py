@@ -29,6 +29,7 @@ from verifier.batch.summary import (
 from verifier.console import warn_all
 from verifier.engine import Limits
 from verifier.grading import command_sandbox, load_eval
+from verifier.judges.base import Pool
 from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY, Options
 from verifier.output import prepare_out_dir
@@ -100,8 +101,10 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         plan = _llm_plan(request, grader) if llm else None
         progress = Progress(len(cases), stream)
         hidden = (request.cases, request.out, request.llm_cache)
-        with command_sandbox(loaded, hidden, accept_weak=request.weak_sandbox,
-                             slots=min(request.jobs, max(len(cases), 1))):  # fmt: skip
+        slots = min(request.jobs, max(len(cases), 1))
+        lanes = request.limits.capacity(Pool.CPU)
+        with command_sandbox(loaded, hidden, accept_weak=request.weak_sandbox, slots=slots,
+                             lanes=lanes):  # fmt: skip
             result = run_pool(cases, grader, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together

@@ -8,6 +8,7 @@ from verifier.console import stopped_by_signals, warn, warn_all, write_terminati
 from verifier.engine import Limits
 from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
 from verifier.grading import command_sandbox, grade, load_eval, with_llm_cache
+from verifier.judges.base import Pool
 from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
@@ -32,7 +33,8 @@ def run(options: Options) -> int:
             if cache is not None:
                 loaded = with_llm_cache(loaded, cache, options.llm_cache_mb)
             hidden = (options.out, options.agent_logs, cache)
-            with command_sandbox(loaded, hidden, accept_weak=options.weak_sandbox):
+            lanes = limits.capacity(Pool.CPU)
+            with command_sandbox(loaded, hidden, accept_weak=options.weak_sandbox, lanes=lanes):
                 grading = grade(
                     loaded, options.case, limits, case_id=options.case_id, step=options.step,
                     agent_logs=options.agent_logs,

@@ -82,12 +82,13 @@ class Limits(NamedTuple):
 class _Running:
     """A judge process the runner waits on: its pipes, what they carried, its token."""
 
-    __slots__ = ("judge", "memory_exceeded", "output", "output_cut", "output_fd", "pid",
-                 "result", "result_closed", "result_fd", "started", "token")  # fmt: skip
+    __slots__ = ("judge", "lane", "memory_exceeded", "output", "output_cut", "output_fd",
+                 "pid", "result", "result_closed", "result_fd", "started", "token")  # fmt: skip
 
     def __init__(self, judge: PreparedJudge, pid: int, result_fd: int, output_fd: int,
-                 token: str) -> None:  # fmt: skip
+                 token: str, lane: int | None) -> None:  # fmt: skip
         self.judge = judge
+        self.lane = lane
         self.pid = pid
         self.result_fd = result_fd
         self.output_fd = output_fd
@@ -151,6 +152,8 @@ class _Runner:
         # the judges' and are left alone; any other child is a judge or fell to us from one.
         self.earlier_children = frozenset(children(os.getpid()))
         self.fork_failing_since: float | None = None
+        # Each CPU judge running has a lane of its own: as root, its commands' UID.
+        self.free_lanes = list(range(limits.capacity(Pool.CPU)))
 
     def run(self, judges: Sequence[PreparedJudge], record: Record) -> tuple[JudgeResult, ...]:
         pending = [judge for judge in judges if judge.pool not in self.limits.skip_pools]
@@ -212,6 +215,7 @@ class _Runner:
         result_read, result_write = os.pipe()
         output_read, output_write = os.pipe()
         token = os.urandom(8).hex()
+        lane = min(self.free_lanes) if judge.pool is Pool.CPU and self.free_lanes else None
         try:
             pid = os.fork()
         except (BlockingIOError, MemoryError) as error:
@@ -223,12 +227,15 @@ class _Runner:
         if pid == 0:  # the judge's process: never returns
             os.close(result_read)
             os.close(output_read)
-            judge_main(judge, record, self.limits.memory_mb, token, result_write, output_write)
+            judge_main(judge, record, self.limits.memory_mb, token, result_write, output_write,
+                       lane or 0)  # fmt: skip
         os.close(result_write)
         os.close(output_write)
         with contextlib.suppress(OSError):  # the child did it already, or has exited
             os.setpgid(pid, pid)
-        run = _Running(judge, pid, result_read, output_read, token)
+        if lane is not None:
+            self.free_lanes.remove(lane)
+        run = _Running(judge, pid, result_read, output_read, token, lane)
         self.running[pid] = run
         for fd in (result_read, output_read):
             self.poller.register(fd, select.POLLIN)
@@ -351,6 +358,8 @@ class _Runner:
             kill_trees(orphans)
             reap(orphans)
         del self.running[run.pid]
+        if run.lane is not None:
+            self.free_lanes.append(run.lane)
         for fd in (run.result_fd, run.output_fd):
             self._unwatch(fd)
             _drain(fd, run)

@@ -116,7 +116,10 @@ class SandboxPolicy(NamedTuple):
     scratch: str
     landlock: int  # the ABI (0: none)
     as_root: bool  # commands run as another UID
-    uid: int  # the UID commands run as
+    uid: int  # the UID commands run as (that of this process's slot and lane, as root)
+    base_uid: int  # slot 0's lane 0's
+    lanes: int  # UIDs per slot
+    slot: int
     processes: int  # each command's RLIMIT_NPROC
     supervised: bool  # chmod and the rest go through the supervisor
     hidden_by: str | None
@@ -137,26 +140,32 @@ def plan_policy(
     *,
     accept_weak: bool = False,
     slots: int = 1,
+    lanes: int = 1,
     slot: int = 0,
+    lane: int = 0,
     scratch_root: str | None = None,
 ) -> SandboxPolicy:
     """The policy for commands that must not read `hidden` (and SECRET_MOUNTS): it makes
     the scratch dir (remove it with `discard_policy`). `slots`: how many cases run side
-    by side (a batch's workers), each under its own UID when the grader is root; `slot`:
-    the one this process runs (use_slot). ValueError when VERIFIER_SANDBOX_UID leaves no
-    UID for a slot."""
+    by side (a batch's workers), `lanes`: how many judges of a case; as root each
+    (slot, lane) has a UID of its own, counting down from the sandbox UID, so that no
+    command can reach another's copy or use up its processes. `slot`, `lane`: those of
+    this process (use_slot, use_lane). ValueError when VERIFIER_SANDBOX_UID leaves no
+    UID for one."""
     as_root = can_switch_user()
     base = sandbox_uid() if as_root else os.geteuid()
-    if as_root and base - slots + 1 < 1:
-        raise ValueError(f"${SANDBOX_UID_ENV} {base}: a batch of {slots} workers needs the "
-                         f"UIDs {base - slots + 1}..{base}, all above 0")  # fmt: skip
+    count = slots * lanes
+    if as_root and base - count + 1 < 1:
+        raise ValueError(f"${SANDBOX_UID_ENV} {base}: {slots} workers of {lanes} judges "
+                         f"need the UIDs {base - count + 1}..{base}, all above 0")  # fmt: skip
     scratch = _make_scratch(scratch_root, as_root)
     paths = {_resolved(path) for path in (*hidden, *SECRET_MOUNTS)}
     paths.add(os.path.dirname(scratch))  # every grader's scratch, of this UID
     existing = _outermost(path for path in paths if path is not None and os.path.lexists(path))
     abi = landlock_abi()
-    uids = [base - slot for slot in range(slots)] if as_root else [base]
-    hidden_by, weakness = _strength(existing, abi, as_root, uids)
+    uids = [base - index for index in range(count)] if as_root else [base]
+    others = [path for path in existing if path != os.path.dirname(scratch)]
+    hidden_by, weakness = _strength(others, abi, as_root, uids)
     supervised = not as_root and abi > 0 and _supervision_works()
     if not as_root and abi > 0 and not supervised and weakness is None:
         weakness = ("seccomp user notification is not available here, so a command "
@@ -167,8 +176,11 @@ def plan_policy(
         scratch=scratch,
         landlock=abi,
         as_root=as_root,
-        uid=base - slot if as_root else base,
-        processes=process_ceiling(slots, as_root),
+        uid=base - slot * lanes - lane if as_root else base,
+        base_uid=base,
+        lanes=lanes,
+        slot=slot,
+        processes=process_ceiling(count, as_root),
         supervised=supervised,
         hidden_by=hidden_by,
         weakness=weakness,
@@ -204,12 +216,25 @@ def current_policy() -> SandboxPolicy:
 
 
 def use_slot(slot: int) -> None:
-    """In a batch worker: commands run as the slot's own UID (root), so that no case can
-    reach a sibling's copy or use up its processes."""
-    if _policy is not None and _policy.as_root:
-        install_policy(_policy._replace(uid=sandbox_uid() - slot))
-    elif _policy is None:
-        _deferred["slot"] = slot
+    """In a batch worker: its cases' commands run as the slot's own UIDs (root), so that
+    no case can reach a sibling's copies or use up its processes."""
+    _use(slot=slot, lane=0)
+
+
+def use_lane(lane: int) -> None:
+    """In a judge's process: its commands run as its lane's own UID (root), so that no
+    command reaches the copy of a judge running beside it."""
+    _use(lane=lane)
+
+
+def _use(**where: int) -> None:
+    if _policy is None:
+        _deferred.update(where)
+    elif _policy.as_root:
+        slot, lane = where.get("slot", _policy.slot), where["lane"]
+        lane = min(lane, _policy.lanes - 1)
+        uid = _policy.base_uid - slot * _policy.lanes - lane
+        install_policy(_policy._replace(uid=uid, slot=slot))
 
 
 def discard_policy(policy: SandboxPolicy) -> None:
@@ -288,7 +313,9 @@ def _make_scratch(root: str | None, as_root: bool) -> str:
 
 def _strength(hidden: Collection[str], abi: int, as_root: bool,
               uids: Collection[int]) -> tuple[str | None, str | None]:  # fmt: skip
-    """(what hides the paths, None) or (None, why nothing does)."""
+    """(what hides the paths, None) or (None, why nothing does). (The scratch is hidden
+    by how it is made: a parent others cannot list, a dir per command that only its UID
+    may enter.)"""
     if abi > 0:
         return "Landlock", None
     if not as_root:
@@ -327,15 +354,16 @@ def _has_acl(path: str) -> bool:
     return True
 
 
-def process_ceiling(slots: int, as_root: bool) -> int:
+def process_ceiling(uids: int, as_root: bool) -> int:
     """Each command's RLIMIT_NPROC: at most MAX_PROCESSES, and below the finite limits of
     this UID and of the cgroup (pids.max) by a reserve, so that the grader can still fork
-    when commands have used up theirs; as root, the cgroup's share of each slot's UID."""
+    when commands have used up theirs; as root, the cgroup's share of each of the `uids`
+    sandbox UIDs."""
     ceiling = MAX_PROCESSES
     pids = cgroup_pids_max()
     if as_root:
         if pids is not None:
-            ceiling = min(ceiling, (pids - _reserve(pids)) // slots)
+            ceiling = min(ceiling, (pids - _reserve(pids)) // uids)
     else:
         soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
         for limit in (soft if soft != resource.RLIM_INFINITY else None, pids):
