@@ -71,15 +71,19 @@ def world_verifier() -> tuple[str, Mapping[str, str]]:
     return python, {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def grader_command(uid: int | None, *arguments: str, landlock: bool = True) -> list[str]:
+def grader_command(uid: int | None, *arguments: str, landlock: bool = True,
+                   nproc: int | None = None) -> list[str]:  # fmt: skip
     """`verifier ARGUMENTS...` as root (uid None: this process's UID) or as uid (group 0,
-    no other groups), where Landlock is missing unless `landlock`."""
+    no other groups), where Landlock is missing unless `landlock`, with RLIMIT_NPROC
+    `nproc` when given."""
     python, _ = world_verifier()
     command = [python, "-m", "verifier", *arguments]
     if not landlock:
         command = [python, str(NO_LANDLOCK), *command]
     if uid is not None:
         command = ["setpriv", f"--reuid={uid}", "--regid=0", "--clear-groups", *command]
+    if nproc is not None:
+        command = ["prlimit", f"--nproc={nproc}:{nproc}", *command]
     return command
 
 
@@ -91,13 +95,14 @@ def run_grader(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float = 180,
+    nproc: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The grader run to the end: its exit code, stdout and stderr."""
     _, environment = world_verifier()
     full = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp",
             **environment, **(env or {})}  # fmt: skip
     return subprocess.run(
-        grader_command(uid, *arguments, landlock=landlock),
+        grader_command(uid, *arguments, landlock=landlock, nproc=nproc),
         capture_output=True, text=True, env=full, cwd=cwd, timeout=timeout,
     )  # fmt: skip
 

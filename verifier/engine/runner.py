@@ -175,7 +175,7 @@ class _Runner:
                 if not self._spawn(judge, record):
                     break
                 pending.remove(judge)
-            wake = min(next_watch, *(run.deadline for run in self.running.values()))
+            wake = min([next_watch, *(run.deadline for run in self.running.values())])
             for fd, _ in self.poller.poll(max(0.0, wake - time.monotonic()) * 1000):
                 self._read(self.watched[fd], fd)
             now = time.monotonic()

@@ -44,6 +44,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.casefiles import resolve_inside
+from verifier.errors import OutOfProcessesError
 from verifier.judges.supervisor import Supervisor, supervised_program
 from verifier.judges.workcopy import CaseCopyError, copy_case
 from verifier.named import NamedTuple
@@ -405,8 +406,15 @@ def cgroup_pids_max() -> int | None:
 @functools.cache
 def _supervision_works() -> bool:
     """Whether this kernel (and the container's seccomp profile) lets a command install
-    the supervisor's filter: tried once, in a forked child."""
-    pid = os.fork()
+    the supervisor's filter: tried once, in a forked child (OutOfProcessesError when no
+    child can be forked)."""
+    try:
+        pid = os.fork()
+    except BlockingIOError as error:
+        raise OutOfProcessesError(
+            f"cannot start a process ({error.strerror}): this UID's or this container's "
+            "process limit is reached (ulimit -u, pids.max); raise it"
+        ) from None
     if pid == 0:
         code = 1
         try:

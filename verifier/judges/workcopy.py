@@ -27,7 +27,7 @@ from collections.abc import Iterator
 MAX_COPY_BYTES = 4 * 1024**3  # data of a case copied for one command
 MAX_COPY_ENTRIES = 1_000_000  # files, dirs and links
 MAX_COPY_DEPTH = 128  # levels of dirs
-MARGIN_BYTES = 64 * 1024**2  # left free on the copy's filesystem (and in the cgroup's memory)
+MARGIN_BYTES = 64 * 1024**2  # left free on the copy's filesystem (at most an eighth of it)
 MARGIN_INODES = 1024
 _RECHECK_BYTES = 32 * 1024**2  # free space is read again after this much is written
 _CHUNK = 1024**2
@@ -230,8 +230,11 @@ class _Budget:
         if self.since_check >= _RECHECK_BYTES:
             self._check()
         if self.bytes_left < 0:
-            raise CaseCopyError(f"the case holds more than {self.limit_bytes} bytes of data, "
-                                f"more than {self._where()} allows")  # fmt: skip
+            raise CaseCopyError(
+                f"the case holds more than {self.limit_bytes} bytes of data, more than its "
+                f"copy may take (at most {MAX_COPY_BYTES}, within the free space of "
+                f"{self.directory})"
+            )
 
     def take_entry(self) -> None:
         self.entries_left -= 1
@@ -242,23 +245,20 @@ class _Budget:
     def _check(self, first: bool = False) -> None:
         """Lower what is left to what the filesystem (and memory) can still take."""
         self.since_check = 0
-        free = free_bytes(self.directory) - MARGIN_BYTES
-        self.bytes_left = min(self.bytes_left, free)
+        self.bytes_left = min(self.bytes_left, free_bytes(self.directory))
         if first:
             self.limit_bytes = max(self.bytes_left, 0)
             inodes = free_inodes(self.directory)
             if inodes is not None:
                 self.entries_left = min(self.entries_left, inodes - MARGIN_INODES)
 
-    def _where(self) -> str:
-        return f"the {MAX_COPY_BYTES}-byte cap or the free space of {self.directory}"
-
 
 def free_bytes(directory: str) -> int:
-    """Bytes an unprivileged writer may still put in directory's filesystem: its free
+    """Bytes a copy may still put in directory's filesystem, a margin left: its free
     blocks, and on a tmpfs (pages of memory) also what the cgroup may still allocate."""
     info = os.statvfs(directory)
-    free = info.f_bavail * info.f_frsize
+    margin = min(MARGIN_BYTES, info.f_blocks * info.f_frsize // 8)
+    free = info.f_bavail * info.f_frsize - margin
     if _is_tmpfs(directory):
         headroom = cgroup_memory_headroom()
         if headroom is not None:

@@ -1,0 +1,137 @@
+"""Each command's private copy of the case: what it keeps, what it leaves out, and its
+bounds (sparse files stay sparse; a case bigger than the temp space is a fact about the
+case: the command's judge fails, the grader goes on), as root and as another UID."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.hostile import NONROOT, give, run_grader, world_dir
+from verifier.judges.workcopy import MAX_COPY_DEPTH, CaseCopyError, copy_case
+
+AS = {"root": None, "non-root": NONROOT}
+SPARSE_BYTES = 900 * 1024**2
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
+
+
+@pytest.fixture
+def root_dir() -> Iterator[Path]:
+    path = world_dir()
+    yield path
+    with contextlib.suppress(OSError):
+        subprocess.run(["umount", "-l", str(path / "tmp")], capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_copy_keeps_modes_times_and_links_and_leaves_fifos_out(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    (case / "sub" / "deeper").mkdir(parents=True)
+    (case / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (case / "run.sh").chmod(0o755)
+    (case / "sub" / "readonly.txt").write_text("r")
+    (case / "sub" / "readonly.txt").chmod(0o444)
+    os.utime(case / "sub" / "readonly.txt", ns=(1_000_000_000, 2_000_000_000))
+    (case / "link").symlink_to("sub/readonly.txt")
+    (case / "outside").symlink_to("/etc/passwd")
+    os.mkfifo(case / "pipe")
+    (case / "setuid").write_text("x")
+    (case / "setuid").chmod(0o4755)
+    (case / "sub" / "deeper").chmod(0o555)
+    target = tmp_path / "copy"
+    copy_case(str(case), str(target))
+    assert os.stat(target / "run.sh").st_mode & 0o777 == 0o755
+    assert os.stat(target / "sub" / "readonly.txt").st_mode & 0o777 == 0o444
+    assert os.stat(target / "sub" / "readonly.txt").st_mtime_ns == 2_000_000_000
+    assert os.readlink(target / "link") == "sub/readonly.txt"
+    assert os.readlink(target / "outside") == "/etc/passwd"  # a link, never followed
+    assert not (target / "pipe").exists()
+    assert os.stat(target / "setuid").st_mode & 0o7777 == 0o755
+    assert os.stat(target / "sub" / "deeper").st_mode & 0o777 == 0o755  # its owner may write
+
+
+def test_a_sparse_file_stays_sparse_and_only_its_data_counts(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    case.mkdir()
+    with open(case / "big", "wb") as handle:
+        handle.seek(100 * 1024**2)
+        handle.write(b"data in the middle")
+        handle.truncate(SPARSE_BYTES)
+    copy_case(str(case), str(tmp_path / "copy"))
+    copied = os.stat(tmp_path / "copy" / "big")
+    assert copied.st_size == SPARSE_BYTES
+    assert copied.st_blocks * 512 < 1024**2
+    with open(tmp_path / "copy" / "big", "rb") as handle:
+        handle.seek(100 * 1024**2)
+        assert handle.read(18) == b"data in the middle"
+
+
+def test_a_case_nested_too_deep_is_a_fact(tmp_path: Path) -> None:
+    deep = tmp_path / "case"
+    path = deep
+    for _ in range(MAX_COPY_DEPTH + 1):
+        path = path / "d"
+    path.mkdir(parents=True)
+    with pytest.raises(CaseCopyError, match=f"nested deeper than {MAX_COPY_DEPTH} levels"):
+        copy_case(str(deep), str(tmp_path / "copy"))
+
+
+def grade_big_case(root: Path, uid: int | None, big: int, sparse: bool, tmp_mib: int
+                   ) -> tuple[subprocess.CompletedProcess[str], dict[str, object], Path]:  # fmt: skip
+    """Grade a case holding one big file (sparse or written out) with a command judge
+    that checks the file's size in its copy, the temp dir a tmpfs of tmp_mib MiB."""
+    tmp, tests, case, out = root / "tmp", root / "tests", root / "case", root / "out"
+    for directory in (tmp, tests, case, out):
+        directory.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={tmp_mib}m,mode=1777", "tmpfs",
+                    str(tmp)], check=True)  # fmt: skip
+    with open(case / "big", "wb") as handle:
+        if sparse:
+            handle.truncate(big)
+        else:
+            chunk = os.urandom(1024**2)
+            for _ in range(big // len(chunk)):
+                handle.write(chunk)
+    (tests / "eval.yaml").write_text(
+        "judges:\n  - name: sees_it\n    builtin: command_succeeds\n"
+        f"    arguments: {{cmd: 'test $(stat -c %s big) = {big}'}}\n"
+        "  - name: other\n    check: 'return True'\n"
+    )
+    give(uid, tests, case, out)
+    completed = run_grader(uid, ["grade", "--config", str(tests / "eval.yaml"), "--case",
+                                 str(case), "--out", str(out)], env={"TMPDIR": str(tmp)})  # fmt: skip
+    judges = json.loads((out / "judges.json").read_text())["per_judge"] if (
+        out / "judges.json").exists() else {}  # fmt: skip
+    return completed, judges, tmp
+
+
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_a_900_mib_sparse_file_is_copied_on_a_64_mib_tmpfs(root_dir: Path, who: str) -> None:
+    completed, judges, tmp = grade_big_case(root_dir, AS[who], SPARSE_BYTES, True, 64)
+    assert completed.returncode == 0, completed.stderr
+    assert judges["sees_it"]["value"] is True, judges["sees_it"]
+    assert not any(tmp.rglob("big"))  # the copy is gone with its command
+
+
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_a_case_bigger_than_the_temp_space_fails_its_command_judge(
+    root_dir: Path, who: str
+) -> None:
+    completed, judges, tmp = grade_big_case(root_dir, AS[who], 96 * 1024**2, False, 64)
+    assert completed.returncode == 0, completed.stderr
+    assert (judges["sees_it"]["status"], judges["sees_it"]["value"]) == ("ok", False)
+    rationale = judges["sees_it"]["rationale"]
+    assert rationale.startswith("the case cannot be copied for the command: the case holds "
+                                "more than"), rationale  # fmt: skip
+    assert f"the free space of {tmp}" in rationale
+    assert judges["other"]["value"] is True
+    assert not any(tmp.rglob("big"))
