@@ -36,7 +36,8 @@ AS = {"root": None, "non-root": NONROOT}
 HONEST = {  # every judge's value when no attack works
     "holder": True, "copies": False, "direct": False, "proc": False, "links": False,
     "fds": False, "namespaces": False, "memory": False, "uring": False, "plant": False,
-    "tamper": False, "planted_used": False, "config_intact": True,
+    "tamper": False, "chmod_tricks": False, "own_modes": True, "planted_used": False,
+    "config_intact": True,
 }  # fmt: skip
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
@@ -63,6 +64,11 @@ def arena_eval(secret: str, tests: Path, out: Path) -> str:
         f"    arguments: {{cmd: sh attacks/plant.sh {tests}, expected: planted}}\n"
         "  - name: tamper\n    builtin: command_succeeds\n"
         f"    arguments: {{cmd: sh attacks/tamper.sh {tests} {out}, timeout: 30}}\n"
+        "  - name: chmod_tricks\n    builtin: command_output_matches\n"
+        f"    arguments: {{cmd: python3 attacks/chmod_tricks.py {tests} {out}, "
+        "expected: chmod-worked}\n"
+        "  - name: own_modes\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: sh attacks/own_modes.sh}\n"
         "  - name: planted_used\n    builtin: files_equal\n"
         "    arguments: {path1: answer.txt, reference: reference.txt}\n"
         "  - name: config_intact\n    builtin: files_equal\n"
