@@ -35,7 +35,8 @@ ATTACKS = REPO / "tests" / "fixtures" / "hostile" / "attacks"
 AS = {"root": None, "non-root": NONROOT}
 HONEST = {  # every judge's value when no attack works
     "holder": True, "copies": False, "direct": False, "proc": False, "links": False,
-    "fds": False, "namespaces": False, "memory": False, "uring": False, "plant": False,
+    "fds": False, "namespaces": False, "memory": False, "uring": False, "secrets": False,
+    "plant": False,
     "tamper": False, "chmod_tricks": False, "own_modes": True, "planted_used": False,
     "config_intact": True,
 }  # fmt: skip
@@ -60,6 +61,7 @@ def arena_eval(secret: str, tests: Path, out: Path) -> str:
         + attack("namespaces", f"sh attacks/namespaces.sh {tests}")
         + attack("memory", "python3 attacks/memory.py")
         + attack("uring", f"python3 attacks/uring.py {tests}/reference.txt")
+        + attack("secrets", "sh attacks/secrets.sh")
         + "  - name: plant\n    builtin: command_output_matches\n"
         f"    arguments: {{cmd: sh attacks/plant.sh {tests}, expected: planted}}\n"
         "  - name: tamper\n    builtin: command_succeeds\n"
