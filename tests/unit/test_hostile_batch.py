@@ -157,3 +157,45 @@ def test_a_grader_that_cannot_fork_stops_with_exit_8_and_no_reward(root_dir: Pat
     assert completed.stderr.startswith("verifier: error: cannot start a judge's process")
     assert completed.stderr.count("\n") == 1, completed.stderr
     assert list(out.iterdir()) == []
+
+
+GARBAGE_JUDGE = """\
+import fcntl, os, stat, struct
+if os.path.basename(outputs["case_dir"]) == "c1":
+    for fd in range(3, 256):
+        try:
+            writable = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
+            if writable and stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack("!Q", 1 << 40) + b"\\x80\\x04 no frame at all")
+        except OSError:
+            pass
+return True
+"""
+
+
+def test_garbage_in_a_workers_pipe_is_that_cases_error_row_and_nothing_hangs(
+    root_dir: Path,
+) -> None:
+    """An author's judge runs in a fork of the worker, holding the worker's end of its
+    pipe to the parent (a command never does): garbage it writes there makes its case an
+    error row, the worker is replaced, and every other case is graded."""
+    tests, cases, out = root_dir / "tests", root_dir / "cases", root_dir / "out"
+    for directory in (tests, cases, out):
+        directory.mkdir()
+    for index in range(4):
+        (cases / f"c{index}").mkdir()
+    judge = "".join(f"      {line}\n" for line in GARBAGE_JUDGE.splitlines())
+    (tests / "eval.yaml").write_text(f"judges:\n  - name: j\n    check: |\n{judge}")
+    started = time.monotonic()
+    completed = run_grader(None, ["batch", "--config", str(tests / "eval.yaml"), "--cases",
+                                  str(cases), "--out", str(out), "--jobs", "2"])  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert time.monotonic() - started < 60
+    summary = {row["case"]: row for row in
+               json.loads((out / ".batch" / "summary.json").read_text())["cases"]}  # fmt: skip
+    assert {name: row["reward"] for name, row in summary.items()} == {
+        "c0": 1.0, "c1": None, "c2": 1.0, "c3": 1.0
+    }, {name: row["error"] for name, row in summary.items()}  # fmt: skip
+    assert summary["c1"]["error"].startswith("internal error: the worker sent a frame of"), summary[
+        "c1"
+    ]

@@ -24,11 +24,13 @@ import json
 import os
 import select
 import struct
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
 MAX_MESSAGE_BYTES = 256 * 1024**2
+_DECODE_DEPTH = 1000  # Python's default recursion limit: far deeper than any record nests
 _LENGTH = struct.Struct("!Q")
 _READ_CHUNK = 1 << 20
 _TAG = "\x00"  # the key of a tagged value: {"\x00": kind, "v": ...}
@@ -62,7 +64,8 @@ class Channel:
     def send(self, message: object) -> None:
         data = json.dumps(self._encode(message), separators=(",", ":")).encode()
         if len(data) > MAX_MESSAGE_BYTES:
-            raise ChannelError(f"a message of {len(data)} bytes is over {MAX_MESSAGE_BYTES}")
+            raise ChannelError(f"a message of {len(data)} bytes, over the {MAX_MESSAGE_BYTES}-byte "
+                               "bound")  # fmt: skip
         view = memoryview(_LENGTH.pack(len(data)) + data)
         while view:
             view = view[os.write(self._write, view) :]
@@ -100,16 +103,22 @@ class Channel:
             return _INCOMPLETE
         (length,) = _LENGTH.unpack_from(self._buffer)
         if length > MAX_MESSAGE_BYTES:
-            raise ChannelError(f"a frame of {length} bytes is over {MAX_MESSAGE_BYTES}")
+            raise ChannelError(
+                f"a frame of {length} bytes, over the {MAX_MESSAGE_BYTES}-byte bound"
+            )
         end = _LENGTH.size + length
         if len(self._buffer) < end:
             return _INCOMPLETE
         body = bytes(self._buffer[_LENGTH.size : end])
         del self._buffer[:end]
-        try:
+        previous = sys.getrecursionlimit()
+        sys.setrecursionlimit(min(previous, _DECODE_DEPTH))  # nesting ends in an error, not
+        try:  # in a crash of the C stack (whoever raised the limit)
             return self._decode(json.loads(body))
         except (ValueError, TypeError, KeyError, IndexError, RecursionError) as error:
-            raise ChannelError(f"a message that cannot be read: {error}") from None
+            raise ChannelError(f"a message that cannot be read ({error})") from None
+        finally:
+            sys.setrecursionlimit(previous)
 
     def _encode(self, value: Any) -> Any:
         if isinstance(value, enum.Enum):  # before str: a str enum is one

@@ -84,9 +84,10 @@ class PoolResult(NamedTuple):
 
 class _Worker:
     """A forked worker, its end of the pipe, its slot (which sandbox UID its commands
-    run as) and the case it is grading (None: idle)."""
+    run as), the case it is grading (None: idle), and whether it was killed (it takes
+    no case, and is replaced once its pidfd says it is gone)."""
 
-    __slots__ = ("case", "conn", "pid", "pidfd", "slot")
+    __slots__ = ("case", "conn", "killed", "pid", "pidfd", "slot")
 
     def __init__(self, pid: int, pidfd: int, conn: Channel, slot: int) -> None:
         self.pid = pid
@@ -94,6 +95,7 @@ class _Worker:
         self.conn = conn
         self.slot = slot
         self.case: Case | None = None
+        self.killed = False
 
 
 class _Pool:
@@ -215,9 +217,12 @@ def run_pool(
             bound = max(jobs, llm.waiting_bound) if llm is not None else len(cases) + 1
             while not received:
                 for worker in pool.workers:
-                    if worker.case is None and pending and len(pool.waiting) < bound:
+                    idle = worker.case is None and not worker.killed
+                    if idle and pending and len(pool.waiting) < bound:
                         _dispatch(worker, pending)
-                if not pool.waiting and all(worker.case is None for worker in pool.workers):
+                idle = all(worker.case is None for worker in pool.workers)
+                replacing = any(worker.killed for worker in pool.workers)
+                if not pool.waiting and idle and not (pending and replacing):
                     break
                 _step(pool, record, pending)
         finally:
@@ -304,6 +309,7 @@ def _received(pool: _Pool, worker: _Worker, record: Callable[[CaseOutcome], None
         record(CaseOutcome(worker.case.name, CaseStatus.FAILED,
                            error=f"internal error: the worker sent {problem}"))  # fmt: skip
         worker.case = None
+        worker.killed = True
         with contextlib.suppress(OSError):
             signal.pidfd_send_signal(worker.pidfd, signal.SIGKILL)
         return
