@@ -135,3 +135,38 @@ def test_a_case_bigger_than_the_temp_space_fails_its_command_judge(
     assert f"the free space of {tmp}" in rationale
     assert judges["other"]["value"] is True
     assert not any(tmp.rglob("big"))
+
+
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_a_command_filling_the_temp_space_is_stopped_and_its_neighbour_is_not(
+    root_dir: Path, who: str
+) -> None:
+    """What a command writes in its copy and HOME shares the temp filesystem (on a tmpfs,
+    the container's memory) with every other command and the grader: past the margin
+    the command holding most of it is stopped, its judge fails with the fact, and the
+    judge running beside it is graded as usual."""
+    uid = AS[who]
+    tmp, tests, case, out = (root_dir / name for name in ("tmp", "tests", "case", "out"))
+    for directory in (tmp, tests, case, out):
+        directory.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs", str(tmp)],
+                   check=True)  # fmt: skip
+    (case / "answer.txt").write_text("42\n")
+    fill = 'python3 -c \'import time\nwith open("fill", "wb") as f:\n    while True:\n        f.write(bytes(1 << 20)); f.flush(); time.sleep(0.01)\''
+    (tests / "eval.yaml").write_text(
+        "judges:\n"
+        f"  - name: filler\n    builtin: command_succeeds\n    arguments: {{cmd: {json.dumps(fill)}, timeout: 30}}\n"
+        "  - name: neighbour\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: 'sleep 1; test \"$(cat answer.txt)\" = 42', timeout: 30}\n"
+    )
+    give(uid, tests, case, out)
+    completed = run_grader(uid, ["grade", "--config", str(tests / "eval.yaml"), "--case",
+                                 str(case), "--out", str(out)], env={"TMPDIR": str(tmp)})  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    judges = json.loads((out / "judges.json").read_text())["per_judge"]
+    assert judges["neighbour"]["value"] is True, judges["neighbour"]
+    filler = judges["filler"]
+    assert filler["value"] is False
+    assert "stopped: the command filled the temp space" in filler["rationale"], filler
+    assert not any(tmp.rglob("fill"))

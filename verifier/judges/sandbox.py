@@ -39,14 +39,14 @@ import os
 import resource
 import stat
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.casefiles import resolve_inside
 from verifier.errors import OutOfProcessesError
 from verifier.judges.supervisor import Supervisor, supervised_program
-from verifier.judges.workcopy import CaseCopyError, copy_case
+from verifier.judges.workcopy import CaseCopyError, allocated_bytes, copy_case, free_bytes
 from verifier.named import NamedTuple
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
@@ -74,6 +74,7 @@ _PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _SWITCH_USER_CAPABILITIES = (0, 6, 7)  # CAP_CHOWN, CAP_SETGID, CAP_SETUID
 _PROCESS_RESERVE = 128  # processes the grader keeps for itself below a finite limit
+_SPACE_CHECK_S = 0.1  # how often the temp space is looked at while a command runs
 
 
 class CommandRun(NamedTuple):
@@ -121,6 +122,7 @@ class SandboxPolicy(NamedTuple):
     base_uid: int  # slot 0's lane 0's
     lanes: int  # UIDs per slot
     slot: int
+    side_by_side: int  # commands that may run at once (slots x lanes)
     processes: int  # each command's RLIMIT_NPROC
     supervised: bool  # chmod and the rest go through the supervisor
     hidden_by: str | None
@@ -181,6 +183,7 @@ def plan_policy(
         base_uid=base,
         lanes=lanes,
         slot=slot,
+        side_by_side=count,
         processes=process_ceiling(count, as_root),
         supervised=supervised,
         hidden_by=hidden_by,
@@ -510,8 +513,11 @@ def run_in_sandbox(
         tails = {process.stdout.fileno(): stdout}  # type: ignore[union-attr]
         if process.stderr is not None:
             tails[process.stderr.fileno()] = output
+        space = functools.partial(_filling_the_temp_space, policy, root)
         try:
-            timed_out = _stream(process, tails, timeout, supervisor)
+            timed_out, stopped = _stream(process, tails, timeout, supervisor, space)
+            if stopped is not None:
+                output.note(stopped)
         finally:
             kill_trees([process.pid])
             process.wait()
@@ -635,12 +641,16 @@ def _supervisor(channel: tuple[socket.socket, socket.socket] | None,
 def _confine(policy: SandboxPolicy, writable: tuple[str, ...], readable: tuple[str, ...],
              channel: tuple[socket.socket, socket.socket] | None) -> None:  # fmt: skip
     """In the command's process, before exec (already as the sandbox user when root): no
-    privileges to gain, death with its judge, a ceiling on its processes, Landlock
+    privileges to gain, death with its judge, first in line for the OOM killer, a
+    ceiling on its processes, Landlock
     (reads beneath `readable` and its own dirs, writes beneath its own dirs; no signals
     out of its domain), and the supervisor's filter, whose listener goes back to the
     judge's process."""
     forbid_new_privileges()
     die_with_parent()
+    adjust = "/proc/self/oom_score_adj"  # the OOM killer takes the command before the grader
+    with contextlib.suppress(OSError), open(adjust, "w", encoding="ascii") as handle:
+        handle.write("1000")
     _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     limit = policy.processes if hard == resource.RLIM_INFINITY else min(hard, policy.processes)
     resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
@@ -655,9 +665,12 @@ def _confine(policy: SandboxPolicy, writable: tuple[str, ...], readable: tuple[s
 
 
 def _stream(process: subprocess.Popen[bytes], tails: Mapping[int, _Tail], timeout: float,
-            supervisor: Supervisor | None = None) -> bool:  # fmt: skip
+            supervisor: Supervisor | None = None,
+            space: Callable[[], str | None] | None = None) -> tuple[bool, str | None]:  # fmt: skip
     """Read the command's output pipes into their tails, and answer its supervised
-    calls, until it exits (False) or its time is up (True).
+    calls, until it exits ((False, None)) or its time is up ((True, None)); every
+    _SPACE_CHECK_S ask `space` whether it must stop for what it wrote (then it is
+    killed: (False, why)).
 
     Reading stops when the command exits, not at the end of its output: what it left
     in the background may hold the pipe open for ever.
@@ -665,6 +678,7 @@ def _stream(process: subprocess.Popen[bytes], tails: Mapping[int, _Tail], timeou
     import selectors
 
     deadline = time.monotonic() + timeout
+    next_check = time.monotonic() + _SPACE_CHECK_S
     with selectors.DefaultSelector() as selector:
         for fd in tails:
             os.set_blocking(fd, False)
@@ -672,17 +686,42 @@ def _stream(process: subprocess.Popen[bytes], tails: Mapping[int, _Tail], timeou
         if supervisor is not None:
             selector.register(supervisor.fileno(), selectors.EVENT_READ)
         while process.poll() is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return True
-            for key, _ in selector.select(timeout=min(remaining, 0.1)):
+            now = time.monotonic()
+            if now >= deadline:
+                return True, None
+            if space is not None and now >= next_check:
+                next_check = now + _SPACE_CHECK_S
+                stopped = space()
+                if stopped is not None:
+                    kill_trees([process.pid])
+                    process.wait()
+                    return False, stopped
+            for key, _ in selector.select(timeout=min(deadline - now, _SPACE_CHECK_S)):
                 if supervisor is not None and key.fd == supervisor.fileno():
                     supervisor.serve()
                 else:
                     tails[key.fd].read(key.fd, limit=_DRAIN_BYTES)
     for fd, tail in tails.items():
         tail.read(fd, limit=_DRAIN_BYTES)
-    return False
+    return False, None
+
+
+def _filling_the_temp_space(policy: SandboxPolicy, scratch: Path) -> str | None:
+    """Why the command must stop now, if it must: the temp filesystem (where every
+    command's copy and HOME are, and on a tmpfs the memory the cgroup may use) is at its
+    margin, and this command's dirs hold at least its share of what is used there (so
+    that the one filling it is stopped, not the commands beside it)."""
+    if free_bytes(str(scratch)) >= 0:
+        return None
+    info = os.statvfs(scratch)
+    used = (info.f_blocks - info.f_bfree) * info.f_frsize
+    own = allocated_bytes(str(scratch))
+    if own < used // max(policy.side_by_side, 1):
+        return None
+    return (
+        f"\nstopped: the command filled the temp space ({own} bytes in its copy of the "
+        "case and its HOME)"
+    )
 
 
 class _Tail:
@@ -711,6 +750,11 @@ class _Tail:
                 dropped = self.chunks.popleft()
                 self.kept -= len(dropped)
                 self.cut += len(dropped)
+
+    def note(self, text: str) -> None:
+        """End the tail with what the sandbox says about the run."""
+        self.chunks.append(text.encode())
+        self.kept += len(text)
 
     def text(self) -> str:
         return b"".join(self.chunks).decode("utf-8", errors="replace")

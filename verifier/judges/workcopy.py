@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import stat
 from collections.abc import Iterator
+from typing import Any
 
 MAX_COPY_BYTES = 4 * 1024**3  # data of a case copied for one command
 MAX_COPY_ENTRIES = 1_000_000  # files, dirs and links
@@ -266,6 +268,26 @@ def free_bytes(directory: str) -> int:
     return free
 
 
+def allocated_bytes(directory: str) -> int:
+    """What the files beneath directory take on disk (their allocated blocks), followed
+    nowhere; entries that vanish while it looks are left out."""
+    total = 0
+    pending = [directory]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    try:
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
 def free_inodes(directory: str) -> int | None:
     info = os.statvfs(directory)
     return info.f_favail if info.f_files else None
@@ -276,13 +298,21 @@ def _is_tmpfs(directory: str) -> bool:
 
     from verifier.processes import libc
 
-    class Statfs(ctypes.Structure):  # the start of struct statfs: f_type
-        _fields_ = (("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 120))
-
-    buffer = Statfs()
+    buffer = _statfs_buffer()
     if libc().statfs(os.fsencode(directory), ctypes.byref(buffer)) != 0:
         return False
-    return buffer.f_type == _TMPFS_MAGIC
+    return bool(buffer.f_type == _TMPFS_MAGIC)
+
+
+@functools.cache
+def _statfs_buffer() -> Any:
+    """A struct statfs to read f_type into (its first field), made once."""
+    import ctypes
+
+    class Statfs(ctypes.Structure):
+        _fields_ = (("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 120))
+
+    return Statfs()
 
 
 def cgroup_memory_headroom() -> int | None:
