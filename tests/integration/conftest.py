@@ -88,6 +88,7 @@ class RunOptions:
     cap_drop: tuple[str, ...] = ()
     security_opt: tuple[str, ...] = ()
     ulimits: tuple[str, ...] = ()  # e.g. "nproc=400:400"
+    memory: str | None = None  # e.g. "300m"
     env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -189,6 +190,8 @@ class SdkEngine(Engine):
             ]
         if options.cap_drop:
             kwargs["cap_drop"] = list(options.cap_drop)
+        if options.memory:
+            kwargs["mem_limit"] = options.memory
         if options.security_opt:
             kwargs["security_opt"] = list(options.security_opt)
         container = self.client.containers.run(image, command, detach=True, **kwargs)
@@ -277,6 +280,8 @@ class CliEngine(Engine):
             args += ["--security-opt", opt]
         for limit in options.ulimits:
             args += ["--ulimit", limit]
+        if options.memory:
+            args += ["--memory", options.memory]
         for key, value in options.env.items():
             args += ["-e", f"{key}={value}"]
         return self._cli([*args, image, *(command or [])])

@@ -222,3 +222,28 @@ def test_a_case_bigger_than_the_containers_tmp_fails_its_judge_and_a_sparse_one_
     }, str(result)  # fmt: skip
     dense_judge = json.loads((out / "dense" / "judges.json").read_text())["per_judge"]["tests"]
     assert "the case cannot be copied for the command" in dense_judge["rationale"]
+
+
+def test_a_command_filling_a_tmp_bigger_than_the_containers_memory_is_stopped(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """restricted-v2 with 300 MiB of memory and a 2 GiB /tmp: the command writing its HOME
+    full is stopped before the container runs out of memory (the grader would be
+    OOM-killed, and no reward written), and the judge beside it is graded."""
+    fill = ("python3 -c 'import time\nwith open(\"fill\", \"wb\") as f:\n    while True:\n"
+            "        f.write(bytes(1 << 20)); f.flush(); time.sleep(0.01)'")  # fmt: skip
+    mounts, out = batch_mounts(tmp_path, fill, {"c": {}}, RESTRICTED_UID)
+    shared_file(tmp_path / "tests" / "eval.yaml",
+                "judges:\n  - name: filler\n    builtin: command_succeeds\n"
+                f"    arguments: {{cmd: {json.dumps(fill)}, timeout: 60}}\n"
+                "  - name: neighbour\n    builtin: command_succeeds\n"
+                "    arguments: {cmd: 'sleep 1; true', timeout: 60}\n")  # fmt: skip
+    options = RunOptions.restricted()
+    options.tmpfs = ("/tmp:size=2g",)
+    options.memory = "300m"
+    script = "verifier grade --case /cases/c --out /logs/verifier/c; echo rc=$?"
+    result = engine.run(["sh", "-c", script], mounts=mounts, options=options)
+    assert result.exit_code == 0 and "rc=0" in result.stdout, str(result)
+    judges = json.loads((out / "c" / "judges.json").read_text())["per_judge"]
+    assert judges["neighbour"]["value"] is True
+    assert "stopped: the command filled the temp space" in judges["filler"]["rationale"]

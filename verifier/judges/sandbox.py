@@ -39,14 +39,21 @@ import os
 import resource
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.casefiles import resolve_inside
 from verifier.errors import OutOfProcessesError
 from verifier.judges.supervisor import Supervisor, supervised_program
-from verifier.judges.workcopy import CaseCopyError, allocated_bytes, copy_case, free_bytes
+from verifier.judges.workcopy import (
+    CaseCopyError,
+    allocated_bytes,
+    copy_case,
+    free_bytes,
+    parents,
+    read_number,
+)
 from verifier.named import NamedTuple
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
@@ -254,7 +261,7 @@ def readable_around(hidden: Collection[str]) -> list[str]:
     is hidden nor leads to one. (Nothing hidden: all of /.)"""
     if not hidden:
         return ["/"]
-    ancestors = {parent for path in hidden for parent in _ancestors(path)}
+    ancestors = {parent for path in hidden for parent in parents(path)}
     granted = []
     pending = ["/"]
     while pending:
@@ -272,12 +279,6 @@ def readable_around(hidden: Collection[str]) -> list[str]:
             else:
                 granted.append(path)
     return granted
-
-
-def _ancestors(path: str) -> Iterator[str]:
-    while path != "/":
-        path = os.path.dirname(path)
-        yield path
 
 
 def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
@@ -337,7 +338,7 @@ def denies_entry(path: str, uid: int, gid: int) -> bool:
     """Whether a process of uid and gid (no other groups) cannot enter path: some dir
     on the way, or path itself, it may not search, owned by someone else (an owner could
     chmod it back) and without an ACL (which could grant it)."""
-    for component in [path, *_ancestors(path)]:
+    for component in [path, *parents(path)]:
         try:
             info = os.stat(component)
         except OSError:
@@ -383,7 +384,6 @@ def _reserve(limit: int) -> int:
 def cgroup_pids_max() -> int | None:
     """The lowest pids.max of this process's cgroup and its parents (v2 or v1), None
     when unlimited or unreadable."""
-    from verifier.judges.workcopy import _read_number
 
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as handle:
@@ -399,8 +399,8 @@ def cgroup_pids_max() -> int | None:
             base = "/sys/fs/cgroup/pids"
         else:
             continue
-        for directory in [path, *_ancestors(path)] if path.startswith("/") else []:
-            value = _read_number(f"{base}{directory.rstrip('/')}/pids.max")
+        for directory in (path, *parents(path)):
+            value = read_number(f"{base}{directory.rstrip('/')}/pids.max")
             if value is not None:
                 found.append(value)
     return min(found) if found else None

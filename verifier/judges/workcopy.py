@@ -317,7 +317,9 @@ def _statfs_buffer() -> Any:
 
 def cgroup_memory_headroom() -> int | None:
     """How much more memory this process's cgroup may use (its limit less its usage),
-    from cgroup v2 or v1; None when there is no limit or it cannot be read."""
+    from cgroup v2 or v1; None when there is no limit or it cannot be read. The dir is
+    looked up by the cgroup's path, then by each path above it: a container without a
+    cgroup namespace sees its own cgroup mounted at the root of the hierarchy."""
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as handle:
             lines = handle.read().splitlines()
@@ -326,19 +328,31 @@ def cgroup_memory_headroom() -> int | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":
-            files = (f"/sys/fs/cgroup{path}/memory.max", f"/sys/fs/cgroup{path}/memory.current")
+            base, names = "/sys/fs/cgroup", ("memory.max", "memory.current")
         elif "memory" in controllers.split(","):
-            base = f"/sys/fs/cgroup/memory{path}"
-            files = (f"{base}/memory.limit_in_bytes", f"{base}/memory.usage_in_bytes")
+            base, names = (
+                "/sys/fs/cgroup/memory",
+                ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+            )
         else:
             continue
-        limit, usage = (_read_number(name) for name in files)
-        if limit is not None and usage is not None and limit < 1 << 60:
-            return limit - usage
+        for directory in (path, *parents(path)):
+            limit, usage = (read_number(f"{base}{directory.rstrip('/')}/{name}") for name in names)
+            if limit is not None and usage is not None:
+                return limit - usage if limit < 1 << 60 else None
     return None
 
 
-def _read_number(path: str) -> int | None:
+def parents(path: str) -> list[str]:
+    """The absolute paths above path, nearest first, up to the root ("/")."""
+    parents = []
+    while path not in ("", "/"):
+        path = os.path.dirname(path)
+        parents.append(path)
+    return parents
+
+
+def read_number(path: str) -> int | None:
     try:
         with open(path, encoding="ascii") as handle:
             text = handle.read().strip()
