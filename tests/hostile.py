@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+VERIFIER_SELF = str(Path(sys.executable).with_name("verifier"))  # this interpreter's, as is
 NO_LANDLOCK = REPO / "tests" / "no_landlock.py"
 NONROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
 _DEPENDENCIES = ("yaml", "_yaml", "jinja2", "markupsafe")

@@ -17,7 +17,7 @@ EXIT_CASE = 3
 EXIT_OUTPUT = 4
 EXIT_JUDGE_ERROR = 5  # reward.on_error: fail, and a judge errored
 EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not be removed
-EXIT_WEAK_SANDBOX = 7  # code from the case would run where it could read the grader's files
+EXIT_SANDBOX = 7  # code from the case would run in a sandbox weaker than it must be
 EXIT_NO_PROCESSES = 8  # the grader cannot start a process (the process limit is reached)
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
@@ -114,12 +114,13 @@ class StaleRewardError(OutputError):
     exit_code = EXIT_STALE_REWARD
 
 
-class WeakSandboxError(VerifierError):
-    """Judges would run code from the case where the kernel cannot hide the grader's files
-    from it (no Landlock, and no other UID whose file modes keep them out), and the user
-    did not accept that (--weak-sandbox): nothing is graded."""
+class SandboxError(VerifierError):
+    """Judges would run code from the case where the sandbox cannot be what it must: the
+    kernel cannot hide the grader's files from it (no Landlock, and no other UID whose
+    file modes keep them out) and the user did not accept that (--weak-sandbox), or
+    there is no temp dir to make its scratch in. Nothing is graded."""
 
-    exit_code = EXIT_WEAK_SANDBOX
+    exit_code = EXIT_SANDBOX
 
 
 class OutOfProcessesError(VerifierError):

@@ -19,8 +19,8 @@ from verifier.errors import (
     ConfigError,
     JudgesErrored,
     MissingModelError,
+    SandboxError,
     UsageError,
-    WeakSandboxError,
 )
 from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
@@ -107,11 +107,13 @@ def command_sandbox(
     """The sandbox policy of a grade or batch, in force for the block (see
     verifier.judges.sandbox): commands from the case cannot read eval.yaml's dir nor
     `hidden` (the out dir, the agent logs, the answer cache; a batch's cases and out
-    dirs). WeakSandboxError (exit 7) when judges run code from the case and nothing
-    here can keep those out of its reach, unless `accept_weak`; UsageError when
-    $VERIFIER_SANDBOX_UID leaves no UID for a slot. When no judge runs code from the
-    case the policy is only planned should one run a command after all. `slots`: cases
-    graded side by side; `lanes`: judges of a case run side by side."""
+    dirs). `slots`: cases graded side by side; `lanes`: judges of a case run side by
+    side. When no judge runs code from the case the policy is only planned should one
+    run a command after all.
+
+    SandboxError (exit 7) when judges run code from the case and nothing here can keep
+    those out of its reach, unless `accept_weak`, or when no scratch dir can be made;
+    UsageError when $VERIFIER_SANDBOX_UID leaves no UID for a slot."""
     from verifier.judges import sandbox
 
     config = loaded.config.path
@@ -128,9 +130,16 @@ def command_sandbox(
         policy = sandbox.plan_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise SandboxError(
+            f"{config}: judge {running[0]} runs code from the case, and no scratch dir can be "
+            f"made for it: {error.strerror or error}{where}; give the grader a writable temp "
+            "dir (TMPDIR, or --tmpfs /tmp in a container)"
+        ) from None
     try:
         if policy.refused:
-            raise WeakSandboxError(
+            raise SandboxError(
                 f"{config}: judge {running[0]} runs code from the case, and the sandbox would "
                 f"be weak here: {policy.weakness}; grade where Landlock is available (Linux "
                 "5.13+), or pass --weak-sandbox (VERIFIER_WEAK_SANDBOX=1) to accept it"

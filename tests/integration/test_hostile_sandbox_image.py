@@ -247,3 +247,20 @@ def test_a_command_filling_a_tmp_bigger_than_the_containers_memory_is_stopped(
     judges = json.loads((out / "c" / "judges.json").read_text())["per_judge"]
     assert judges["neighbour"]["value"] is True
     assert "stopped: the command filled the temp space" in judges["filler"]["rationale"]
+
+
+def test_a_read_only_container_without_a_tmp_stops_before_grading(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """docker --read-only gives no writable /tmp (podman mounts one): where no scratch
+    can be made for commands, exit 7 saying what to give the grader, no reward."""
+    mounts, key, out = arena(tmp_path, out_owner=RESTRICTED_UID)
+    options = RunOptions(user=f"{RESTRICTED_UID}:0", read_only=True, cap_drop=("ALL",))
+    code, output = grade_in(engine, mounts, key, options)
+    if engine.name == "docker":
+        assert code == 7, output
+        assert "no scratch dir can be made for it" in output
+        assert "give the grader a writable temp dir (TMPDIR, or --tmpfs /tmp" in output
+        assert list(out.iterdir()) == []
+    else:  # podman's --read-only mounts a tmpfs at /tmp itself
+        check_honest(code, output, out, key)

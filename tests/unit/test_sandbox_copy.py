@@ -170,3 +170,26 @@ def test_a_command_filling_the_temp_space_is_stopped_and_its_neighbour_is_not(
     assert filler["value"] is False
     assert "stopped: the command filled the temp space" in filler["rationale"], filler
     assert not any(tmp.rglob("fill"))
+
+
+def test_the_graders_dirs_inside_the_case_are_left_out_of_its_copy(tmp_path: Path) -> None:
+    """--out (or the agent logs) inside the case dir: the command's copy holds neither."""
+    from tests.hostile import VERIFIER_SELF
+
+    case, tests = tmp_path / "case", tmp_path / "tests"
+    (case / "logs").mkdir(parents=True)
+    tests.mkdir()
+    (case / "logs" / "trajectory.json").write_text("{}")
+    (case / "kept.txt").write_text("x")
+    (tests / "eval.yaml").write_text(
+        "judges:\n  - name: copy\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: 'test -f kept.txt && test ! -e out && test ! -e logs'}\n"
+    )
+    completed = subprocess.run(
+        [VERIFIER_SELF, "grade", "--config", str(tests / "eval.yaml"), "--case", str(case),
+         "--out", str(case / "out"), "--agent-logs", str(case / "logs")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    judges = json.loads((case / "out" / "judges.json").read_text())["per_judge"]
+    assert judges["copy"]["value"] is True, judges["copy"]

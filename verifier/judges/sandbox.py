@@ -121,6 +121,7 @@ class SandboxPolicy(NamedTuple):
     does, why (then `accept_weak` says whether the user took that)."""
 
     hidden: tuple[str, ...]
+    hidden_ids: frozenset[tuple[int, int]]  # their (st_dev, st_ino): left out of copies
     readable: tuple[str, ...]
     scratch: str
     landlock: int  # the ABI (0: none)
@@ -155,13 +156,14 @@ def plan_policy(
     lane: int = 0,
     scratch_root: str | None = None,
 ) -> SandboxPolicy:
-    """The policy for commands that must not read `hidden` (and SECRET_MOUNTS): it makes
-    the scratch dir (remove it with `discard_policy`). `slots`: how many cases run side
-    by side (a batch's workers), `lanes`: how many judges of a case; as root each
-    (slot, lane) has a UID of its own, counting down from the sandbox UID, so that no
-    command can reach another's copy or use up its processes. `slot`, `lane`: those of
-    this process (use_slot, use_lane). ValueError when VERIFIER_SANDBOX_UID leaves no
-    UID for one."""
+    """The policy for commands that must not read `hidden` (and SECRET_MOUNTS); it makes
+    the scratch dir (remove it with `discard_policy`; OSError when it cannot).
+
+    `slots`: how many cases run side by side (a batch's workers); `lanes`: how many
+    judges of a case. As root each (slot, lane) has a UID of its own, counting down
+    from the sandbox UID, so that no command can reach another's copy or use up its
+    processes. `slot`, `lane`: those of this process (use_slot, use_lane). ValueError
+    when VERIFIER_SANDBOX_UID leaves no UID for one."""
     as_root = can_switch_user()
     base = sandbox_uid() if as_root else os.geteuid()
     count = slots * lanes
@@ -182,6 +184,7 @@ def plan_policy(
                     "could chmod what the grader owns")  # fmt: skip
     return SandboxPolicy(
         hidden=existing,
+        hidden_ids=frozenset(filter(None, map(_identity, existing))),
         readable=tuple(readable_around(existing)),
         scratch=scratch,
         landlock=abi,
@@ -288,6 +291,14 @@ def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
         if not any(path == kept or path.startswith(kept.rstrip("/") + "/") for kept in chosen):
             chosen.append(path)
     return tuple(sorted(chosen))
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _resolved(path: str | os.PathLike[str]) -> str | None:
@@ -473,7 +484,7 @@ def run_in_sandbox(
         if names:
             _provide(given, names)
         try:
-            copy_case(str(case_dir), str(workdir), uid)
+            copy_case(str(case_dir), str(workdir), uid, policy.hidden_ids)
         except (OSError, CaseCopyError) as error:
             problem = f"the case cannot be copied for the command: {error}"
             return CommandRun(None, None, False, problem, 0, confinement)

@@ -23,7 +23,7 @@ import errno
 import functools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 MAX_COPY_BYTES = 4 * 1024**3  # data of a case copied for one command
@@ -41,10 +41,13 @@ class CaseCopyError(Exception):
     """The case cannot be copied for the command: a fact about the case."""
 
 
-def copy_case(case_dir: str, target: str, owner: int | None = None) -> None:
+def copy_case(case_dir: str, target: str, owner: int | None = None,
+              leave_out: Collection[tuple[int, int]] = ()) -> None:  # fmt: skip
     """Copy case_dir to target (which must not exist), every entry owned by `owner` when
-    given (the grader is root). CaseCopyError when the case is over the budget, too deep,
-    or cannot be read; OSError when the copy's own filesystem fails."""
+    given (the grader is root), the entries whose (st_dev, st_ino) are in `leave_out`
+    left out (the grader's own dirs, should one lie inside the case). CaseCopyError
+    when the case is over the budget, too deep, or cannot be read; OSError when the
+    copy's own filesystem fails."""
     budget = _Budget(os.path.dirname(target) or ".")
     source = os.open(case_dir, _DIR_FLAGS)
     try:
@@ -54,11 +57,11 @@ def copy_case(case_dir: str, target: str, owner: int | None = None) -> None:
     except BaseException:
         os.close(source)
         raise
-    _walk(source, destination, info, budget, owner)
+    _walk(source, destination, info, budget, owner, frozenset(leave_out))
 
 
 def _walk(source: int, destination: int, info: os.stat_result, budget: _Budget,
-          owner: int | None) -> None:  # fmt: skip
+          owner: int | None, leave_out: frozenset[tuple[int, int]]) -> None:  # fmt: skip
     """Depth first, one (source, destination) pair of descriptors per level open."""
     stack = [(source, destination, info, _entries(source, ""))]
     try:
@@ -72,6 +75,8 @@ def _walk(source: int, destination: int, info: os.stat_result, budget: _Budget,
                 os.close(dst)
                 continue
             name, entry_info = entry
+            if (entry_info.st_dev, entry_info.st_ino) in leave_out:
+                continue
             budget.take_entry()
             if stat.S_ISDIR(entry_info.st_mode):
                 if len(stack) >= MAX_COPY_DEPTH:
