@@ -35,6 +35,18 @@ def world_dir(prefix: str = "verifier-hostile-") -> Path:
     return path
 
 
+def remove_world_dir(path: Path) -> None:
+    """Remove a world_dir: unmount what is mounted beneath it, give back the modes an
+    attack took away, delete it."""
+    with open("/proc/self/mounts", encoding="utf-8") as handle:
+        mounted = [line.split()[1] for line in handle]
+    for point in sorted((point for point in mounted if point.startswith(f"{path}/")),
+                        reverse=True):  # fmt: skip
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    subprocess.run(["chmod", "-R", "u+rwx", str(path)], capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _world_runnable(path: str) -> bool:
     """Whether any UID may run path: it and every dir on the way are open to others."""
     real = os.path.realpath(path)

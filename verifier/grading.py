@@ -119,6 +119,12 @@ def command_sandbox(
     config = loaded.config.path
     paths = [config.parent, config.resolve().parent, *(path for path in hidden if path)]
     running = [judge.config.name for judge in loaded.judges if runs_case_code(judge.config)]
+    if running and any(os.path.realpath(path) == "/" for path in paths):
+        raise UsageError(
+            f"{config}: judge {running[0]} runs code from the case, which cannot read "
+            "eval.yaml's dir nor the out dir; one of them is /, which would hide every "
+            "file from it: keep eval.yaml and --out in dirs of their own"
+        )
     if not running:
         sandbox.defer_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
         try:

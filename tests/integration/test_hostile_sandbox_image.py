@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Engine, Mount, RunOptions, shared_dir, shared_file
-from tests.unit.test_hostile_batch import BATCH
+from tests.integration.conftest import Engine, Mount, Result, RunOptions, shared_dir, shared_file
+from tests.unit.test_hostile_batch import BATCH, rewards
 from tests.unit.test_hostile_sandbox import ATTACKS, HONEST, arena_eval
 
 pytestmark = pytest.mark.integration
@@ -171,6 +171,16 @@ def batch_mounts(tmp_path: Path, command: str, cases: dict[str, dict[str, str]],
     return mounts, out
 
 
+def batch_in(engine: Engine, mounts: list[Mount], options: RunOptions, out: Path, *,
+             jobs: int) -> Result:  # fmt: skip
+    """`verifier batch` of /cases in the image, then what is left running; it exits 0."""
+    script = (f"verifier batch --cases /cases --out /logs/verifier --jobs {jobs}; echo rc=$?; "
+              f"{AFTERWARDS}")  # fmt: skip
+    result = engine.run(["sh", "-c", script], mounts=mounts, options=options)
+    assert "rc=0" in result.stdout, str(result)
+    return result
+
+
 @pytest.mark.parametrize("who", WHO)
 def test_a_case_cannot_harm_its_sibling_in_the_image(
     engine: Engine, tmp_path: Path, who: str
@@ -185,14 +195,8 @@ def test_a_case_cannot_harm_its_sibling_in_the_image(
     }, owner)  # fmt: skip
     options = WHO[who]()
     options.ulimits = ("nofile=1024:1024", "nproc=400:400")  # one --ulimit replaces them all
-    script = (f"verifier batch --cases /cases --out /logs/verifier --jobs 2; echo rc=$?; "
-              f"{AFTERWARDS}")  # fmt: skip
-    result = engine.run(["sh", "-c", script], mounts=mounts, options=options)
-    assert "rc=0" in result.stdout, str(result)
-    summary = json.loads((out / ".batch" / "summary.json").read_text())
-    assert {row["case"]: row["reward"] for row in summary["cases"]} == {
-        "attacker": 0.0, "victim": 1.0
-    }, str(result)  # fmt: skip
+    result = batch_in(engine, mounts, options, out, jobs=2)
+    assert rewards(out) == {"attacker": 0.0, "victim": 1.0}, str(result)
     assert [line for line in result.output.splitlines() if line.startswith("left: ")] == []
     assert (tmp_path / "cases" / "victim" / "answer.txt").read_text() == "42\n"
 
@@ -213,13 +217,8 @@ def test_a_case_bigger_than_the_containers_tmp_fails_its_judge_and_a_sparse_one_
             handle.write(os.urandom(1024**2))
     options = RunOptions.restricted()
     options.tmpfs = ("/tmp:size=64m",)
-    script = "verifier batch --cases /cases --out /logs/verifier --jobs 1; echo rc=$?"
-    result = engine.run(["sh", "-c", script], mounts=mounts, options=options)
-    assert "rc=0" in result.stdout, str(result)
-    summary = json.loads((out / ".batch" / "summary.json").read_text())
-    assert {row["case"]: row["reward"] for row in summary["cases"]} == {
-        "sparse": 1.0, "dense": 0.0
-    }, str(result)  # fmt: skip
+    result = batch_in(engine, mounts, options, out, jobs=1)
+    assert rewards(out) == {"sparse": 1.0, "dense": 0.0}, str(result)
     dense_judge = json.loads((out / "dense" / "judges.json").read_text())["per_judge"]["tests"]
     assert "the case cannot be copied for the command" in dense_judge["rationale"]
 

@@ -15,27 +15,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.hostile import NONROOT, REPO, give, leftovers, run_grader, world_dir
+from tests.hostile import NONROOT, REPO, give, leftovers, run_grader
 
 BATCH = REPO / "tests" / "fixtures" / "hostile" / "batch"
 AS = {"root": None, "non-root": NONROOT}
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
-
-
-@pytest.fixture
-def root_dir() -> Iterator[Path]:
-    path = world_dir()
-    yield path
-    subprocess.run(["chmod", "-R", "u+rwx", str(path)], capture_output=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def batch_of(root: Path, uid: int | None, cases: dict[str, dict[str, str]], command: str

@@ -24,12 +24,11 @@ import stat
 import subprocess
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.hostile import NONROOT, REPO, give, leftovers, run_grader, world_dir
+from tests.hostile import NONROOT, REPO, give, leftovers, run_grader
 
 ATTACKS = REPO / "tests" / "fixtures" / "hostile" / "attacks"
 AS = {"root": None, "non-root": NONROOT}
@@ -95,14 +94,6 @@ def make_arena(root: Path, uid: int | None) -> dict[str, Path | str]:
         if not path.is_symlink():
             path.chmod(0o555 if path.is_dir() else 0o444)
     return {"tests": tests, "case": case, "out": out, "secret": secret}
-
-
-@pytest.fixture
-def root_dir() -> Iterator[Path]:
-    path = world_dir()
-    yield path
-    subprocess.run(["chmod", "-R", "u+rwx", str(path)], capture_output=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def grade_arena(arena: dict[str, Path | str], uid: int | None, *extra: str,
@@ -260,3 +251,19 @@ def test_python_m_verifier_from_the_case_imports_nothing_of_it(root_dir: Path) -
         time.sleep(0.3)
         assert not marker.exists(), (who, marker.read_text())
         assert json.loads((out / "reward.json").read_text())["reward"] == 0.0, who
+
+
+def test_an_out_dir_of_slash_is_refused_where_commands_run(tmp_path: Path) -> None:
+    """Everything beneath a hidden path is hidden: / would leave commands nothing."""
+    from tests.hostile import VERIFIER_SELF
+
+    (tmp_path / "case").mkdir()
+    (tmp_path / "eval.yaml").write_text(
+        "judges:\n  - {name: a, builtin: command_succeeds, arguments: {cmd: 'true'}}\n"
+    )
+    completed = subprocess.run(
+        [VERIFIER_SELF, "grade", "--config", str(tmp_path / "eval.yaml"), "--case",
+         str(tmp_path / "case"), "--out", "/"], capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 2, completed.stderr
+    assert "one of them is /, which would hide every file from it" in completed.stderr

@@ -4,31 +4,19 @@ case: the command's judge fails, the grader goes on), as root and as another UID
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.hostile import NONROOT, give, run_grader, world_dir
+from tests.hostile import NONROOT, give, run_grader
 from verifier.judges.workcopy import MAX_COPY_DEPTH, CaseCopyError, copy_case
 
 AS = {"root": None, "non-root": NONROOT}
 SPARSE_BYTES = 900 * 1024**2
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
-
-
-@pytest.fixture
-def root_dir() -> Iterator[Path]:
-    path = world_dir()
-    yield path
-    with contextlib.suppress(OSError):
-        subprocess.run(["umount", "-l", str(path / "tmp")], capture_output=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_the_copy_keeps_modes_times_and_links_and_leaves_fifos_out(tmp_path: Path) -> None:

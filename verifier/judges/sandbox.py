@@ -261,9 +261,11 @@ def discard_policy(policy: SandboxPolicy) -> None:
 def readable_around(hidden: Collection[str]) -> list[str]:
     """What a command may read when `hidden` (absolute, resolved) must stay out of its
     reach: walking from / down to each hidden path, every entry on the way that neither
-    is hidden nor leads to one. (Nothing hidden: all of /.)"""
+    is hidden nor leads to one. (Nothing hidden: all of /; / hidden: nothing.)"""
     if not hidden:
         return ["/"]
+    if "/" in hidden:
+        return []
     ancestors = {parent for path in hidden for parent in parents(path)}
     granted = []
     pending = ["/"]

@@ -60,37 +60,35 @@ class Call(NamedTuple):
     follow: bool = True  # a symlink at the end of the path is followed
 
 
-_CALLS: dict[str, dict[int, Call]] = {
-    "x86_64": {
-        90: Call("chmod", "chmod", "path"),
-        91: Call("fchmod", "chmod", "fd"),
-        268: Call("fchmodat", "chmod", "at"),
-        92: Call("chown", "chown", "path"),
-        93: Call("fchown", "chown", "fd"),
-        94: Call("lchown", "chown", "path", follow=False),
-        260: Call("fchownat", "chown", "at"),
-        76: Call("truncate", "truncate", "path"),
-        188: Call("setxattr", "setxattr", "path"),
-        189: Call("lsetxattr", "setxattr", "path", follow=False),
-        190: Call("fsetxattr", "setxattr", "fd"),
-        197: Call("removexattr", "removexattr", "path"),
-        198: Call("lremovexattr", "removexattr", "path", follow=False),
-        199: Call("fremovexattr", "removexattr", "fd"),
-    },
-    "aarch64": {
-        52: Call("fchmod", "chmod", "fd"),
-        53: Call("fchmodat", "chmod", "at"),
-        55: Call("fchown", "chown", "fd"),
-        54: Call("fchownat", "chown", "at"),
-        45: Call("truncate", "truncate", "path"),
-        5: Call("setxattr", "setxattr", "path"),
-        6: Call("lsetxattr", "setxattr", "path", follow=False),
-        7: Call("fsetxattr", "setxattr", "fd"),
-        14: Call("removexattr", "removexattr", "path"),
-        15: Call("lremovexattr", "removexattr", "path", follow=False),
-        16: Call("fremovexattr", "removexattr", "fd"),
-    },
+_CALLS = {
+    call.name: call
+    for call in (
+        Call("chmod", "chmod", "path"),
+        Call("fchmod", "chmod", "fd"),
+        Call("fchmodat", "chmod", "at"),
+        Call("chown", "chown", "path"),
+        Call("fchown", "chown", "fd"),
+        Call("lchown", "chown", "path", follow=False),
+        Call("fchownat", "chown", "at"),
+        Call("truncate", "truncate", "path"),
+        Call("setxattr", "setxattr", "path"),
+        Call("lsetxattr", "setxattr", "path", follow=False),
+        Call("fsetxattr", "setxattr", "fd"),
+        Call("removexattr", "removexattr", "path"),
+        Call("lremovexattr", "removexattr", "path", follow=False),
+        Call("fremovexattr", "removexattr", "fd"),
+    )
 }
+# Their numbers, by machine (aarch64 has only the *at variants of chmod and chown).
+_NUMBERS = {
+    "x86_64": {"chmod": 90, "fchmod": 91, "fchmodat": 268, "chown": 92, "fchown": 93,
+               "lchown": 94, "fchownat": 260, "truncate": 76, "setxattr": 188,
+               "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
+               "fremovexattr": 199},
+    "aarch64": {"fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "truncate": 45,
+                "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
+                "lremovexattr": 15, "fremovexattr": 16},
+}  # fmt: skip
 # Answered ENOSYS: fchmodat2, setxattrat, removexattrat (struct arguments; libc falls
 # back), io_uring_setup (its operations never pass through seccomp).
 _UNSUPPORTED = (452, 463, 466, 425)
@@ -101,10 +99,16 @@ _COMPAT_FAMILY = (15, 16, 92, 94, 95, 182, 193, 198, 207, 212, 226, 227, 228, 23
 _COMPAT_IO_URING = 425
 
 
+def supervised_calls() -> dict[int, Call]:
+    """The supervised calls of this machine, by syscall number."""
+    arch = machine_architecture()
+    numbers = _NUMBERS[arch.name] if arch is not None else {}
+    return {number: _CALLS[name] for name, number in numbers.items()}
+
+
 def supervised_program() -> bytes:
     """The seccomp filter of a supervised command (see the module doc)."""
-    arch = machine_architecture()
-    calls = _CALLS[arch.name] if arch is not None else {}
+    calls = supervised_calls()
     compat = dict.fromkeys(_COMPAT_FAMILY, errno.EPERM)
     compat[_COMPAT_IO_URING] = errno.ENOSYS
     return seccomp_program(
@@ -119,8 +123,7 @@ class Supervisor:
     def __init__(self, listener: int, own_dirs: Sequence[str]) -> None:
         self.listener = listener
         self.own_dirs = tuple(os.path.realpath(directory) for directory in own_dirs)
-        arch = machine_architecture()
-        self.calls: Mapping[int, Call] = _CALLS[arch.name] if arch is not None else {}
+        self.calls: Mapping[int, Call] = supervised_calls()
         self.answered = 0
         self.refused = 0
 
