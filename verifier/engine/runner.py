@@ -24,7 +24,9 @@ from collections.abc import Sequence
 
 from verifier.engine.child import FORKED, judge_main
 from verifier.errors import OutOfProcessesError, UsageError
+from verifier.judges import runs_case_code
 from verifier.judges.base import Pool, PreparedJudge, Record
+from verifier.judges.sandbox import policy_for_run
 from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.processes import (
@@ -122,11 +124,13 @@ def run_judges(
     running when this returns, or when it raises (a signal, say)."""
     limits = limits or Limits()
     guard_grader()
-    runner = _Runner(limits, known_secrets())
-    try:
-        return runner.run(judges, record)
-    finally:
-        runner.stop_everything()
+    runs_commands = any(runs_case_code(judge.config) for judge in judges)
+    with policy_for_run() if runs_commands else contextlib.nullcontext():
+        runner = _Runner(limits, known_secrets())
+        try:
+            return runner.run(judges, record)
+        finally:
+            runner.stop_everything()
 
 
 _guarded = False

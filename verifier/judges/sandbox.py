@@ -39,7 +39,7 @@ import os
 import resource
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -223,10 +223,35 @@ def current_policy() -> SandboxPolicy:
     """The installed policy; else one planned now, from what defer_policy was given
     (by default hiding only the secret mounts and the scratch)."""
     if _policy is None:
-        arguments = dict(_deferred)
-        install_policy(plan_policy(arguments.pop("hidden", ()), **arguments))
+        import atexit
+
+        policy = _plan_deferred()
+        atexit.register(discard_policy, policy)  # (a judge's process ends without atexit)
+        install_policy(policy)
     assert _policy is not None
     return _policy
+
+
+@contextlib.contextmanager
+def policy_for_run() -> Iterator[None]:
+    """For one run of judges that run commands: the installed policy, or else one planned
+    for the run (from what defer_policy was given), so that its judges' processes share
+    it and it sees the file system as it is now; removed after it."""
+    if _policy is not None:
+        yield
+        return
+    policy = _plan_deferred()
+    install_policy(policy)
+    try:
+        yield
+    finally:
+        install_policy(None)
+        discard_policy(policy)
+
+
+def _plan_deferred() -> SandboxPolicy:
+    arguments = dict(_deferred)
+    return plan_policy(arguments.pop("hidden", ()), **arguments)
 
 
 def use_slot(slot: int) -> None:
