@@ -181,3 +181,31 @@ def test_the_graders_dirs_inside_the_case_are_left_out_of_its_copy(tmp_path: Pat
     assert completed.returncode == 0, completed.stderr
     judges = json.loads((case / "out" / "judges.json").read_text())["per_judge"]
     assert judges["copy"]["value"] is True, judges["copy"]
+
+
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_a_read_only_case_not_the_graders_lets_its_tests_write_their_report(
+    root_dir: Path, who: str
+) -> None:
+    """A non-root grader over a read-only volume (Kubernetes, OpenShift): the command's
+    copy is its own, so the test runner can write its report there."""
+    tests, case, out = root_dir / "tests", root_dir / "case", root_dir / "out"
+    for directory in (tests, case, out):
+        directory.mkdir()
+    (case / "run_tests.sh").write_text(
+        "cat > report.xml <<'EOF'\n<testsuite><testcase name='a'/>"
+        "<testcase name='b'><failure/></testcase></testsuite>\nEOF\n"
+    )
+    case.chmod(0o555)
+    (case / "run_tests.sh").chmod(0o444)
+    (tests / "eval.yaml").write_text(
+        "judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
+        "    arguments: {command: sh run_tests.sh, report: report.xml}\n"
+    )
+    give(AS[who], tests, out)
+    completed = run_grader(AS[who], ["grade", "--config", str(tests / "eval.yaml"), "--case",
+                                     str(case), "--out", str(out)])  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads((out / "reward.json").read_text())["tests"] == 0.5
+    assert sorted(path.name for path in case.iterdir()) == ["run_tests.sh"]
