@@ -11,12 +11,14 @@ object lies beneath one of the command's writable dirs, else answers EPERM. It n
 lets the kernel run the call (SECCOMP_USER_NOTIF_FLAG_CONTINUE would re-read
 arguments the command can still change), so what it checked is what it does.
 
-This is sound because the object is pinned by a descriptor before it is checked and
+This is sound because the object is pinned by a descriptor before it is checked,
 Landlock keeps anything from outside the command's dirs from being linked, renamed
-or mounted into them. Newer variants whose arguments are structs (fchmodat2,
-setxattrat, removexattrat) answer ENOSYS, which libc handles by falling back to the
-calls above; io_uring, which would bypass seccomp altogether, is refused, and so
-are the compat ABI's calls of the family (32-bit programs: EPERM).
+or mounted into them, and the kernel refuses the command a supervisor of its own in
+front of this one (one listener per filter chain: EBUSY). Newer variants whose
+arguments are structs (fchmodat2, setxattrat, removexattrat) answer ENOSYS, which
+libc handles by falling back to the calls above; io_uring, which would bypass
+seccomp altogether, is refused, and so are the compat ABI's calls of the family
+(32-bit programs: EPERM).
 """
 
 from __future__ import annotations
