@@ -501,7 +501,8 @@ def run_in_sandbox(
         return CommandRun(None, None, False, problem, 0, confinement)
     names = _provided_names(provided or {})
     uid = policy.uid if policy.as_root else None
-    with tempfile.TemporaryDirectory(prefix="command-", dir=policy.scratch) as scratch:
+    with tempfile.TemporaryDirectory(prefix="command-", dir=policy.scratch,
+                                     ignore_cleanup_errors=True) as scratch:  # fmt: skip
         root = Path(scratch)
         home, workdir, given = root / "home", root / "case", root / "provided"
         home.mkdir()
