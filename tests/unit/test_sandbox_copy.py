@@ -138,10 +138,10 @@ def test_a_command_filling_the_temp_space_is_stopped_and_its_neighbour_is_not(
     tmp, tests, case, out = (root_dir / name for name in ("tmp", "tests", "case", "out"))
     for directory in (tmp, tests, case, out):
         directory.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs", str(tmp)],
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128m,mode=1777", "tmpfs", str(tmp)],
                    check=True)  # fmt: skip
     (case / "answer.txt").write_text("42\n")
-    fill = 'python3 -c \'import time\nwith open("fill", "wb") as f:\n    while True:\n        f.write(bytes(1 << 20)); f.flush(); time.sleep(0.01)\''
+    fill = 'python3 -c \'import time\nwith open("fill", "wb") as f:\n    while True:\n        f.write(bytes(1 << 20)); f.flush(); time.sleep(0.02)\''
     (tests / "eval.yaml").write_text(
         "judges:\n"
         f"  - name: filler\n    builtin: command_succeeds\n    arguments: {{cmd: {json.dumps(fill)}, timeout: 30}}\n"
