@@ -196,6 +196,7 @@ def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> l
     )
     staged: list[tuple[Path, Path]] = []
     renamed: list[Path] = []
+    reclaim_dir(out_dir)
     try:
         for name, text in documents:
             staged.append((_staged(out_dir / name, text, durable=False), out_dir / name))
@@ -221,6 +222,7 @@ def write_outputs(out_dir: Path, grading: Grading, *, durable: bool = True) -> l
 
 def write_atomic(path: Path, text: str, *, durable: bool = True) -> Path:
     """One file written to a temporary name beside path, flushed, then renamed into place."""
+    reclaim_dir(path.parent)
     try:
         temporary = _staged(path, text, durable)
         try:
@@ -250,7 +252,6 @@ def reclaim_dir(directory: Path) -> None:
 
 def _staged(path: Path, text: str, durable: bool) -> Path:
     """text in a new temporary file beside path (never through a planted symlink)."""
-    reclaim_dir(path.parent)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.unlink(missing_ok=True)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
