@@ -10,6 +10,7 @@ same version that any UID may run.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import os
@@ -66,6 +67,7 @@ def world_verifier() -> tuple[str, Mapping[str, str]]:
     if python is None:
         raise RuntimeError(f"no Python {sys.version_info[:2]} that any UID may run")
     root = world_dir("verifier-world-")
+    atexit.register(shutil.rmtree, root, True)
     shutil.copytree(REPO / "verifier", root / "verifier",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     for name in _DEPENDENCIES:
