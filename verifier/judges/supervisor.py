@@ -126,8 +126,6 @@ class Supervisor:
         self.listener = listener
         self.own_dirs = tuple(os.path.realpath(directory) for directory in own_dirs)
         self.calls: Mapping[int, Call] = supervised_calls()
-        self.answered = 0
-        self.refused = 0
 
     def fileno(self) -> int:
         return self.listener
@@ -151,8 +149,6 @@ class Supervisor:
             error = failure.errno or errno.EPERM
         except Exception:  # whatever the command passed, it gets an answer, never a hang
             error = errno.EPERM
-        self.answered += 1
-        self.refused += error == errno.EPERM
         with contextlib.suppress(OSError):
             response = _RESPONSE.pack(notification, 0, -error if error else 0, 0)
             fcntl.ioctl(self.listener, _IOCTL_SEND, response)
