@@ -17,8 +17,8 @@ EXIT_CASE = 3
 EXIT_OUTPUT = 4
 EXIT_JUDGE_ERROR = 5  # reward.on_error: fail, and a judge errored
 EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not be removed
-EXIT_SANDBOX = 7  # code from the case would run in a sandbox weaker than it must be
-EXIT_NO_PROCESSES = 8  # the grader cannot start a process (the process limit is reached)
+EXIT_SANDBOX = 10  # code from the case would run in a sandbox weaker than it must be
+EXIT_NO_PROCESSES = 11  # the grader cannot start a process (the process limit is reached)
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 

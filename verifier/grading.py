@@ -111,7 +111,7 @@ def command_sandbox(
     side. When no judge runs code from the case the policy is only planned should one
     run a command after all.
 
-    SandboxError (exit 7) when judges run code from the case and nothing here can keep
+    SandboxError (exit 10) when judges run code from the case and nothing here can keep
     those out of its reach, unless `accept_weak`, or when no scratch dir can be made;
     UsageError when $VERIFIER_SANDBOX_UID leaves no UID for a slot."""
     from verifier.judges import sandbox

@@ -146,7 +146,7 @@ def test_without_landlock_the_image_stops_before_grading_unless_told(
     options = WHO[who]()
     options.security_opt = (*options.security_opt, no_landlock(engine, tmp_path))
     code, output = grade_in(engine, mounts, key, options)
-    assert code == 7, output
+    assert code == 10, output
     assert "the sandbox would be weak here" in output and "--weak-sandbox" in output
     assert list(out.iterdir()) == []
     options.env["VERIFIER_WEAK_SANDBOX"] = "1"
@@ -259,12 +259,12 @@ def test_a_read_only_container_without_a_tmp_stops_before_grading(
     engine: Engine, tmp_path: Path
 ) -> None:
     """docker --read-only gives no writable /tmp (podman mounts one): where no scratch
-    can be made for commands, exit 7 saying what to give the grader, no reward."""
+    can be made for commands, exit 10 saying what to give the grader, no reward."""
     mounts, key, out = arena(tmp_path, out_owner=RESTRICTED_UID)
     options = RunOptions(user=f"{RESTRICTED_UID}:0", read_only=True, cap_drop=("ALL",))
     code, output = grade_in(engine, mounts, key, options)
     if engine.name == "docker":
-        assert code == 7, output
+        assert code == 10, output
         assert "no scratch dir can be made for it" in output
         assert "give the grader a writable temp dir (TMPDIR, or --tmpfs /tmp" in output
         assert list(out.iterdir()) == []

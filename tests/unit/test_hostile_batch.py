@@ -8,7 +8,7 @@ share the grader's UID and its process count: README, Safety, says what that lea
 A case that writes a pickle and garbage into every pipe of its ancestors, as the
 batch's channel once was pickle. A judge that holds every process of the grader's
 own UID must not keep the grader from forking; a grader that cannot fork at all
-stops with exit 8.
+stops with exit 11.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_a_judge_holding_every_process_of_the_grader_uid_leaves_the_grader_a_res
 
 
 @needs_root
-def test_a_grader_that_cannot_fork_stops_with_exit_8_and_no_reward(root_dir: Path) -> None:
+def test_a_grader_that_cannot_fork_stops_with_exit_11_and_no_reward(root_dir: Path) -> None:
     tests, case, out = root_dir / "tests", root_dir / "case", root_dir / "out"
     for directory in (tests, case, out):
         directory.mkdir()
@@ -142,7 +142,7 @@ def test_a_grader_that_cannot_fork_stops_with_exit_8_and_no_reward(root_dir: Pat
     started = time.monotonic()
     completed = run_grader(NONROOT, ["grade", "--config", str(tests / "eval.yaml"),
                                      "--case", str(case), "--out", str(out)], nproc=1)  # fmt: skip
-    assert completed.returncode == 8, completed.stderr
+    assert completed.returncode == 11, completed.stderr
     assert time.monotonic() - started < 30
     assert completed.stderr.startswith("verifier: error: cannot start a judge's process")
     assert completed.stderr.count("\n") == 1, completed.stderr

@@ -177,14 +177,14 @@ def test_without_landlock_a_grade_that_runs_case_code_stops_before_grading(
     root_dir: Path, who: str
 ) -> None:
     """Where nothing can hide the grader's files (no Landlock; as root, a world-readable
-    eval.yaml dir), no command runs and no reward is written (exit 7), unless the weaker
+    eval.yaml dir), no command runs and no reward is written (exit 10), unless the weaker
     sandbox is accepted, which judges.json then records."""
     arena = make_arena(root_dir, AS[who])
     out = Path(str(arena["out"]))
     (out / "reward.json").write_text('{"reward": 1.0}')  # an earlier run's
     give(AS[who], out)
     completed = grade_arena(arena, AS[who], landlock=False)
-    assert completed.returncode == 7, completed.stderr
+    assert completed.returncode == 10, completed.stderr
     assert completed.stderr.count("\n") == 1, completed.stderr
     assert "judge holder runs code from the case, and the sandbox would be weak here" in (
         completed.stderr

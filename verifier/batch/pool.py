@@ -121,7 +121,7 @@ class _Pool:
 
     def start_worker(self, slot: int) -> _Worker:
         """A new worker for the slot; while the fork fails for want of processes, strays
-        are killed and it is tried again, then OutOfProcessesError (exit 8)."""
+        are killed and it is tried again, then OutOfProcessesError (exit 11)."""
         work = self.work
         deadline = time.monotonic() + _FORK_PATIENCE_S
         while True:
