@@ -87,6 +87,8 @@ class RunOptions:
     tmpfs: tuple[str, ...] = ()
     cap_drop: tuple[str, ...] = ()
     security_opt: tuple[str, ...] = ()
+    ulimits: tuple[str, ...] = ()  # e.g. "nproc=400:400"
+    memory: str | None = None  # e.g. "300m"
     env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -181,10 +183,22 @@ class SdkEngine(Engine):
         }
         if options.user is not None:
             kwargs["user"] = options.user
-        if options.tmpfs:
-            kwargs["tmpfs"] = {path: "" for path in options.tmpfs}
+        if options.tmpfs:  # "/tmp" or "/tmp:size=64m"
+            kwargs["tmpfs"] = dict((*path.split(":", 1), "")[:2] for path in options.tmpfs)
+        if options.ulimits:
+            import docker
+
+            kwargs["ulimits"] = [
+                docker.types.Ulimit(name=name, soft=int(soft), hard=int(hard))
+                for name, soft, hard in (
+                    (limit.split("=")[0], *limit.split("=")[1].split(":"))
+                    for limit in options.ulimits
+                )
+            ]
         if options.cap_drop:
             kwargs["cap_drop"] = list(options.cap_drop)
+        if options.memory:
+            kwargs["mem_limit"] = options.memory
         if options.security_opt:
             kwargs["security_opt"] = list(options.security_opt)
         container = self.client.containers.run(image, command, detach=True, **kwargs)
@@ -286,6 +300,10 @@ class CliEngine(Engine):
             args += ["--cap-drop", cap]
         for opt in options.security_opt:
             args += ["--security-opt", opt]
+        for limit in options.ulimits:
+            args += ["--ulimit", limit]
+        if options.memory:
+            args += ["--memory", options.memory]
         for key, value in options.env.items():
             args += ["-e", f"{key}={value}"]
         return self._cli([*args, image, *(command or [])])
