@@ -12,28 +12,21 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.util
 import os
 import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from tests.toolchain import copy_packages, world_dir
 
 REPO = Path(__file__).resolve().parent.parent
 VERIFIER_SELF = str(Path(sys.executable).with_name("verifier"))  # this interpreter's, as is
 NO_LANDLOCK = REPO / "tests" / "no_landlock.py"
 NONROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
 _DEPENDENCIES = ("yaml", "_yaml", "jinja2", "markupsafe")
-
-
-def world_dir(prefix: str = "verifier-hostile-") -> Path:
-    """A fresh dir under /tmp that every UID can enter (remove it with shutil.rmtree)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    path.chmod(0o755)
-    return path
 
 
 def remove_world_dir(path: Path) -> None:
@@ -70,17 +63,7 @@ def world_verifier() -> tuple[str, Mapping[str, str]]:
     atexit.register(shutil.rmtree, root, True)
     shutil.copytree(REPO / "verifier", root / "verifier",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    for name in _DEPENDENCIES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        if origin.name == "__init__.py":
-            shutil.copytree(
-                origin.parent, root / name, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            shutil.copy(origin, root / origin.name)
+    copy_packages(_DEPENDENCIES, root)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return python, {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}

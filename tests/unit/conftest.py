@@ -49,9 +49,10 @@ def root_dir() -> Iterator[Path]:
     """A fresh dir under /tmp every UID can enter, for graders run as another UID (pytest's
     own tmp dirs are root's alone); removed after the test, with whatever a test mounted
     beneath it and whatever modes an attack left."""
-    from tests.hostile import remove_world_dir, world_dir
+    from tests.hostile import remove_world_dir
+    from tests.toolchain import world_dir
 
-    path = world_dir()
+    path = world_dir("verifier-hostile-")
     yield path
     remove_world_dir(path)
 
