@@ -32,6 +32,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
+BUNDLED_PYTHON = "/opt/verifier/python/python3.11"  # the verifier's own interpreter
 DOCKER_SOCKET = os.environ.get("VERIFIER_DOCKER_HOST", "unix:///var/run/docker.sock")
 ENGINE_NAMES = ("docker", "podman", "podman-cli")
 RUN_TIMEOUT = 120
@@ -491,6 +492,31 @@ def engine(request: pytest.FixtureRequest) -> Engine:
         "podman-cli": "podman_cli_engine",
     }[request.param]
     return request.getfixturevalue(fixture)
+
+
+@pytest.fixture
+def image_of(engine: Engine, tmp_path: Path):
+    """Build a throwaway image from a Containerfile (and files beside it); removed after."""
+    built: list[str] = []
+
+    def build(containerfile: str, files: dict[str, str] | None = None) -> str:
+        context = tmp_path / f"context-{len(built)}"
+        context.mkdir()
+        (context / "Containerfile").write_text(containerfile)
+        for name, text in (files or {}).items():
+            path = context / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o755)
+        tag = f"localhost/hv-test-image:{uuid.uuid4().hex[:12]}"
+        result = engine.build(context, tag)
+        assert result.exit_code == 0, str(result)
+        built.append(tag)
+        return tag
+
+    yield build
+    for tag in built:
+        engine.remove_image(tag)
 
 
 # --- host-side grading and working dirs ---------------------------------------------

@@ -5,8 +5,12 @@ capabilities) and as root; with a Docker secret mounted at /run/secrets; where
 Landlock is missing (a seccomp profile under which landlock_* fail with ENOSYS); and
 with a case bigger than the container's /tmp.
 
-After grading, a script in the same container waits, then lists every process still
-running (the container's PID namespace holds them all).
+The attacks written in Python need a python3 on the commands' PATH, which the
+verifier's image does not have (a task's environment brings its toolchain: README,
+The image); an image of the verifier with its own interpreter linked as python3
+stands in for such a toolchain. After grading, a script in the same container waits,
+then lists every process still running (the container's PID namespace holds them
+all).
 """
 
 from __future__ import annotations
@@ -14,11 +18,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Engine, Mount, Result, RunOptions, shared_dir, shared_file
+from tests.integration.conftest import (
+    BUNDLED_PYTHON,
+    IMAGE,
+    Engine,
+    Mount,
+    Result,
+    RunOptions,
+    shared_dir,
+    shared_file,
+)
 from tests.unit.test_hostile_batch import BATCH, rewards
 from tests.unit.test_hostile_sandbox import ATTACKS, HONEST, arena_eval
 
@@ -42,6 +56,13 @@ for p in /proc/[0-9]*; do
 done
 """
 WHO = {"restricted-v2 UID": RunOptions.restricted, "root": lambda: RunOptions(user="0")}
+
+
+@pytest.fixture
+def toolchain(image_of: Callable[[str], str]) -> str:
+    """The verifier's image with a python3 for the commands (its own interpreter)."""
+    return image_of(f"FROM {IMAGE}\nUSER 0\nRUN ln -s {BUNDLED_PYTHON} /usr/local/bin/python3\n"
+                    "USER 1001:0\n")  # fmt: skip
 
 
 def arena(tmp_path: Path, *, out_owner: int | None) -> tuple[list[Mount], str, Path]:
@@ -73,13 +94,13 @@ def arena(tmp_path: Path, *, out_owner: int | None) -> tuple[list[Mount], str, P
     return mounts, key, out
 
 
-def grade_in(engine: Engine, mounts: list[Mount], key: str, options: RunOptions,
+def grade_in(engine: Engine, image: str, mounts: list[Mount], key: str, options: RunOptions,
              *extra: str) -> tuple[int, str]:  # fmt: skip
-    """`verifier grade` in the image as test.sh runs it (the key in its parent shell's
+    """`verifier grade` in image as test.sh runs it (the key in its parent shell's
     environment, /tests its cwd); its exit code and everything printed."""
     options.env.update(OPENAI_API_KEY=key, HF_TOKEN=key)
     script = f"cd /tests && verifier grade {' '.join(extra)}; echo rc=$?; {AFTERWARDS}"
-    result = engine.run(["sh", "-c", script], mounts=mounts, options=options)
+    result = engine.run(["sh", "-c", script], mounts=mounts, options=options, image=image)
     assert result.exit_code == 0, str(result)
     code = next(line for line in result.stdout.splitlines() if line.startswith("rc="))
     return int(code[3:]), result.output
@@ -106,7 +127,7 @@ def check_honest(code: int, output: str, out: Path, key: str) -> None:
 
 @pytest.mark.parametrize("who", [*WHO, "root without capabilities"])
 def test_no_attack_reaches_the_answer_key_in_the_image(
-    engine: Engine, tmp_path: Path, who: str
+    engine: Engine, tmp_path: Path, toolchain: str, who: str
 ) -> None:
     """Root without capabilities (--cap-drop ALL) cannot switch users: its commands run as
     root itself, kept in by Landlock and the supervisor like any non-root grader's."""
@@ -117,12 +138,12 @@ def test_no_attack_reaches_the_answer_key_in_the_image(
     mounts, key, out = arena(tmp_path, out_owner=RESTRICTED_UID if who != "root" else None)
     if who == "root without capabilities":
         os.chown(out, 0, 0)
-    code, output = grade_in(engine, mounts, key, options)
+    code, output = grade_in(engine, toolchain, mounts, key, options)
     check_honest(code, output, out, key)
 
 
 def test_without_landlock_root_in_the_image_is_kept_out_by_the_file_modes(
-    engine: Engine, tmp_path: Path
+    engine: Engine, tmp_path: Path, toolchain: str
 ) -> None:
     """Root under the ENOSYS profile, /tests and the out dir closed to other users: the
     sandbox UID cannot enter them, and every attack fails as with Landlock. (No secret
@@ -132,7 +153,7 @@ def test_without_landlock_root_in_the_image_is_kept_out_by_the_file_modes(
     (tmp_path / "tests").chmod(0o700)
     out.chmod(0o700)
     options = RunOptions(user="0", security_opt=(no_landlock(engine, tmp_path),))
-    code, output = grade_in(engine, mounts, key, options)
+    code, output = grade_in(engine, toolchain, mounts, key, options)
     check_honest(code, output, out, key)
     sandbox = json.loads((out / "judges.json").read_text())["per_judge"]["direct"]["sandbox"]
     assert "hidden by their modes" in sandbox
@@ -140,17 +161,17 @@ def test_without_landlock_root_in_the_image_is_kept_out_by_the_file_modes(
 
 @pytest.mark.parametrize("who", WHO)
 def test_without_landlock_the_image_stops_before_grading_unless_told(
-    engine: Engine, tmp_path: Path, who: str
+    engine: Engine, tmp_path: Path, toolchain: str, who: str
 ) -> None:
     mounts, key, out = arena(tmp_path, out_owner=RESTRICTED_UID if who != "root" else None)
     options = WHO[who]()
     options.security_opt = (*options.security_opt, no_landlock(engine, tmp_path))
-    code, output = grade_in(engine, mounts, key, options)
+    code, output = grade_in(engine, toolchain, mounts, key, options)
     assert code == 10, output
     assert "the sandbox would be weak here" in output and "--weak-sandbox" in output
     assert list(out.iterdir()) == []
     options.env["VERIFIER_WEAK_SANDBOX"] = "1"
-    code, output = grade_in(engine, mounts, key, options)
+    code, output = grade_in(engine, toolchain, mounts, key, options)
     assert code == 0, output
     sandbox = json.loads((out / "judges.json").read_text())["per_judge"]["holder"]["sandbox"]
     assert "WEAK sandbox accepted (--weak-sandbox)" in sandbox
@@ -178,19 +199,19 @@ def batch_mounts(tmp_path: Path, command: str, cases: dict[str, dict[str, str]],
     return mounts, out
 
 
-def batch_in(engine: Engine, mounts: list[Mount], options: RunOptions, out: Path, *,
-             jobs: int) -> Result:  # fmt: skip
-    """`verifier batch` of /cases in the image, then what is left running; it exits 0."""
+def batch_in(engine: Engine, image: str, mounts: list[Mount], options: RunOptions, out: Path,
+             *, jobs: int) -> Result:  # fmt: skip
+    """`verifier batch` of /cases in image, then what is left running; it exits 0."""
     script = (f"verifier batch --cases /cases --out /logs/verifier --jobs {jobs}; echo rc=$?; "
               f"{AFTERWARDS}")  # fmt: skip
-    result = engine.run(["sh", "-c", script], mounts=mounts, options=options)
+    result = engine.run(["sh", "-c", script], mounts=mounts, options=options, image=image)
     assert "rc=0" in result.stdout, str(result)
     return result
 
 
 @pytest.mark.parametrize("who", WHO)
 def test_a_case_cannot_harm_its_sibling_in_the_image(
-    engine: Engine, tmp_path: Path, who: str
+    engine: Engine, tmp_path: Path, toolchain: str, who: str
 ) -> None:
     """As root the attacker also holds every process its UID may have (here 400: the
     container's nproc limit), which its sibling, under a UID of its own, never sees."""
@@ -202,8 +223,11 @@ def test_a_case_cannot_harm_its_sibling_in_the_image(
     }, owner)  # fmt: skip
     options = WHO[who]()
     options.ulimits = ("nofile=1024:1024", "nproc=400:400")  # one --ulimit replaces them all
-    result = batch_in(engine, mounts, options, out, jobs=2)
+    result = batch_in(engine, toolchain, mounts, options, out, jobs=2)
     assert rewards(out) == {"attacker": 0.0, "victim": 1.0}, str(result)
+    if hold:  # the attack ran: it held what its UID may have
+        attacker = json.loads((out / "attacker" / "judges.json").read_text())["per_judge"]
+        assert "held " in attacker["tests"]["rationale"], attacker
     assert [line for line in result.output.splitlines() if line.startswith("left: ")] == []
     assert (tmp_path / "cases" / "victim" / "answer.txt").read_text() == "42\n"
 
@@ -224,14 +248,14 @@ def test_a_case_bigger_than_the_containers_tmp_fails_its_judge_and_a_sparse_one_
             handle.write(os.urandom(1024**2))
     options = RunOptions.restricted()
     options.tmpfs = ("/tmp:size=64m",)
-    result = batch_in(engine, mounts, options, out, jobs=1)
+    result = batch_in(engine, IMAGE, mounts, options, out, jobs=1)
     assert rewards(out) == {"sparse": 1.0, "dense": 0.0}, str(result)
     dense_judge = json.loads((out / "dense" / "judges.json").read_text())["per_judge"]["tests"]
     assert "the case cannot be copied for the command" in dense_judge["rationale"]
 
 
 def test_a_command_filling_a_tmp_bigger_than_the_containers_memory_is_stopped(
-    engine: Engine, tmp_path: Path
+    engine: Engine, tmp_path: Path, toolchain: str
 ) -> None:
     """restricted-v2 with 300 MiB of memory and a 2 GiB /tmp: the command writing its HOME
     full is stopped before the container runs out of memory (the grader would be
@@ -248,7 +272,7 @@ def test_a_command_filling_a_tmp_bigger_than_the_containers_memory_is_stopped(
     options.tmpfs = ("/tmp:size=2g",)
     options.memory = "300m"
     script = "verifier grade --case /cases/c --out /logs/verifier/c; echo rc=$?"
-    result = engine.run(["sh", "-c", script], mounts=mounts, options=options)
+    result = engine.run(["sh", "-c", script], mounts=mounts, options=options, image=toolchain)
     assert result.exit_code == 0 and "rc=0" in result.stdout, str(result)
     judges = json.loads((out / "c" / "judges.json").read_text())["per_judge"]
     assert judges["neighbour"]["value"] is True
@@ -256,13 +280,13 @@ def test_a_command_filling_a_tmp_bigger_than_the_containers_memory_is_stopped(
 
 
 def test_a_read_only_container_without_a_tmp_stops_before_grading(
-    engine: Engine, tmp_path: Path
+    engine: Engine, tmp_path: Path, toolchain: str
 ) -> None:
     """docker --read-only gives no writable /tmp (podman mounts one): where no scratch
     can be made for commands, exit 10 saying what to give the grader, no reward."""
     mounts, key, out = arena(tmp_path, out_owner=RESTRICTED_UID)
     options = RunOptions(user=f"{RESTRICTED_UID}:0", read_only=True, cap_drop=("ALL",))
-    code, output = grade_in(engine, mounts, key, options)
+    code, output = grade_in(engine, toolchain, mounts, key, options)
     if engine.name == "docker":
         assert code == 10, output
         assert "no scratch dir can be made for it" in output
