@@ -249,12 +249,6 @@ def test_the_packages_pass_harbor_lint(coding: Any) -> None:
         assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a non-root grader over a read-only case needs the sandbox's private copy of "
-    "the case (issue 22 item 6, built on the sandbox branch): until then the test runner "
-    "cannot write its report in the case",
-)
 def test_the_same_cases_graded_as_a_non_root_user_over_a_read_only_case(
     coding: Any, tmp_path: Path
 ) -> None:
