@@ -59,7 +59,6 @@ from verifier.judges.workcopy import (
     copy_case,
     free_bytes,
     parents,
-    read_number,
 )
 from verifier.named import NamedTuple
 from verifier.processes import (
@@ -71,6 +70,7 @@ from verifier.processes import (
     kill_trees,
     landlock_abi,
 )
+from verifier.system import cgroup_pids_max
 
 if TYPE_CHECKING:
     import socket
@@ -432,31 +432,6 @@ def process_ceiling(uids: int, as_root: bool) -> int:
 
 def _reserve(limit: int) -> int:
     return min(_PROCESS_RESERVE, limit // 4)
-
-
-def cgroup_pids_max() -> int | None:
-    """The lowest pids.max of this process's cgroup and its parents (v2 or v1), None
-    when unlimited or unreadable."""
-
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return None
-    found: list[int] = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            base = "/sys/fs/cgroup"
-        elif "pids" in controllers.split(","):
-            base = "/sys/fs/cgroup/pids"
-        else:
-            continue
-        for directory in (path, *parents(path)):
-            value = read_number(f"{base}{directory.rstrip('/')}/pids.max")
-            if value is not None:
-                found.append(value)
-    return min(found) if found else None
 
 
 @functools.cache

@@ -26,6 +26,8 @@ import stat
 from collections.abc import Collection, Iterator
 from typing import Any
 
+from verifier.system import cgroup_memory_headroom
+
 MAX_COPY_BYTES = 4 * 1024**3  # data of a case copied for one command
 MAX_COPY_ENTRIES = 1_000_000  # files, dirs and links
 MAX_COPY_DEPTH = 128  # levels of dirs
@@ -320,34 +322,6 @@ def _statfs_buffer() -> Any:
     return Statfs()
 
 
-def cgroup_memory_headroom() -> int | None:
-    """How much more memory this process's cgroup may use (its limit less its usage),
-    from cgroup v2 or v1; None when there is no limit or it cannot be read. The dir is
-    looked up by the cgroup's path, then by each path above it: a container without a
-    cgroup namespace sees its own cgroup mounted at the root of the hierarchy."""
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            base, names = "/sys/fs/cgroup", ("memory.max", "memory.current")
-        elif "memory" in controllers.split(","):
-            base, names = (
-                "/sys/fs/cgroup/memory",
-                ("memory.limit_in_bytes", "memory.usage_in_bytes"),
-            )
-        else:
-            continue
-        for directory in (path, *parents(path)):
-            limit, usage = (read_number(f"{base}{directory.rstrip('/')}/{name}") for name in names)
-            if limit is not None and usage is not None:
-                return limit - usage if limit < 1 << 60 else None
-    return None
-
-
 def parents(path: str) -> list[str]:
     """The absolute paths above path, nearest first, up to the root ("/")."""
     parents = []
@@ -355,12 +329,3 @@ def parents(path: str) -> list[str]:
         path = os.path.dirname(path)
         parents.append(path)
     return parents
-
-
-def read_number(path: str) -> int | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
