@@ -6,15 +6,20 @@ arbitrary non-root UID, each through a grader process of that UID."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.hostile import NONROOT, give, world_verifier
+from verifier.grading import grade, load_eval
+from verifier.judges import sandbox
+from verifier.results import Status
 
 AS = {"root": None, "non-root": NONROOT}
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
@@ -95,3 +100,27 @@ def test_a_command_gets_its_provided_files_and_stdin_and_hands_back_its_report(
     assert missing is None and why, why
     assert (config / "key.txt").read_text() == "trusted\n"
     assert sorted(path.name for path in case.iterdir()) == ["handover.sh"]
+
+
+def _confinement_fails(*_: object) -> None:
+    raise OSError(errno.EPERM, "landlock_restrict_self")
+
+
+@pytest.mark.parametrize("command", ["./run.sh", "sh run.sh"])
+def test_a_command_that_cannot_be_confined_is_an_error_never_a_failure(
+    write_config: Callable[[str], Path],
+    make_case: Callable[[dict[str, str]], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+) -> None:
+    """The confinement failing in the command's process (before exec) is the grader's
+    fault whatever the command is, even a path into the case: the judge errors."""
+    config = write_config(
+        f"judges:\n  - name: tests\n    builtin: command_succeeds\n    arguments: {{cmd: '{command}'}}\n"
+    )
+    case = make_case({"run.sh": "#!/bin/sh\nexit 0\n"})
+    (case / "run.sh").chmod(0o755)
+    monkeypatch.setattr(sandbox, "_confine", _confinement_fails)
+    result = grade(load_eval(config), case).results[0]
+    assert result.status is Status.ERROR, result
+    assert "the command could not be confined" in (result.error or "")

@@ -546,10 +546,14 @@ def run_in_sandbox(
                 extra_groups=[] if uid is not None else None,
                 preexec_fn=confine,
             )
-        except (OSError, subprocess.SubprocessError) as error:
+        except OSError as error:  # exec failed: the program is missing, or not executable
             _close_channel(channel)
             return CommandRun(None, None, False, f"could not start: {error}", 0, confinement,
                               start_error=str(error))  # fmt: skip
+        except subprocess.SubprocessError as error:  # _confine failed: nothing of the case's
+            _close_channel(channel)
+            raise RuntimeError(f"the command could not be confined ({error}): no verdict on "
+                               "the case") from None  # fmt: skip
         supervisor = _supervisor(channel, own)
         if stdin is not None:
             _feed(process, stdin)
