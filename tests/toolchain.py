@@ -30,12 +30,18 @@ VERIFIER_PACKAGES = (
 )  # fmt: skip
 
 
+def world_dir(prefix: str) -> Path:
+    """A fresh dir under /tmp that every user can enter and read (pytest's tmp dirs are
+    private); the caller removes it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
 @contextlib.contextmanager
 def world_readable_dir(prefix: str) -> Iterator[Path]:
-    """A fresh dir under /tmp that every user can read (pytest's tmp dirs are private),
-    removed afterwards."""
-    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    root.chmod(0o755)
+    """A world_dir, removed afterwards."""
+    root = world_dir(prefix)
     try:
         yield root
     finally:
@@ -61,6 +67,19 @@ def portable_python(root: Path, packages: Sequence[str]) -> Path:
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     site = venv / "lib" / version / "site-packages"
     owners = importlib.metadata.packages_distributions()
+    for name in copy_packages(packages, site):
+        for owner in owners.get(name, ()):
+            _copy_metadata(owner, site)
+    for path in [root, *root.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    return venv / "bin" / "python"
+
+
+def copy_packages(packages: Sequence[str], site: Path) -> list[str]:
+    """Copies in site of the import packages (or modules) `packages` as this process
+    imports them; returns those copied (the ones not installed here are left out)."""
+    copied = []
     for name in packages:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
@@ -72,12 +91,8 @@ def portable_python(root: Path, packages: Sequence[str]) -> Path:
             )
         else:
             shutil.copy(origin, site / origin.name)
-        for owner in owners.get(name, ()):
-            _copy_metadata(owner, site)
-    for path in [root, *root.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-    return venv / "bin" / "python"
+        copied.append(name)
+    return copied
 
 
 def _copy_metadata(distribution: str, site: Path) -> None:

@@ -20,6 +20,8 @@ EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not
 EXIT_DISAGREES = 7  # batch --min-agreement: an LLM judge agrees with the labels less than that
 EXIT_BUDGET = 8  # batch --max-cost-usd: the budget was spent before every case was handed out
 EXIT_TASK_TEST = 9  # task test: a build, the solution or a reward is not what the package needs
+EXIT_SANDBOX = 10  # code from the case would run in a sandbox weaker than it must be
+EXIT_NO_PROCESSES = 11  # the grader cannot start a process (the process limit is reached)
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
@@ -113,6 +115,22 @@ class StaleRewardError(OutputError):
     """No reward was written, and a reward file from an earlier run is still there."""
 
     exit_code = EXIT_STALE_REWARD
+
+
+class SandboxError(VerifierError):
+    """Judges would run code from the case where the sandbox cannot be what it must: the
+    kernel cannot hide the grader's files from it (no Landlock, and no other UID whose
+    file modes keep them out) and the user did not accept that (--weak-sandbox), or
+    there is no temp dir to make its scratch in. Nothing is graded."""
+
+    exit_code = EXIT_SANDBOX
+
+
+class OutOfProcessesError(VerifierError):
+    """The grader cannot fork (its UID's or its cgroup's process limit is reached) and
+    waiting for its judges to end did not free any: nothing is graded."""
+
+    exit_code = EXIT_NO_PROCESSES
 
 
 class Terminated(BaseException):

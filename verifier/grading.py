@@ -6,16 +6,23 @@ batch worker call it, so a case grades the same whichever way it is run.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, TaskInput, load_config
 from verifier.engine import Limits, run_judges
-from verifier.errors import ConfigError, JudgesErrored, MissingModelError, UsageError
-from verifier.judges import KINDS, PreparedJudge, prepare_judges
+from verifier.errors import (
+    ConfigError,
+    JudgesErrored,
+    MissingModelError,
+    SandboxError,
+    UsageError,
+)
+from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
 from verifier.named import NamedTuple
 from verifier.results import Composition, Grading, JudgeResult
@@ -91,6 +98,70 @@ def with_llm_cache(
         for judge in loaded.judges
     )
     return loaded._replace(judges=judges)
+
+
+@contextlib.contextmanager
+def command_sandbox(
+    loaded: LoadedEval,
+    hidden: Iterable[Path | None],
+    *,
+    accept_weak: bool = False,
+    slots: int = 1,
+    lanes: int = 1,
+) -> Iterator[None]:
+    """The sandbox policy of a grade or batch, in force for the block (see
+    verifier.judges.sandbox): commands from the case cannot read eval.yaml's dir nor
+    `hidden` (the out dir, the agent logs, the answer cache; a batch's cases and out
+    dirs). `slots`: cases graded side by side; `lanes`: judges of a case run side by
+    side. When no judge runs code from the case the policy is only planned should one
+    run a command after all.
+
+    SandboxError (exit 10) when judges run code from the case and nothing here can keep
+    those out of its reach, unless `accept_weak`, or when no scratch dir can be made;
+    UsageError when $VERIFIER_SANDBOX_UID leaves no UID for a slot."""
+    from verifier.judges import sandbox
+
+    config = loaded.config.path
+    paths = [config.parent, config.resolve().parent, *(path for path in hidden if path)]
+    running = [judge.config.name for judge in loaded.judges if runs_case_code(judge.config)]
+    if running and any(os.path.realpath(path) == "/" for path in paths):
+        raise UsageError(
+            f"{config}: judge {running[0]} runs code from the case, which cannot read "
+            "eval.yaml's dir nor the out dir; one of them is /, which would hide every "
+            "file from it: keep eval.yaml and --out in dirs of their own"
+        )
+    if not running:
+        sandbox.defer_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
+        try:
+            yield
+        finally:
+            sandbox.defer_policy()
+        return
+    try:
+        policy = sandbox.plan_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise SandboxError(
+            f"{config}: judge {running[0]} runs code from the case, and no scratch dir can be "
+            f"made for it: {error.strerror or error}{where}; give the grader a writable temp "
+            "dir (TMPDIR, or --tmpfs /tmp in a container)"
+        ) from None
+    try:
+        if policy.refused:
+            raise SandboxError(
+                f"{config}: judge {running[0]} runs code from the case, and the sandbox would "
+                f"be weak here: {policy.weakness}; grade where Landlock is available (Linux "
+                "5.13+), or pass --weak-sandbox (VERIFIER_WEAK_SANDBOX=1) to accept it"
+            )
+        previous = sandbox.install_policy(policy)
+        try:
+            yield
+        finally:
+            sandbox.install_policy(previous)
+    finally:
+        sandbox.discard_policy(policy)
 
 
 class CaseSources(NamedTuple):

@@ -274,6 +274,10 @@ OPTIONS: dict[str, Option] = {
                "with a Harbor job dir as --cases: write each trial's new reward into the "
                "trial (its verifier/ dir and result.json), as Harbor's regrade records one",
                is_flag=True, default=False),
+        Option("weak_sandbox", ("--weak-sandbox",),
+               "run code from the case even where the sandbox cannot hide the grader's files "
+               "from it (no Landlock; README, Safety)", parse_bool, "VERIFIER_WEAK_SANDBOX",
+               False, is_flag=True),
         Option("debug", ("--debug",), "show tracebacks", is_flag=True, default=False),
         Option("strict", ("--strict",), "treat warnings as errors (exit 2)", is_flag=True,
                default=False),
@@ -355,7 +359,7 @@ COMMANDS: dict[str, Command] = {
             "reward-details.json.",
             ("config", "case", "out", "case_id", "step", "agent_logs", "reward_keys",
              "deadline", "memory_mb", "llm_parallel", "no_llm", "llm_cache", "no_llm_cache",
-             "llm_cache_mb", "termination_log", "debug"),
+             "llm_cache_mb", "termination_log", "weak_sandbox", "debug"),
             help_overrides={"llm_cache": "keep model answers in DIR and reuse them (off unless "
                                          "given)"},
         ),
@@ -382,7 +386,7 @@ COMMANDS: dict[str, Command] = {
             ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "reward_keys",
              "deadline", "write_back", "memory_mb", "llm_concurrency", "no_llm", "llm_cache",
              "no_llm_cache", "llm_cache_mb", "max_cost_usd", "calibrate", "labels",
-             "min_agreement", "termination_log", "debug"),
+             "min_agreement", "termination_log", "weak_sandbox", "debug"),
             required=("cases", "out"),
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
@@ -448,6 +452,7 @@ class Options(NamedTuple):
     deadline: float | None = None
     write_back: bool = False
     termination_log: Path | None = None
+    weak_sandbox: bool = False
     debug: bool = False
     strict: bool = False
     dest: Path | None = None

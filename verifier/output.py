@@ -276,6 +276,7 @@ def write_outputs(
     )
     staged: list[tuple[Path, Path]] = []
     renamed: list[Path] = []
+    reclaim_dir(out_dir)
     try:
         for name, text in documents:
             staged.append((_staged(out_dir / name, text, durable=False), out_dir / name))
@@ -301,6 +302,7 @@ def write_outputs(
 
 def write_atomic(path: Path, text: str, *, durable: bool = True) -> Path:
     """One file written to a temporary name beside path, flushed, then renamed into place."""
+    reclaim_dir(path.parent)
     try:
         temporary = _staged(path, text, durable)
         try:
@@ -313,6 +315,19 @@ def write_atomic(path: Path, text: str, *, durable: bool = True) -> Path:
     except OSError as error:
         raise OutputError(f"{path}: cannot be written ({error.strerror})") from None
     return path
+
+
+def reclaim_dir(directory: Path) -> None:
+    """Give back to this UID the use of a dir it owns (read, write, enter), whatever its
+    mode became: code from the case running as the same UID may have chmod'ed it, and
+    Landlock does not govern chmod (the sandbox's supervisor refuses it; this is what
+    keeps the reward when that could not run)."""
+    try:
+        info = os.stat(directory)
+        if info.st_uid == os.geteuid() and info.st_mode & 0o700 != 0o700:
+            os.chmod(directory, info.st_mode & 0o7777 | 0o700)
+    except OSError:
+        return  # what cannot be written is reported by the write itself
 
 
 def _staged(path: Path, text: str, durable: bool) -> Path:

@@ -10,10 +10,15 @@ fork bomb cannot outrun the kill).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import signal
-from collections.abc import Callable, Iterable
+import stat
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from verifier.named import NamedTuple
 
 JUDGE_TOKEN_ENV = "VERIFIER_JUDGE_TOKEN"
 _PR_SET_PDEATHSIG = 1
@@ -35,9 +40,7 @@ def _prctl(option: int, value: int) -> None:
 def _libc_prctl() -> Callable[..., int]:
     """libc's prctl, looked up once in the grader: every judge's process, forked from it,
     calls it at start."""
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    return libc().prctl  # type: ignore[no-any-return]
 
 
 def become_subreaper(enabled: bool = True) -> None:
@@ -150,43 +153,43 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-# --- Landlock: what code from the case may write, and whom it may signal -----------------
+# --- Landlock: what code from the case may read and write, and whom it may signal ----------
 
-_LANDLOCK_CREATE_RULESET = 444  # the same number on x86_64 and aarch64
+_LANDLOCK_CREATE_RULESET = 444  # the same numbers on x86_64 and aarch64
 _LANDLOCK_ADD_RULE = 445
 _LANDLOCK_RESTRICT_SELF = 446
 _LANDLOCK_RULE_PATH_BENEATH = 1
 _LANDLOCK_CREATE_RULESET_VERSION = 1
+_EXECUTE = 1 << 0
 _WRITE_FILE = 1 << 1
+_READ_FILE = 1 << 2
+_READ_DIR = 1 << 3
 _MAKE_AND_REMOVE = sum(1 << bit for bit in (4, 5, 6, 7, 8, 9, 10, 11, 12))  # dirs, files, ...
 _REFER = 1 << 13  # ABI 2
 _TRUNCATE = 1 << 14  # ABI 3
+_READ = _EXECUTE | _READ_FILE | _READ_DIR
+_FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE  # what a rule on a file may grant
 _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version; 0 when Landlock is unavailable (or filtered)."""
+@functools.cache
+def libc() -> Any:
+    """The C library, its errno kept (ctypes.get_errno) for the calls made through it."""
     import ctypes
 
-    version = ctypes.CDLL(None, use_errno=True).syscall(
-        _LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION
-    )
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when Landlock is unavailable (or filtered)."""
+    version = libc().syscall(_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
     return max(version, 0)
 
 
-def confine_with_landlock(abi: int, writable: Iterable[str], devices: str = "/dev") -> None:
-    """Restrict this process (and everything it starts) with Landlock: it may write only
-    beneath `writable` (and to files in `devices`, such as /dev/null); from ABI 6 on it
-    may not signal, nor reach the abstract sockets of, any process outside its domain.
-    Reading stays allowed. Call it after fork, before exec, with no_new_privs set."""
+@functools.cache
+def _landlock_structs() -> tuple[Any, Any]:
     import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    handled = _WRITE_FILE | _MAKE_AND_REMOVE
-    handled |= _REFER if abi >= 2 else 0
-    handled |= _TRUNCATE if abi >= 3 else 0
-    scoped = _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0
 
     class RulesetAttr(ctypes.Structure):
         _fields_ = (("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64))
@@ -195,24 +198,166 @@ def confine_with_landlock(abi: int, writable: Iterable[str], devices: str = "/de
         _pack_ = 1
         _fields_ = (("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
+    return RulesetAttr, PathBeneath
+
+
+def confine_with_landlock(
+    abi: int,
+    writable: Iterable[str],
+    devices: str = "/dev",
+    *,
+    readable: Iterable[str] | None = None,
+) -> None:
+    """Restrict this process (and everything it starts) with Landlock: it may write only
+    beneath `writable` (and to files in `devices`, such as /dev/null); from ABI 6 on it
+    may not signal, nor reach the abstract sockets of, any process outside its domain.
+    With `readable`, it may also read and execute only beneath `readable` and
+    `writable`: what is in neither (nor beneath a path in them) cannot be opened, listed
+    or run. A readable path that is gone or cannot be opened is left out; a symlink
+    needs no rule (what it points to is checked). Call it after fork, before exec, with
+    no_new_privs set."""
+    import ctypes
+
+    library = libc()
+    RulesetAttr, PathBeneath = _landlock_structs()
+    handled = _WRITE_FILE | _MAKE_AND_REMOVE
+    handled |= _REFER if abi >= 2 else 0
+    handled |= _TRUNCATE if abi >= 3 else 0
+    handled |= _READ if readable is not None else 0
+    scoped = _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0
     attr = RulesetAttr(handled, 0, scoped)
     size = ctypes.sizeof(attr) if abi >= 6 else 16  # older kernels know fs and net only
-    ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    ruleset = library.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+
+    def add(path: str, allowed: int, *, required: bool) -> None:
+        try:
+            descriptor = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            if required:
+                raise
+            return
+        try:
+            mode = os.fstat(descriptor).st_mode
+            if stat.S_ISLNK(mode):
+                return
+            if not stat.S_ISDIR(mode):
+                allowed &= _FILE_RIGHTS
+            rule = PathBeneath(allowed & handled, descriptor)
+            if library.syscall(_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
+                            ctypes.byref(rule), 0) != 0:  # fmt: skip
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+        finally:
+            os.close(descriptor)
+
     try:
-        rules = [(path, handled) for path in writable]
-        rules.append((devices, _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)))
-        for path, allowed in rules:
-            descriptor = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                rule = PathBeneath(allowed, descriptor)
-                if libc.syscall(_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
-                                ctypes.byref(rule), 0) != 0:  # fmt: skip
-                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
-            finally:
-                os.close(descriptor)
-        if libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+        for path in writable:
+            add(path, handled, required=True)
+        add(devices, _WRITE_FILE | _TRUNCATE, required=True)
+        for path in readable or ():
+            add(path, _READ, required=False)
+        if library.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     finally:
         os.close(ruleset)
+
+
+# --- seccomp: syscalls a supervisor answers, and syscalls refused outright ----------------
+
+_SECCOMP_SET_MODE_FILTER = 1
+_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_USER_NOTIF = 0x7FC00000
+_SECCOMP_RET_ERRNO = 0x00050000
+_BPF_LD_W_ABS = 0x20
+_BPF_JEQ_K = 0x15
+_BPF_AND_K = 0x54
+_BPF_RET_K = 0x06
+X32_SYSCALL_BIT = 0x40000000
+
+
+class Architecture(NamedTuple):
+    """This machine's syscall ABI: its audit arch, and that of the compat ABI its
+    programs may also call (32-bit x86 through int 0x80, 32-bit ARM)."""
+
+    name: str
+    audit_arch: int
+    compat_arch: int
+    seccomp: int  # the seccomp syscall's number
+
+
+ARCHITECTURES = {
+    "x86_64": Architecture("x86_64", 0xC000003E, 0x40000003, 317),
+    "aarch64": Architecture("aarch64", 0xC00000B7, 0x40000028, 277),
+}
+
+
+@functools.cache
+def machine_architecture() -> Architecture | None:
+    """The syscall ABI seccomp filters are written for; None on other machines."""
+    return ARCHITECTURES.get(os.uname().machine)
+
+
+def seccomp_program(
+    notify: Iterable[int] = (),
+    refuse: Mapping[int, int] | None = None,
+    compat_refuse: Mapping[int, int] | None = None,
+) -> bytes:
+    """A classic BPF program for seccomp: the native syscalls in `notify` go to a
+    user-space supervisor, those in `refuse` (number -> errno) fail with that errno, and
+    so do the compat ABI's in `compat_refuse`; everything else is allowed. x32 calls (the
+    native numbers with X32_SYSCALL_BIT set) are treated as the native ones."""
+    import struct
+
+    arch = machine_architecture()
+    if arch is None:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
+    instruction = struct.Struct("=HBBI")
+
+    def checks(rules: Iterable[tuple[int, int]]) -> list[bytes]:
+        code = []
+        for number, action in rules:
+            code.append(instruction.pack(_BPF_JEQ_K, 0, 1, number))
+            code.append(instruction.pack(_BPF_RET_K, 0, 0, action))
+        code.append(instruction.pack(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
+        return code
+
+    native = checks(
+        [(number, _SECCOMP_RET_USER_NOTIF) for number in notify]
+        + [(number, _SECCOMP_RET_ERRNO | error) for number, error in (refuse or {}).items()]
+    )
+    compat = checks(
+        [(number, _SECCOMP_RET_ERRNO | error) for number, error in (compat_refuse or {}).items()]
+    )
+    head = [
+        instruction.pack(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        instruction.pack(_BPF_JEQ_K, 0, 2 + len(native), arch.audit_arch),
+        instruction.pack(_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        instruction.pack(_BPF_AND_K, 0, 0, ~X32_SYSCALL_BIT & 0xFFFFFFFF),
+    ]
+    tail = [instruction.pack(_BPF_LD_W_ABS, 0, 0, 0)]
+    return b"".join(head + native + tail + compat)
+
+
+def install_seccomp(program: bytes, *, listener: bool = False) -> int:
+    """Install a seccomp filter on this process and everything it starts (no_new_privs
+    must be set); with `listener`, the descriptor its supervisor reads notifications
+    from (else 0). OSError when the kernel refuses."""
+    import ctypes
+
+    arch = machine_architecture()
+    if arch is None:
+        raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
+
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
+    flags = _SECCOMP_FILTER_FLAG_NEW_LISTENER if listener else 0
+    result = libc().syscall(arch.seccomp, _SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(fprog))
+    if result < 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"seccomp: {os.strerror(error)}")
+    return int(result) if listener else 0

@@ -45,51 +45,84 @@ _UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a number near 2**63
 def container_memory_bytes() -> int | None:
     """The memory limit of this process's container (its cgroup), in bytes; None without one.
 
-    cgroup v2: `memory.max` of this process's cgroup and of every cgroup above it (the
-    lowest applies); cgroup v1 (and hybrid hosts, such as this project's): the same
-    with `memory/memory.limit_in_bytes`. Inside a container the cgroup fs shows the
-    container's own cgroup at its root (a cgroup namespace, or the engine's bind
-    mount), outside one the path in /proc/self/cgroup leads to it: both are read, and
-    the lowest limit found is the one the kernel enforces first.
+    cgroup v2's `memory.max`, or v1's `memory.limit_in_bytes` (hybrid hosts, such as this
+    project's, have both), of every dir cgroup_dirs finds: the lowest limit found is the
+    one the kernel enforces first.
     """
     found = [
         limit
-        for directory, name in _cgroup_memory_files()
-        if (limit := _limit_in(directory / name)) is not None
+        for directory, unified in cgroup_dirs("memory")
+        if (limit := cgroup_number(directory / _memory_file(unified, "limit"))) is not None
+        and limit > 0
     ]
     return min(found) if found else None
 
 
-def _cgroup_memory_files() -> list[tuple[Path, str]]:
+def cgroup_memory_headroom() -> int | None:
+    """How much more memory this process's cgroup may use: its limit less its usage, in
+    the nearest dir that has both; None when none has a limit."""
+    for directory, unified in cgroup_dirs("memory"):
+        limit = cgroup_number(directory / _memory_file(unified, "limit"))
+        usage = cgroup_number(directory / _memory_file(unified, "usage"))
+        if limit is not None and usage is not None:
+            return limit - usage
+    return None
+
+
+def cgroup_pids_max() -> int | None:
+    """The lowest pids.max of this process's cgroup and those above it (v2 or v1), None
+    when unlimited or unreadable."""
+    found = [
+        limit
+        for directory, _ in cgroup_dirs("pids")
+        if (limit := cgroup_number(directory / "pids.max")) is not None
+    ]
+    return min(found) if found else None
+
+
+def cgroup_dirs(controller: str) -> list[tuple[Path, bool]]:
+    """Where `controller`'s files of this process's cgroup may be, nearest first, each
+    with whether it is in the unified (v2) hierarchy: its cgroup's dir and every dir
+    above it, in v2's hierarchy and in the controller's v1 one, then each hierarchy's
+    root. Inside a container the cgroup fs shows the container's own cgroup at its root
+    (a cgroup namespace, or the engine's bind mount); outside one the path in
+    /proc/self/cgroup leads to it: both are looked at."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         lines = []
-    files = [(CGROUP_ROOT, "memory.max"), (CGROUP_ROOT / "memory", "memory.limit_in_bytes")]
+    found: list[tuple[Path, bool]] = []
     for line in lines:
         _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
         if controllers == "" and path.startswith("/"):
-            base, name = CGROUP_ROOT, "memory.max"
-        elif "memory" in controllers.split(",") and path.startswith("/"):
-            base, name = CGROUP_ROOT / "memory", "memory.limit_in_bytes"
+            base, unified = CGROUP_ROOT, True
+        elif controller in controllers.split(",") and path.startswith("/"):
+            base, unified = CGROUP_ROOT / controller, False
         else:
             continue
         directory = base / path.lstrip("/")
         while directory != base and directory.is_relative_to(base):
-            files.append((directory, name))
+            found.append((directory, unified))
             directory = directory.parent
-    return files
+    roots = [(CGROUP_ROOT, True), (CGROUP_ROOT / controller, False)]
+    return list(dict.fromkeys([*found, *roots]))
 
 
-def _limit_in(path: Path) -> int | None:
+def cgroup_number(path: Path) -> int | None:
+    """The number in a cgroup file; None when it is unreadable, not a number, or no
+    limit at all (v2's `max`, v1's number near 2**63)."""
     try:
         text = path.read_text().strip()
     except OSError:
         return None
-    if text == "max":
+    if not text.isdigit():
         return None
-    try:
-        limit = int(text)
-    except ValueError:
-        return None
-    return limit if 0 < limit < _UNLIMITED else None
+    number = int(text)
+    return number if number < _UNLIMITED else None
+
+
+def _memory_file(unified: bool, which: str) -> str:
+    """The name of the memory controller's limit or usage file, in v2 or v1."""
+    names = {"limit": ("memory.max", "memory.limit_in_bytes"),
+             "usage": ("memory.current", "memory.usage_in_bytes")}  # fmt: skip
+    return names[which][0 if unified else 1]

@@ -32,6 +32,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
+BUNDLED_PYTHON = "/opt/verifier/python/python3.11"  # the verifier's own interpreter
 DOCKER_SOCKET = os.environ.get("VERIFIER_DOCKER_HOST", "unix:///var/run/docker.sock")
 ENGINE_NAMES = ("docker", "podman", "podman-cli")
 RUN_TIMEOUT = 120
@@ -87,6 +88,8 @@ class RunOptions:
     tmpfs: tuple[str, ...] = ()
     cap_drop: tuple[str, ...] = ()
     security_opt: tuple[str, ...] = ()
+    ulimits: tuple[str, ...] = ()  # e.g. "nproc=400:400"
+    memory: str | None = None  # e.g. "300m"
     env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -181,10 +184,22 @@ class SdkEngine(Engine):
         }
         if options.user is not None:
             kwargs["user"] = options.user
-        if options.tmpfs:
-            kwargs["tmpfs"] = {path: "" for path in options.tmpfs}
+        if options.tmpfs:  # "/tmp" or "/tmp:size=64m"
+            kwargs["tmpfs"] = dict((*path.split(":", 1), "")[:2] for path in options.tmpfs)
+        if options.ulimits:
+            import docker
+
+            kwargs["ulimits"] = [
+                docker.types.Ulimit(name=name, soft=int(soft), hard=int(hard))
+                for name, soft, hard in (
+                    (limit.split("=")[0], *limit.split("=")[1].split(":"))
+                    for limit in options.ulimits
+                )
+            ]
         if options.cap_drop:
             kwargs["cap_drop"] = list(options.cap_drop)
+        if options.memory:
+            kwargs["mem_limit"] = options.memory
         if options.security_opt:
             kwargs["security_opt"] = list(options.security_opt)
         container = self.client.containers.run(image, command, detach=True, **kwargs)
@@ -286,6 +301,10 @@ class CliEngine(Engine):
             args += ["--cap-drop", cap]
         for opt in options.security_opt:
             args += ["--security-opt", opt]
+        for limit in options.ulimits:
+            args += ["--ulimit", limit]
+        if options.memory:
+            args += ["--memory", options.memory]
         for key, value in options.env.items():
             args += ["-e", f"{key}={value}"]
         return self._cli([*args, image, *(command or [])])
@@ -473,6 +492,31 @@ def engine(request: pytest.FixtureRequest) -> Engine:
         "podman-cli": "podman_cli_engine",
     }[request.param]
     return request.getfixturevalue(fixture)
+
+
+@pytest.fixture
+def image_of(engine: Engine, tmp_path: Path):
+    """Build a throwaway image from a Containerfile (and files beside it); removed after."""
+    built: list[str] = []
+
+    def build(containerfile: str, files: dict[str, str] | None = None) -> str:
+        context = tmp_path / f"context-{len(built)}"
+        context.mkdir()
+        (context / "Containerfile").write_text(containerfile)
+        for name, text in (files or {}).items():
+            path = context / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o755)
+        tag = f"localhost/hv-test-image:{uuid.uuid4().hex[:12]}"
+        result = engine.build(context, tag)
+        assert result.exit_code == 0, str(result)
+        built.append(tag)
+        return tag
+
+    yield build
+    for tag in built:
+        engine.remove_image(tag)
 
 
 # --- host-side grading and working dirs ---------------------------------------------

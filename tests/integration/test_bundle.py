@@ -12,12 +12,12 @@ meet as a Harbor task's environment and graded with, as `verifier task init
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import (
+    BUNDLED_PYTHON,
     EXAMPLES,
     IMAGE,
     Engine,
@@ -30,33 +30,6 @@ from tests.integration.conftest import (
 )
 
 pytestmark = pytest.mark.integration
-
-BUNDLED_PYTHON = "/opt/verifier/python/python3.11"
-
-
-@pytest.fixture
-def image_of(engine: Engine, tmp_path: Path):
-    """Build a throwaway image from a Containerfile (and files beside it); removed after."""
-    built: list[str] = []
-
-    def build(containerfile: str, files: dict[str, str] | None = None) -> str:
-        context = tmp_path / f"context-{len(built)}"
-        context.mkdir()
-        (context / "Containerfile").write_text(containerfile)
-        for name, text in (files or {}).items():
-            path = context / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            path.chmod(0o755)
-        tag = f"localhost/hv-bundle-test:{uuid.uuid4().hex[:12]}"
-        result = engine.build(context, tag)
-        assert result.exit_code == 0, str(result)
-        built.append(tag)
-        return tag
-
-    yield build
-    for tag in built:
-        engine.remove_image(tag)
 
 
 def test_the_verifier_needs_nothing_of_the_image(

@@ -45,6 +45,19 @@ def judge_of(
 
 
 @pytest.fixture
+def root_dir() -> Iterator[Path]:
+    """A fresh dir under /tmp every UID can enter, for graders run as another UID (pytest's
+    own tmp dirs are root's alone); removed after the test, with whatever a test mounted
+    beneath it and whatever modes an attack left."""
+    from tests.hostile import remove_world_dir
+    from tests.toolchain import world_dir
+
+    path = world_dir("verifier-hostile-")
+    yield path
+    remove_world_dir(path)
+
+
+@pytest.fixture
 def write_config(tmp_path: Path) -> Callable[[str], Path]:
     """Write an eval.yaml (dedented) under tmp_path/config and return its path."""
 

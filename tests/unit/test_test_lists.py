@@ -341,6 +341,7 @@ def test_referenced_files_include_the_lists(write_config: WriteConfig) -> None:
         ("{runner: pytest, command: pytest}", {}, "command: does not go with runner: pytest"),
         ("{runner: pytest, format: junit}", {}, "format: does not go with runner: pytest"),
         ("{runner: go, ini: pytest.ini}", {"pytest.ini": "[pytest]\n"}, "ini: does not go with runner: go"),
+        ("{runner: pytest, provide: [k.txt]}", {"k.txt": "k"}, "provide: does not go with runner: pytest"),
         ("{runner: pytest, ini: conf.yaml}", {"conf.yaml": ""}, "must be pytest's configuration"),
         ("{runner: pytest, report: r.xml}", {}, "needs exactly one of report, runner (got report, runner)"),
         ("{runner: nose}", {}, "'nose' must be pytest or go"),

@@ -450,7 +450,7 @@ def test_a_planted_pytest_rewrite_cache_is_never_read(task: Task) -> None:
     os.utime(source, (info.st_atime, info.st_mtime))
     reward, tests = graded(task.alone, case)
     assert reward == pytest.approx(UNTOUCHED), tests["rationale"]
-    as_grader = grade_as_non_root(task, task.alone, case)  # in the case dir itself: mtimes kept
+    as_grader = grade_as_non_root(task, task.alone, case)  # its private copy keeps mtimes
     assert as_grader["reward"] == pytest.approx(UNTOUCHED)
 
 

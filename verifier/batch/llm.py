@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from verifier.batch.channel import Channel, channel_pair
+from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
 from verifier.batch.processes import fork, reap
 from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, interpret
 from verifier.judges.llm.cache import ResponseCache
@@ -66,6 +66,22 @@ class LLMDone(NamedTuple):
 START_IN_FLIGHT = 16  # a gate's first limit: small enough for a small endpoint's first wave
 
 
+# What the parent and the LLM stage send each other (verifier.batch.channel).
+STAGE_TYPES = (
+    "verifier.batch.llm:LLMTask",
+    "verifier.batch.llm:LLMDone",
+    "verifier.judges.llm.prompt:Prompt",
+    "verifier.judges.llm.judge:Spend",
+    "verifier.judges.llm.gate:GateFigures",
+    "verifier.judges.llm.guard:Screening",
+    "verifier.judges.llm.guard:Guard",
+    "verifier.judges.llm.guard:Finding",
+    "verifier.results:JudgeResult",
+    "verifier.results:Status",
+)
+_FIGURES_WAIT_S = 30.0
+
+
 class LLMSettings(NamedTuple):
     capacity: int  # requests in flight per endpoint, at most (--llm-concurrency)
     cache: ResponseCache | None
@@ -81,7 +97,7 @@ class LLMStage:
     def __init__(
         self, judges: Mapping[int, PreparedJudge], settings: LLMSettings, close: list[int]
     ) -> None:
-        parent_end, child_end = channel_pair()
+        parent_end, child_end = channel_pair(STAGE_TYPES)
         self.pid, self.pidfd = fork(
             lambda: _serve(child_end, judges, settings), close=[*close, *parent_end.fds()]
         )
@@ -91,13 +107,28 @@ class LLMStage:
     def submit(self, case: str, tasks: tuple[LLMTask, ...]) -> None:
         self.conn.send((case, tasks))
 
-    def receive(self) -> tuple[str, tuple[LLMDone, ...], int] | dict[str, GateFigures] | None:
-        """A finished case (with what every gate allows in flight now), the endpoints'
-        figures (the reply to `finish`), or None (gone)."""
+    def received(self) -> list[Any]:
+        """What the stage has sent (its conn is readable): finished cases (each with what
+        every gate allows in flight now), and after `finish` the endpoints' figures.
+        ChannelError when it cannot be read; an empty list when the stage is gone (its
+        pidfd says so)."""
         try:
-            return self.conn.recv()
+            return self.conn.messages()
         except (EOFError, OSError):
-            return None
+            return []
+
+    def figures(self) -> dict[str, GateFigures] | None:
+        """The reply to `finish`, waited for a while (None: none came)."""
+        deadline = time.monotonic() + _FIGURES_WAIT_S
+        while wait([self.conn], max(0.0, deadline - time.monotonic())):
+            try:
+                messages = self.conn.messages()
+            except (EOFError, OSError, ChannelError):
+                return None
+            for message in messages:
+                if isinstance(message, dict):
+                    return message
+        return None
 
     def finish(self) -> None:
         """No more cases: the process sends its figures and ends."""

@@ -20,19 +20,23 @@ begun finish.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from verifier.batch.cases import Case
-from verifier.batch.channel import Channel, channel_pair, wait
+from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
 from verifier.batch.grader import PendingCase
 from verifier.batch.processes import describe_exit, fork, reap, subreaper, sweep
 from verifier.batch.summary import CaseOutcome, CaseStatus
+from verifier.errors import OutOfProcessesError
 from verifier.judges.base import PreparedJudge
+from verifier.judges.sandbox import use_slot
 from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
@@ -42,6 +46,23 @@ if TYPE_CHECKING:
 
 Work = Callable[[Case], CaseOutcome | PendingCase]
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_FORK_PATIENCE_S = 5.0  # how long a worker's fork may keep failing before the batch stops
+# What the parent and its workers send each other (verifier.batch.channel).
+WORKER_TYPES = (
+    "verifier.batch.cases:Case",
+    "verifier.batch.summary:CaseOutcome",
+    "verifier.batch.summary:CaseStatus",
+    "verifier.batch.grader:PendingCase",
+    "verifier.grading:CaseContext",
+    "verifier.config.records:TaskInput",
+    "verifier.results:JudgeResult",
+    "verifier.results:Status",
+    "verifier.batch.llm:LLMTask",
+    "verifier.judges.llm.prompt:Prompt",
+    "verifier.judges.llm.guard:Screening",
+    "verifier.judges.llm.guard:Guard",
+    "verifier.judges.llm.guard:Finding",
+)
 
 
 class LLMPlan(NamedTuple):
@@ -74,15 +95,19 @@ class PoolResult(NamedTuple):
 
 
 class _Worker:
-    """A forked worker, its end of the pipe, and the case it is grading (None: idle)."""
+    """A forked worker, its end of the pipe, its slot (which sandbox UID its commands
+    run as), the case it is grading (None: idle), and whether it was killed (it takes
+    no case, and is replaced once its pidfd says it is gone)."""
 
-    __slots__ = ("case", "conn", "pid", "pidfd")
+    __slots__ = ("case", "conn", "killed", "pid", "pidfd", "slot")
 
-    def __init__(self, pid: int, pidfd: int, conn: Channel) -> None:
+    def __init__(self, pid: int, pidfd: int, conn: Channel, slot: int) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.conn = conn
+        self.slot = slot
         self.case: Case | None = None
+        self.killed = False
 
 
 class _Pool:
@@ -109,14 +134,29 @@ class _Pool:
             fds += [*self.stage.conn.fds(), self.stage.pidfd]
         return fds
 
-    def start_worker(self) -> _Worker:
-        parent_end, child_end = channel_pair()
+    def start_worker(self, slot: int) -> _Worker:
+        """A new worker for the slot; while the fork fails for want of processes, strays
+        are killed and it is tried again, then OutOfProcessesError (exit 11)."""
         work = self.work
-        pid, pidfd = fork(
-            lambda: _worker_main(child_end, work), close=[*self.own_fds(), *parent_end.fds()]
-        )
-        child_end.close()
-        return _Worker(pid, pidfd, parent_end)
+        deadline = time.monotonic() + _FORK_PATIENCE_S
+        while True:
+            parent_end, child_end = channel_pair(WORKER_TYPES)
+            try:
+                main = functools.partial(_worker_main, child_end, work, slot)
+                pid, pidfd = fork(main, close=[*self.own_fds(), *parent_end.fds()])
+            except (BlockingIOError, MemoryError) as error:
+                parent_end.close()
+                child_end.close()
+                sweep(self.known())
+                if time.monotonic() > deadline:
+                    raise OutOfProcessesError(
+                        f"cannot start a batch worker ({error}): this UID's or this "
+                        "container's process limit is reached (ulimit -u, pids.max)"
+                    ) from None
+                time.sleep(0.1)
+                continue
+            child_end.close()
+            return _Worker(pid, pidfd, parent_end, slot)
 
     def start_stage(self) -> None:
         from verifier.batch.llm import LLMStage
@@ -157,8 +197,8 @@ class _Pool:
         if self.stage is not None:
             if not kill:
                 self.stage.finish()
-                figures = self.stage.receive()
-                if isinstance(figures, dict):
+                figures = self.stage.figures()
+                if figures is not None:
                     self.endpoints = figures
             self.stage.close(kill=kill)
             self.stage = None
@@ -196,18 +236,21 @@ def run_pool(
         try:
             if llm is not None:
                 pool.start_stage()
-            for _ in range(min(jobs, len(cases))):
-                pool.workers.append(pool.start_worker())
+            for slot in range(min(jobs, len(cases))):
+                pool.workers.append(pool.start_worker(slot))
             while not received:
                 bound = len(cases) + 1
                 if llm is not None:
                     bound = max(jobs, llm.waiting_bound(pool.allowed))
                 for worker in pool.workers:
-                    if worker.case is None and pending and len(pool.waiting) < bound:
+                    idle = worker.case is None and not worker.killed
+                    if idle and pending and len(pool.waiting) < bound:
                         if pool.over_budget():
                             break
                         _dispatch(worker, pending)
-                if not pool.waiting and all(worker.case is None for worker in pool.workers):
+                idle = all(worker.case is None for worker in pool.workers)
+                replacing = any(worker.killed for worker in pool.workers)
+                if not pool.waiting and idle and not (pending and replacing):
                     break
                 _step(pool, record, pending)
         finally:
@@ -245,27 +288,36 @@ def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Cas
             _replace(pool, index, record, pending)
     stage = pool.stage
     if stage is not None and stage.conn in ready:
-        message = stage.receive()
-        if isinstance(message, tuple):
-            name, done, pool.allowed = message
-            costs = [spend.cost_usd or 0.0 for judged in done for spend in judged.spends]
-            pool.spends += [spend for judged in done for spend in judged.spends]
-            pool.spent_usd += sum(costs)
-            pool.costed += 1
-            assert pool.llm is not None
-            record(pool.llm.finish(pool.waiting.pop(name), done))
+        try:
+            for message in stage.received():
+                name, done, allowed = message
+                costs = [spend.cost_usd or 0.0 for judged in done for spend in judged.spends]
+                pool.allowed = int(allowed)
+                pool.spends += [spend for judged in done for spend in judged.spends]
+                pool.spent_usd += sum(costs)
+                pool.costed += 1
+                assert pool.llm is not None
+                record(pool.llm.finish(pool.waiting.pop(name), done))
+        except (ChannelError, ValueError, TypeError, KeyError) as error:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(stage.pidfd, signal.SIGKILL)
+            _restart_stage(pool, record, f"sent what cannot be read ({error})")
+            return
     if stage is not None and stage.pidfd in ready:
         _restart_stage(pool, record)
 
 
-def _restart_stage(pool: _Pool, record: Callable[[CaseOutcome], None]) -> None:
-    """The LLM stage died: the cases waiting on it are error rows; a new one takes over."""
+def _restart_stage(
+    pool: _Pool, record: Callable[[CaseOutcome], None], why: str | None = None
+) -> None:
+    """The LLM stage died (or was killed): the cases waiting on it are error rows; a new
+    one takes over."""
     assert pool.stage is not None
     status = reap(pool.stage.pid, pool.stage.pidfd)
     pool.stage.conn.close()
     pool.stage = None
     for name in pool.waiting:
-        error = f"the LLM request process {describe_exit(status)}"
+        error = f"the LLM request process {why or describe_exit(status)}"
         record(CaseOutcome(name, CaseStatus.FAILED, error=error))
     pool.waiting.clear()
     sweep(pool.known())
@@ -273,10 +325,28 @@ def _restart_stage(pool: _Pool, record: Callable[[CaseOutcome], None]) -> None:
 
 
 def _received(pool: _Pool, worker: _Worker, record: Callable[[CaseOutcome], None]) -> None:
+    """What the worker sent about its case: the case's row, or its LLM tasks. Anything
+    else (what cannot be read, more than one answer, another case's) makes the case an
+    error row, and the worker, now out of step, is killed and replaced."""
+    assert worker.case is not None
     try:
-        result = worker.conn.recv()
+        messages = worker.conn.messages()
     except (EOFError, OSError):
         return  # it died: its pidfd says so
+    except ChannelError as error:
+        messages = [error]
+    if not messages:
+        return  # the rest of its answer is still on the way
+    result = messages[0]
+    if len(messages) > 1 or not _answers(result, worker.case):
+        problem = result if isinstance(result, ChannelError) else "an answer that is not its own"
+        record(CaseOutcome(worker.case.name, CaseStatus.FAILED,
+                           error=f"internal error: the worker sent {problem}"))  # fmt: skip
+        worker.case = None
+        worker.killed = True
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(worker.pidfd, signal.SIGKILL)
+        return
     worker.case = None
     if isinstance(result, PendingCase):
         assert pool.stage is not None
@@ -285,6 +355,11 @@ def _received(pool: _Pool, worker: _Worker, record: Callable[[CaseOutcome], None
             pool.stage.submit(result.name, result.tasks)
     else:
         record(result)
+
+
+def _answers(result: Any, case: Case) -> bool:
+    """A row or a PendingCase, of this case."""
+    return isinstance(result, CaseOutcome | PendingCase) and result.name == case.name
 
 
 def _replace(
@@ -299,7 +374,7 @@ def _replace(
         record(CaseOutcome(worker.case.name, CaseStatus.FAILED, error=error))
     pool.workers.pop(index)
     sweep(pool.known())
-    pool.workers.insert(index, pool.start_worker())
+    pool.workers.insert(index, pool.start_worker(worker.slot))
 
 
 def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
@@ -312,10 +387,11 @@ def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
     worker.case = case
 
 
-def _worker_main(conn: Channel, work: Work) -> None:
+def _worker_main(conn: Channel, work: Work, slot: int) -> None:
     """The parent handles Ctrl-C and SIGTERM, and then stops the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    use_slot(slot)
     while (case := conn.recv()) is not None:
         conn.send(work(case))
 

@@ -33,7 +33,14 @@ from verifier.batch.summary import (
 from verifier.console import warn_all
 from verifier.engine import Limits
 from verifier.errors import UsageError
-from verifier.grading import LoadedEval, check_reward_keys, load_eval, refuse_cache_inside_case
+from verifier.grading import (
+    LoadedEval,
+    check_reward_keys,
+    command_sandbox,
+    load_eval,
+    refuse_cache_inside_case,
+)
+from verifier.judges.base import Pool
 from verifier.named import NamedTuple
 from verifier.options import (
     ALL_REWARD_KEYS,
@@ -42,6 +49,7 @@ from verifier.options import (
     Options,
 )
 from verifier.output import prepare_out_dir, write_atomic
+from verifier.processes import make_undumpable
 from verifier.system import available_cpus
 
 if TYPE_CHECKING:
@@ -69,6 +77,7 @@ class BatchRequest(NamedTuple):
     calibrate: bool = False  # --calibrate (also implied by --labels and --min-agreement)
     labels: Path | None = None
     min_agreement: float | None = None
+    weak_sandbox: bool = False  # run code from the case even where the sandbox is weak
     progress: IO[str] | None = None
 
     @classmethod
@@ -102,12 +111,17 @@ class BatchRequest(NamedTuple):
             or options.min_agreement is not None,
             labels=options.labels,
             min_agreement=options.min_agreement,
+            weak_sandbox=options.weak_sandbox,
         )
 
 
 def run_batch(request: BatchRequest) -> BatchSummary:
-    """Load once, list the cases, grade them in workers, write the summary files."""
+    """Load once, list the cases, grade them in workers, write the summary files.
+
+    The parent is not dumpable (nor, being its forks, are its workers and LLM stage):
+    code from a case running as the same UID cannot open their pipes through /proc."""
     started = time.monotonic()
+    make_undumpable()
     loaded = load_eval(request.config)
     check_reward_keys(loaded.config, request.reward_keys)
     harbor_job = is_harbor_job(request.cases)
@@ -134,7 +148,12 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         )  # fmt: skip
         plan = _llm_plan(request, grader) if llm else None
         progress = Progress(len(cases), stream)
-        result = run_pool(cases, grader, request.jobs, progress.update, plan)
+        hidden = (request.cases, request.out, request.llm_cache, request.labels)
+        slots = min(request.jobs, max(len(cases), 1))
+        lanes = request.limits.capacity(Pool.CPU)
+        with command_sandbox(loaded, hidden, accept_weak=request.weak_sandbox, slots=slots,
+                             lanes=lanes):  # fmt: skip
+            result = run_pool(cases, grader, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together
         figures = budget = None

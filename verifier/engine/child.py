@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from verifier.judges.base import JudgeReturnError, PreparedJudge, Record, details_of, interpret
+from verifier.judges.sandbox import use_lane
 from verifier.processes import JUDGE_TOKEN_ENV, children, die_with_parent
 from verifier.results import Status
 
@@ -36,10 +37,13 @@ def judge_main(
     result_fd: int,
     output_fd: int,
     *,
+    lane: int = 0,
     backstop_mb: int | None = None,
 ) -> None:
-    """The body of a judge's process; never returns. `backstop_mb`: a lower ceiling for
-    the memory backstop (the container's share for all judges: see runner.container_share)."""
+    """The body of a judge's process; never returns. `lane`: which of the judges running
+    side by side it is (as root, the UID its commands run as: sandbox.use_lane);
+    `backstop_mb`: a lower ceiling for the memory backstop (the container's share for
+    all judges: see runner.container_share)."""
     judge_pid = os.getpid()
     # The collector, off in `verifier grade`, is on for the judge; what the grader had
     # allocated is frozen, so collections never touch (and copy) the pages shared with it.
@@ -50,6 +54,7 @@ def judge_main(
     try:
         os.setpgid(0, 0)
         die_with_parent()
+        use_lane(lane)
         _isolate(memory_mb, token, output_fd, backstop_mb)
         payload = _judge_payload(judge, record)
     except BaseException as error:  # the process must always reach os._exit

@@ -25,8 +25,10 @@ from collections.abc import Sequence
 
 from verifier.console import signal_name
 from verifier.engine.child import FORKED, judge_main
-from verifier.errors import UsageError
+from verifier.errors import OutOfProcessesError, UsageError
+from verifier.judges import runs_case_code
 from verifier.judges.base import Pool, PreparedJudge, Record
+from verifier.judges.sandbox import policy_for_run
 from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.processes import (
@@ -46,6 +48,7 @@ from verifier.system import available_cpus, container_memory_bytes
 _READ_CHUNK = 65536
 _MAX_OUTPUT_BYTES = 64 * 1024  # of one judge's prints passed on to stderr
 _WATCH_INTERVAL_S = 0.05  # memory and orphans are checked this often while judges run
+_FORK_PATIENCE_S = 5.0  # how long forks may keep failing with no judge left to end
 
 
 class Limits(NamedTuple):
@@ -155,14 +158,15 @@ def reward_margin_s(deadline_s: float) -> float:
 class _Running:
     """A judge process the runner waits on: its pipes, what they carried, its token."""
 
-    __slots__ = ("grade_deadline", "judge", "memory_exceeded", "output", "output_cut",
+    __slots__ = ("grade_deadline", "judge", "lane", "memory_exceeded", "output", "output_cut",
                  "output_fd", "pid", "result", "result_closed", "result_fd", "started",
                  "token")  # fmt: skip
 
     def __init__(self, judge: PreparedJudge, pid: int, result_fd: int, output_fd: int,
-                 token: str, grade_deadline: float | None) -> None:  # fmt: skip
+                 token: str, grade_deadline: float | None, lane: int | None) -> None:  # fmt: skip
         self.judge = judge
         self.grade_deadline = grade_deadline
+        self.lane = lane
         self.pid = pid
         self.result_fd = result_fd
         self.output_fd = output_fd
@@ -202,11 +206,13 @@ def run_judges(
     running when this returns, or when it raises (a signal, say)."""
     limits = limits or Limits()
     guard_grader()
-    runner = _Runner(limits, known_secrets())
-    try:
-        return runner.run(judges, record)
-    finally:
-        runner.stop_everything()
+    runs_commands = any(runs_case_code(judge.config) for judge in judges)
+    with policy_for_run() if runs_commands else contextlib.nullcontext():
+        runner = _Runner(limits, known_secrets())
+        try:
+            return runner.run(judges, record)
+        finally:
+            runner.stop_everything()
 
 
 _guarded = False
@@ -231,6 +237,9 @@ class _Runner:
         # Children of this process from before grading (a test runner's, a pool's) are not
         # the judges' and are left alone; any other child is a judge or fell to us from one.
         self.earlier_children = frozenset(children(os.getpid()))
+        self.fork_failing_since: float | None = None
+        # Each CPU judge running has a lane of its own: as root, its commands' UID.
+        self.free_lanes = list(range(limits.capacity(Pool.CPU)))
 
     def run(self, judges: Sequence[PreparedJudge], record: Record) -> tuple[JudgeResult, ...]:
         pending = [judge for judge in judges if judge.pool not in self.limits.skip_pools]
@@ -253,8 +262,9 @@ class _Runner:
                     results[judge.config.name] = self._not_started(judge)
                 pending = []
             for judge in self._startable(pending):
+                if not self._spawn(judge, record):
+                    break
                 pending.remove(judge)
-                self._spawn(judge, record)
             wake = min([next_watch, *(run.deadline for run in self.running.values())])
             if pending and self.limits.deadline is not None:
                 wake = min(wake, self.limits.deadline)
@@ -291,25 +301,53 @@ class _Runner:
                 chosen.append(judge)
         return chosen
 
-    def _spawn(self, judge: PreparedJudge, record: Record) -> None:
+    def _spawn(self, judge: PreparedJudge, record: Record) -> bool:
+        """Fork the judge's process; False when the fork failed for want of processes
+        (tried again on the next round, once strays are killed and running judges end)."""
         result_read, result_write = os.pipe()
         output_read, output_write = os.pipe()
         token = os.urandom(8).hex()
-        pid = os.fork()
+        lane = min(self.free_lanes) if judge.pool is Pool.CPU and self.free_lanes else None
+        try:
+            pid = os.fork()
+        except (BlockingIOError, MemoryError) as error:
+            for fd in (result_read, result_write, output_read, output_write):
+                os.close(fd)
+            self._fork_failed(error)
+            return False
+        self.fork_failing_since = None
         if pid == 0:  # the judge's process: never returns
             os.close(result_read)
             os.close(output_read)
             judge_main(judge, record, self.limits.memory_mb, token, result_write, output_write,
-                       backstop_mb=self.limits.memory_total_mb)  # fmt: skip
+                       lane=lane or 0, backstop_mb=self.limits.memory_total_mb)  # fmt: skip
         os.close(result_write)
         os.close(output_write)
         with contextlib.suppress(OSError):  # the child did it already, or has exited
             os.setpgid(pid, pid)
-        run = _Running(judge, pid, result_read, output_read, token, self.limits.deadline)
+        if lane is not None:
+            self.free_lanes.remove(lane)
+        run = _Running(judge, pid, result_read, output_read, token, self.limits.deadline, lane)
         self.running[pid] = run
         for fd in (result_read, output_read):
             self.poller.register(fd, select.POLLIN)
             self.watched[fd] = run
+        return True
+
+    def _fork_failed(self, error: BaseException) -> None:
+        """A fork failed: kill whatever no judge owns, and keep trying while judges run
+        (their ends free processes); with none running, give up after a while."""
+        now = time.monotonic()
+        if self.fork_failing_since is None:
+            self.fork_failing_since = now
+        self._watch()
+        if not self.running and now - self.fork_failing_since > _FORK_PATIENCE_S:
+            reason = getattr(error, "strerror", None) or type(error).__name__
+            raise OutOfProcessesError(
+                f"cannot start a judge's process ({reason}): this UID's or this "
+                "container's process limit is reached (ulimit -u, pids.max); raise it, or "
+                "grade fewer cases at once"
+            )
 
     def _read(self, run: _Running, fd: int) -> None:
         chunk = os.read(fd, _READ_CHUNK)
@@ -447,6 +485,8 @@ class _Runner:
             kill_trees(orphans)
             reap(orphans)
         del self.running[run.pid]
+        if run.lane is not None:
+            self.free_lanes.append(run.lane)
         for fd in (run.result_fd, run.output_fd):
             self._unwatch(fd)
             _drain(fd, run)

@@ -12,7 +12,7 @@ from verifier.config import EvalConfig, JudgeConfig, Problems
 from verifier.judges.base import PreparedJudge
 from verifier.judges.kinds import KINDS, KINDS_BY_NAME
 
-__all__ = ["KINDS", "PreparedJudge", "describe_judge", "prepare_judges"]
+__all__ = ["KINDS", "PreparedJudge", "describe_judge", "prepare_judges", "runs_case_code"]
 
 
 def prepare_judges(config: EvalConfig) -> tuple[PreparedJudge, ...]:
@@ -21,6 +21,16 @@ def prepare_judges(config: EvalConfig) -> tuple[PreparedJudge, ...]:
     prepared = tuple(problems.attempt(_prepare, judge, config) for judge in config.judges)
     problems.raise_if_any()
     return prepared
+
+
+def runs_case_code(judge: JudgeConfig) -> bool:
+    """Whether the judge executes something from the case (a command builtin)."""
+    if judge.kind != "builtin":
+        return False
+    from verifier.judges.builtins import find_builtin
+
+    found = find_builtin(judge.spec.name)
+    return found is not None and found.runs_case_code
 
 
 def describe_judge(judge: JudgeConfig, config: EvalConfig) -> str:

@@ -127,6 +127,47 @@ class ReferencePath(NamedTuple):
         return {"type": "string", "minLength": 1, "description": self.description}
 
 
+class ProvidedFiles(NamedTuple):
+    """Trusted files beside eval.yaml handed to a command (sandbox `provided`): a mapping
+    of the name it finds each under in $VERIFIER_PROVIDED to the file, or a list of
+    files, each under its own relative path."""
+
+    description: str = (
+        "files beside eval.yaml the command finds in $VERIFIER_PROVIDED: {name: file} "
+        "or [file, ...]"
+    )
+
+    def parse(self, value: Any, at: Locator) -> dict[str, PurePosixPath]:
+        if isinstance(value, list):
+            value = {item: item for item in value} if all(isinstance(i, str) for i in value) else 0
+        if not isinstance(value, dict) or not value:
+            raise at.error("must map names to files beside eval.yaml, or list such files")
+        provided = {}
+        for name, file in value.items():
+            where = at.child(str(name))
+            relative = PurePosixPath(name) if isinstance(name, str) else None
+            if (relative is None or relative.is_absolute() or ".." in relative.parts
+                    or not relative.parts or "\0" in name):  # fmt: skip
+                raise where.error(f"{name!r} must be a relative name, without '..'")
+            provided[str(relative)] = ReferencePath().parse(file, where)
+        return provided
+
+    @staticmethod
+    def written(value: Any) -> list[str]:
+        """The files (as written) of a value given for this field."""
+        if isinstance(value, dict):
+            return [file for file in value.values() if isinstance(file, str)]
+        if isinstance(value, list):
+            return [file for file in value if isinstance(file, str)]
+        return []
+
+    def schema(self) -> dict[str, Any]:
+        path = {"type": "string", "minLength": 1}
+        return {"anyOf": [{"type": "object", "additionalProperties": path, "minProperties": 1},
+                          {"type": "array", "items": path, "minItems": 1}],
+                "description": self.description}  # fmt: skip
+
+
 class Globs(NamedTuple):
     """One glob or a list of them (verifier.globs: `tests/**`, `conftest.py`, `*.pth`)."""
 

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from verifier.config import Key
 from verifier.config.fields import Number, Text
 from verifier.console import signal_name
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import CasePath, CommandLine, Environment, Pattern
+from verifier.judges.builtins.fields import (
+    CasePath,
+    CommandLine,
+    Environment,
+    Pattern,
+    ProvidedFiles,
+)
 from verifier.judges.builtins.files import universal_newlines
 from verifier.judges.builtins.registry import BuiltinContext, builtin
 from verifier.judges.builtins.toolchain import check_program, check_start
@@ -27,12 +34,14 @@ _SHOWN_CHARS = 200
 TIMEOUT = Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
               default=30)  # fmt: skip
 ENV = Key("env", Environment())
+PROVIDE = Key("provide", ProvidedFiles())
 COMMAND_KEYS = (
     Key("cmd", CommandLine(description="a shell string, or an argv list (rewardkit's name)")),
     Key("command", CommandLine(description="the same as cmd")),
     Key("cwd", CasePath(description="a dir in the case to run in (default: the case dir)")),
     TIMEOUT,
     ENV,
+    PROVIDE,
 )
 ONE_COMMAND = (("cmd", "command"),)
 
@@ -48,10 +57,16 @@ def run_command(context: BuiltinContext, arguments: dict[str, Any], **options: A
         timeout=arguments["timeout"],
         env=env,
         cwd=arguments["cwd"] or "",
+        provided=provided_files(context, arguments["provide"]),
         **options,
     )
     check_start(run, command, env)
     return run
+
+
+def provided_files(context: BuiltinContext, provide: dict[str, Any] | None) -> dict[str, Path]:
+    """A `provide` argument as the sandbox takes it: each name -> its file beside eval.yaml."""
+    return {name: context.config_dir / file for name, file in (provide or {}).items()}
 
 
 @builtin("process", *COMMAND_KEYS, runs_case_code=True, one_of=ONE_COMMAND)

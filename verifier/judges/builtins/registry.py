@@ -9,7 +9,7 @@ from typing import Any
 from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
 from verifier.judges.base import JudgeAnswer, Record
-from verifier.judges.builtins.fields import REFERENCE_FIELDS
+from verifier.judges.builtins.fields import REFERENCE_FIELDS, ProvidedFiles
 from verifier.named import NamedTuple
 
 # What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
@@ -71,11 +71,14 @@ class Builtin(NamedTuple):
 
     def reference_paths(self, given: Mapping[str, Any]) -> list[str]:
         """The arguments (as written) that name files beside eval.yaml."""
-        return [
-            given[key.name]
-            for key in self.arguments
-            if isinstance(key.field, REFERENCE_FIELDS) and isinstance(given.get(key.name), str)
-        ]
+        paths = []
+        for key in self.arguments:
+            value = given.get(key.name)
+            if isinstance(key.field, REFERENCE_FIELDS) and isinstance(value, str):
+                paths.append(value)
+            elif isinstance(key.field, ProvidedFiles):
+                paths += ProvidedFiles.written(value)
+        return paths
 
 
 BUILTINS: dict[str, Builtin] = {}

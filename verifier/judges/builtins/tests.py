@@ -47,7 +47,7 @@ from verifier.judges.builtins.fields import (
     Words,
 )
 from verifier.judges.builtins.files import MAX_FILE_BYTES
-from verifier.judges.builtins.process import ENV, TIMEOUT, describe_run
+from verifier.judges.builtins.process import ENV, PROVIDE, TIMEOUT, describe_run, provided_files
 from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, builtin
 from verifier.judges.builtins.reports import (
     ERRORED,
@@ -167,7 +167,7 @@ PLUGINS = Key(
         "off), e.g. pytest_timeout"
     ),
 )
-ARGUMENTS = (REPORT, FORMAT, COMMAND, TIMEOUT, ENV, MIN_TESTS, TESTS, FAIL_TO_PASS,
+ARGUMENTS = (REPORT, FORMAT, COMMAND, TIMEOUT, ENV, PROVIDE, MIN_TESTS, TESTS, FAIL_TO_PASS,
              PASS_TO_PASS, RUNNER, EXECUTABLE, RUN_PATHS, ARGS, INI, PLUGINS)  # fmt: skip
 ONE_SOURCE = (("report", "runner"),)
 _RUNNER_ONLY = ("executable", "paths", "args", "ini", "plugins")
@@ -208,7 +208,7 @@ def check_arguments(given: Mapping[str, Any], bound: dict[str, Any], at: Locator
         if extra is not None:
             raise at.child(extra).error("is an argument of `runner:` (pytest or go)")
     else:
-        for name in ("format", "command", *(_PYTEST_ONLY if runner == "go" else ())):
+        for name in ("format", "command", "provide", *(_PYTEST_ONLY if runner == "go" else ())):
             if name in given:
                 raise at.child(name).error(f"does not go with runner: {runner}")
     clash = overlap(bound)
@@ -271,6 +271,7 @@ def grade_tests(
     args: tuple[str, ...] | None,
     ini: PurePosixPath | None,
     plugins: tuple[str, ...] | None,
+    provide: dict[str, Any] | None,
 ) -> Graded:
     """Get the report (run the runner or the command when there is one), and judge it."""
     lists = {"tests": tests, "fail_to_pass": fail_to_pass, "pass_to_pass": pass_to_pass}
@@ -283,7 +284,9 @@ def grade_tests(
     assert report is not None  # one of report and runner: Builtin.bind
     if command is None:
         return judge(read_reports(context.case_dir, report, format), {})
-    return run_report_command(context.case_dir, command, report, format, timeout, env, judge)
+    provided = provided_files(context, provide)
+    return run_report_command(context.case_dir, command, report, format, timeout, env, provided,
+                              judge)  # fmt: skip
 
 
 def run_report_command(
@@ -293,11 +296,13 @@ def run_report_command(
     format: str | None,
     timeout: float,
     env: dict[str, str] | None,
+    provided: Mapping[str, Path],
     judge: Judge,
 ) -> Graded:
-    """Run the author's command, and judge the reports it wrote."""
+    """Run the author's command (with the trusted files it is handed), and judge the
+    reports it wrote."""
     check_program(command, env)
-    run = run_in_sandbox(command, case_dir, timeout=timeout, env=env,
+    run = run_in_sandbox(command, case_dir, timeout=timeout, env=env, provided=provided,
                          probe=FreshReports(report, format))  # fmt: skip
     details: dict[str, Any] = {"sandbox": run.confinement, "command": _ending(run)}
     if run.timed_out:
