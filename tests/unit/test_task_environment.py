@@ -43,7 +43,8 @@ def test_the_environment_goes_to_both_sides(tmp_path: Path, calc: Path) -> None:
     assert _files(dest / "environment") == source
     context = {f"environment/{name}" for name in source - {"Dockerfile", ".dockerignore"}}
     assert _files(dest / "tests") == {
-        "Dockerfile", ".dockerignore", "eval.yaml", "protected/tests/test_calc.py", *context,
+        "Dockerfile", ".dockerignore", "eval.yaml", "tests.txt", "protected/tests/test_calc.py",
+        *context,
     }  # fmt: skip
     for name in source:
         assert (dest / "environment" / name).read_bytes() == (
@@ -62,8 +63,9 @@ def test_the_environment_goes_to_both_sides(tmp_path: Path, calc: Path) -> None:
     assert verifier_part.index("RUN rm -rf /app && mkdir -p /app") < verifier_part.index(
         "COPY --from=localhost/v:1 /opt/verifier /opt/verifier"
     )
-    assert 'COPY ["eval.yaml", "/tests/"]\nCOPY ["protected", "/tests/protected"]\n' in (
-        verifier_part
+    assert (
+        'COPY ["eval.yaml", "tests.txt", "/tests/"]\nCOPY ["protected", "/tests/protected"]\n'
+        in verifier_part
     )
     assert "chmod -R u=rwX,g=rX,o= /tests" in verifier_part
     assert "ENV VERIFIER_CONFIG=/tests/eval.yaml VERIFIER_CASE=/app" in verifier_part
