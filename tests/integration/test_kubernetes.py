@@ -36,6 +36,14 @@ import yaml
 
 from verifier.batch import Shard, summary_paths
 from verifier.cli.fast import run_grade
+from verifier.errors import (
+    EXIT_BUDGET,
+    EXIT_CASE,
+    EXIT_CONFIG,
+    EXIT_DISAGREES,
+    EXIT_OUTPUT,
+    EXIT_SANDBOX,
+)  # fmt: skip
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
@@ -159,11 +167,16 @@ def test_job_settings(rendered) -> None:
         assert spec["backoffLimit"] >= 1
     assert spec["activeDeadlineSeconds"] > 0
     assert spec["template"]["spec"]["restartPolicy"] == "Never"
-    failing = spec["podFailurePolicy"]["rules"][0]
-    assert failing["action"] == "FailJob"
-    assert failing["onExitCodes"]["values"] == [2, 3, 4]
+    rules = [rule for rule in spec["podFailurePolicy"]["rules"] if "onExitCodes" in rule]
+    action_of = {code: rule["action"] for rule in rules for code in rule["onExitCodes"]["values"]}
+    final = {EXIT_CONFIG, EXIT_CASE, EXIT_OUTPUT, EXIT_SANDBOX}
+    expected = dict.fromkeys(final, "FailJob")
+    if spec.get("completionMode") == "Indexed":  # one shard's budget or agreement
+        expected |= dict.fromkeys((EXIT_DISAGREES, EXIT_BUDGET), "FailIndex")
+    assert action_of == expected  # 1, 5, 11, 143: retried, counted
     container = container_of(job)
-    assert container["name"] == failing["onExitCodes"]["containerName"]
+    assert {rule["onExitCodes"]["containerName"] for rule in rules} == {container["name"]}
+    assert all(rule["onExitCodes"]["operator"] == "In" for rule in rules)
     assert container["terminationMessagePath"] == "/dev/termination-log"
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     env = {item["name"]: item for item in container["env"]}
