@@ -758,7 +758,7 @@ def test_a_vendor_dir_planted_beside_a_module_cache_is_caught_by_the_documented_
 
 def test_the_go_guards_tested_are_the_documented_ones() -> None:
     docs = " ".join(
-        (Path(__file__).resolve().parents[2] / "docs" / "eval-yaml.md").read_text().split()
+        (Path(__file__).resolve().parents[2] / "docs" / "builtins.md").read_text().split()
     )
     listed = docs.split("For go, `guard/files_unchanged` on `[", 1)[1].split("]`", 1)[0]
     assert [item.strip().strip("'") for item in listed.split(",")] == GO_GUARDED
