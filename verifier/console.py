@@ -118,7 +118,7 @@ def exit_without_teardown(code: int) -> None:
     """Exit once the output is flushed, skipping the interpreter's teardown.
 
     By then grading holds nothing to finalize (files are closed, judge processes
-    reaped), and tearing down the modules costs about a tenth of a small grade.
+    reaped), and tearing down the modules would only lengthen a short process.
     """
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):

@@ -390,7 +390,7 @@ def _sync_directory(directory: Path) -> None:
 def _remove(path: Path) -> None:
     """Remove a file, or a directory planted under an output file's name."""
     if path.is_dir() and not path.is_symlink():
-        import shutil  # with its lzma and bz2: a quarter of the output cost, for a rare case
+        import shutil  # only here: with lzma and bz2, start-up no grade should pay for a rare case
 
         shutil.rmtree(path)
     else:

@@ -29,7 +29,7 @@ _KILL_ROUNDS = 50
 
 
 def _prctl(option: int, value: int) -> None:
-    import ctypes  # only here: a few milliseconds of start-up
+    import ctypes  # here, not at the top: a command that never calls prctl never loads it
 
     if _libc_prctl()(option, value, 0, 0, 0) != 0:
         error = ctypes.get_errno()

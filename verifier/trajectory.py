@@ -31,8 +31,8 @@ from verifier.values import finite_float
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
 # Arrays and objects a trajectory may hold (its brackets and braces, counted before it
 # is parsed, in strings too: an over-count only for a trail of millions of them). It is
-# parsed in the grader's own process, where 30 MB of `[[],[],...]` took 780 MB; two
-# million keep it near 130 MB. Harbor's longest runs hold a few hundred thousand.
+# parsed in the grader's own process, where each one takes far more memory than its
+# bytes; the cap keeps that bounded, above what Harbor's longest runs hold.
 MAX_TRAJECTORY_CONTAINERS = 2_000_000
 AGENT_LOGS_TRAJECTORY = "trajectory.json"  # in Harbor's agent logs dir, /logs/agent
 # eval.yaml's `trajectory:`: where the trail is read from (else a path in the case).

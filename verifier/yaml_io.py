@@ -1,9 +1,9 @@
 """One safe YAML reader for every file the verifier parses.
 
 Safe means no Python objects. Text in the plain block subset that eval.yaml files
-are written in is read by yaml_plain (PyYAML's import alone is a quarter of a
+are written in is read by yaml_plain (PyYAML's import would be a large part of a
 grade); anything else by PyYAML, with libyaml's C parser when it is installed
-(several times faster on big files). The task author's files (read_yaml) are read
+(faster on big files). The task author's files (read_yaml) are read
 strictly: a key given twice in one mapping is an error (YAML silently keeps the
 last), and every read error is a ConfigError naming the file and, for syntax
 errors, the line and column.

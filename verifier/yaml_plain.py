@@ -1,6 +1,6 @@
 """A reader for plain block YAML, the subset eval.yaml files are written in.
 
-Importing PyYAML costs a quarter of a `verifier grade` (its reader and resolver
+Importing PyYAML is a large part of a `verifier grade` (its reader and resolver
 compile large regular expressions at import), and a grade runs once per RL
 rollout. Most eval.yaml files use only block mappings and sequences, `|` and `>`
 block scalars, one-line plain or quoted scalars, and one-line `[a, b]` lists and
@@ -54,7 +54,8 @@ def load(text: str) -> Any:
 
 def _is_plain_character(character: str) -> bool:
     """Not a tab, carriage return, BOM, or what PyYAML reads as a line break or refuses as
-    unprintable. (A character class of these ranges takes milliseconds to compile.)"""
+    unprintable. (Comparisons, not a character class of these ranges: one that every
+    start would compile.)"""
     code = ord(character)
     return (
         32 <= code <= 126 or code == 10 or code >= 0x10000

@@ -1,8 +1,8 @@
 """Real Harbor trials of coding tasks graded with the task's own toolchain.
 
 Two tasks from tests/harbor/tasks/, each packaged with `verifier task init
---environment DIR --protect ...` and exactly the recommended gate (README, "The
-recommended gate for a coding task"; docs/eval-yaml.md, hardened runners): the
+--environment DIR --protect ...` and exactly the recommended gate (docs/builtins.md, "The
+recommended gate for a coding task", and its hardened runners): the
 listed tests (tests.txt) run by the verifier's hardened runner, their pass rate the
 reward unless a guard fails:
 

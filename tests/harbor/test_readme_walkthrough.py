@@ -67,10 +67,12 @@ def test_the_walkthrough_has_its_steps() -> None:
 
 
 def test_the_walkthrough_and_the_coding_trials_grade_with_the_recommended_gate() -> None:
-    """What the README recommends is what the walkthrough and the Harbor trials of
-    tests/harbor/test_harbor_coding.py use: the same judges and reward, comments aside."""
+    """What docs/builtins.md recommends is what the README's walkthrough and the Harbor
+    trials of tests/harbor/test_harbor_coding.py use: the same judges and reward,
+    comments aside."""
     readme = (REPO / "README.md").read_text()
-    recommended = readme.split("**The recommended gate for a coding task.**", 1)[1]
+    recommended = (REPO / "docs" / "builtins.md").read_text()
+    recommended = recommended.split("## The recommended gate for a coding task", 1)[1]
     recommended = recommended.split("```yaml\n", 1)[1].split("\n```", 1)[0]
     walkthrough = next(command for command, _ in walkthrough_steps(readme)
                        if command.startswith("cat > calc-task/eval.yaml"))  # fmt: skip

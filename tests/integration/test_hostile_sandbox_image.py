@@ -6,8 +6,8 @@ Landlock is missing (a seccomp profile under which landlock_* fail with ENOSYS);
 with a case bigger than the container's /tmp.
 
 The attacks written in Python need a python3 on the commands' PATH, which the
-verifier's image does not have (a task's environment brings its toolchain: README,
-The image); an image of the verifier with its own interpreter linked as python3
+verifier's image does not have (a task's environment brings its toolchain:
+docs/image.md); an image of the verifier with its own interpreter linked as python3
 stands in for such a toolchain. After grading, a script in the same container waits,
 then lists every process still running (the container's PID namespace holds them
 all).

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.readme import readme_commands
+
 from .conftest import (
     EXAMPLES,
     IMAGE,
@@ -257,14 +259,28 @@ def test_unwritable_out_dir(engine: Engine, out_dir: Path) -> None:
 
 def readme_command(cli: str, case: Path, out: Path, *, fixed: bool) -> list[str]:
     """The README's `podman run` (out dir mounted with :U) or `docker run` (--user
-    "$(id -u):0"); without the fix when `fixed` is false."""
-    mounts = ["-v", f"{case}:/case:ro", "-v", f"{EXAMPLES / 'eval.yaml'}:/tests/eval.yaml:ro"]
-    if cli == "podman":
-        out_mount = f"{out}:/logs/verifier" + (":U" if fixed else "")
-        return ["podman", "run", "--rm", "--network", "none", *mounts, "-v", out_mount, IMAGE]
-    user = ["--user", f"{os.getuid()}:0"] if fixed else []
-    return ["docker", "run", "--rm", "--network", "none", *user, *mounts,
-            "-v", f"{out}:/logs/verifier", IMAGE]  # fmt: skip
+    "$(id -u):0"), read from the README, on `case` and `out`; without the fix when
+    `fixed` is false."""
+    (written,) = [command.argv for command in readme_commands() if command.argv[:2] == (cli, "run")]
+    places = {"./examples/case-pass": str(case), "./examples/eval.yaml": str(EXAMPLES / "eval.yaml"),
+              "./out": str(out)}  # fmt: skip
+    argv: list[str] = []
+    words = iter(written)
+    for word in words:
+        if word == "--user":
+            user = next(words)
+            assert user == "$(id -u):0", user
+            argv += ["--user", f"{os.getuid()}:0"] if fixed else []
+        elif word.startswith("./"):
+            source, target = word.split(":", 1)
+            if not fixed:
+                target = target.removesuffix(":U")
+            argv.append(f"{places[source]}:{target}")
+        elif word == "localhost/harbor-verifier:latest":
+            argv.append(IMAGE)
+        else:
+            argv.append(word)
+    return argv
 
 
 @pytest.mark.parametrize("cli", ["podman", "docker"])

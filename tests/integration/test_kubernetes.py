@@ -284,7 +284,7 @@ def test_the_grading_pods_get_no_network(rendered) -> None:
 
 
 def test_with_llm_judges_the_pods_reach_only_the_endpoint_and_dns(tmp_path: Path) -> None:
-    """What the README says to do for LLM judges: swap the overlay's network component."""
+    """What docs/kubernetes.md says to do for LLM judges: swap the overlay's network component."""
     import kubernetes_validate
 
     deploy = tmp_path / "kubernetes"

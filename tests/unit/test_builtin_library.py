@@ -26,7 +26,7 @@ from verifier.judges.builtins import all_builtins
 from verifier.results import JudgeResult, Status
 
 MakeCase = Callable[..., Path]
-DOCS = Path(__file__).parents[2] / "docs" / "eval-yaml.md"
+DOCS = Path(__file__).parents[2] / "docs" / "builtins.md"
 Files = dict[str, str | bytes]
 
 

@@ -652,8 +652,8 @@ def yaml_after(document: Path, heading: str) -> str:
 @pytest.mark.parametrize(
     ("document", "heading"),
     [
-        (ROOT / "docs" / "eval-yaml.md", "#### Test reports"),
-        (ROOT / "README.md", "### Partial credit from test reports"),
+        (ROOT / "docs" / "builtins.md", "### Trusted test lists"),
+        (ROOT / "docs" / "builtins.md", "### Examples, and what a report can prove"),
     ],
 )
 def test_the_documented_examples_load(

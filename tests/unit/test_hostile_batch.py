@@ -4,7 +4,7 @@ or the grader, as root and as an arbitrary non-root UID.
 A batch of two cases graded side by side (--jobs 2): the victim's honest tests, and an
 attacker that reads the victim's solution, chmods its case and out dir away, writes and
 removes them and, as root, holds every process its UID may have (as non-root, cases
-share the grader's UID and its process count: README, Safety, says what that leaves).
+share the grader's UID and its process count: docs/security.md says what that leaves).
 A case that writes a pickle and garbage into every pipe of its ancestors, as the
 batch's channel once was pickle. A judge that holds every process of the grader's
 own UID must not keep the grader from forking; a grader that cannot fork at all

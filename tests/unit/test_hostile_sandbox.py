@@ -215,7 +215,7 @@ def test_python_m_verifier_from_the_case_imports_nothing_of_it(root_dir: Path) -
     """`python -m verifier` started in the case dir: every module of the standard library
     planted there (a urllib/ package too, whose daemon would rewrite reward.json) stays
     unimported, as root and as another UID; all but those Python itself imports before
-    any package runs (runpy's: README, Safety, says to use `python -I -m verifier`)."""
+    any package runs (runpy's: docs/security.md, Start-up, says to use `python -I -m verifier`)."""
     import sys
 
     from tests.hostile import world_verifier

@@ -9,8 +9,8 @@ as rewardkit's source defines them (`rewardkit/criteria/*.py`: text read with
 `Path.read_text()`, universal newlines; files_equal, file_matches and diff_ratio
 stripped; command output with `text=True`; openpyxl's None for an empty cell;
 trajectory tool calls from every step), and the cases where this verifier differed
-(issue 23). The differences that remain are deliberate and listed in docs/eval-yaml.md
-("Differences from rewardkit"); they are not in this table.
+(issue 23). The differences that remain are deliberate and listed in
+docs/migrating-from-rewardkit.md; they are not in this table.
 """
 
 from __future__ import annotations

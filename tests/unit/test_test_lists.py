@@ -362,7 +362,7 @@ def test_bad_lists_and_runner_arguments_are_load_errors_naming_file_and_key(
 
 # --- the guards the docs recommend catch what they are for ---------------------------------
 
-# docs/eval-yaml.md: the guards of a gate whose tests run by `command:`, not hardened
+# docs/builtins.md: the guards of a gate whose tests run by `command:`, not hardened
 COMMAND_MODE_PLANTED = ["**/conftest.py", "**/*.pth", "**/sitecustomize.py",
                         "**/sitecustomize/**", "**/usercustomize.py", "**/usercustomize/**",
                         "**/*.dist-info/**", "**/*.egg-info/**", "pytest/**", "_pytest/**",
@@ -697,7 +697,7 @@ PLANTED_VENDOR = {
         '\tt.Helper()\n\tif got != want {\n\t\tt.Fatalf("got %d, want %d", got, want)\n\t}\n', ""
     ),
 }
-# docs/eval-yaml.md: the guards of a gate with runner: go
+# docs/builtins.md: the guards of a gate with runner: go
 GO_GUARDED = ["**/*_test.go", "go.mod", "go.sum", "vendor/**"]
 
 
@@ -758,7 +758,7 @@ def test_a_vendor_dir_planted_beside_a_module_cache_is_caught_by_the_documented_
 
 def test_the_go_guards_tested_are_the_documented_ones() -> None:
     docs = " ".join(
-        (Path(__file__).resolve().parents[2] / "docs" / "eval-yaml.md").read_text().split()
+        (Path(__file__).resolve().parents[2] / "docs" / "builtins.md").read_text().split()
     )
     listed = docs.split("For go, `guard/files_unchanged` on `[", 1)[1].split("]`", 1)[0]
     assert [item.strip().strip("'") for item in listed.split(",")] == GO_GUARDED

@@ -1,7 +1,7 @@
 """A coding task graded by its trusted tests, right in both directions.
 
 One small task (calc.py with two bugs, three trusted tests), graded by real pytest
-through `runner: pytest` with the README's recommended gate: an honest fix gets its
+through `runner: pytest` with docs/builtins.md's recommended gate: an honest fix gets its
 true score (1.0, or the exact fraction a partial fix earns), and each trick an agent
 can leave in its repo, written the way an agent would, scores no higher than the
 untouched repo (1/3): padding tests, a shadowed `pytest/`, `_pytest/`, `pluggy/`,
@@ -50,7 +50,7 @@ from verifier.judges.builtins.runners import LAUNCHER, PYTEST_TAMPERED, PYTEST_T
 from verifier.results import Status
 
 NON_ROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
-README = Path(__file__).resolve().parents[2] / "README.md"
+BUILTINS_DOC = Path(__file__).resolve().parents[2] / "docs" / "builtins.md"
 
 BUGGY = """\
 def add(a, b):
@@ -210,9 +210,9 @@ GATED = GUARDS_ONLY | {
 
 
 def recommended_gate(python: Path) -> str:
-    """The README's recommended gate for a coding task, as written there; only its python
-    is this machine's (the README's is the task image's python3)."""
-    text = README.read_text().split("**The recommended gate for a coding task.**", 1)[1]
+    """docs/builtins.md's recommended gate for a coding task, as written there; only its
+    python is this machine's (the page's is the task image's python3)."""
+    text = BUILTINS_DOC.read_text().split("## The recommended gate for a coding task", 1)[1]
     document = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
     tests = next(judge for judge in document["judges"] if judge["name"] == "tests")
     assert tests["arguments"]["runner"] == "pytest" and tests["arguments"]["tests"] == "tests.txt"

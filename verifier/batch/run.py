@@ -83,8 +83,8 @@ class BatchRequest(NamedTuple):
     @classmethod
     def from_options(cls, options: Options) -> BatchRequest:
         """A case's CPU judges run one at a time here (LLM judges go to the LLM stage):
-        the workers already fill the CPUs, side by side measured no faster on 2 cores,
-        and on a 64-CPU node it would mean thousands of judge processes at once."""
+        the workers already fill the CPUs, so side by side they would add processes,
+        not throughput: on a 64-CPU node, thousands of judge processes at once."""
         assert options.cases is not None
         cache = (
             None if options.no_llm_cache else options.llm_cache or default_llm_cache(options.out)

@@ -2,7 +2,7 @@
 
 `verifier grade` is the hot path (once per RL rollout), so it is parsed by
 verifier.cli.fast (argparse only for help and mistakes) and never imports typer,
-which alone costs about as much as grading a small case; so are `--help` and
+a heavy import beside a small grade's own work; so are `--help` and
 `--version`. `verifier batch` with a plain command line is parsed there too: typer
 in a worker's memory makes every judge's fork dearer. Every other command (and
 batch's help and mistakes) goes through the typer app (verifier.cli.app).
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["grade"]:
         # One short process whose garbage dies with it: collecting during its imports
-        # alone cost 8% of a grade. Judges' processes turn the collector back on.
+        # is work for nothing. Judges' processes turn the collector back on.
         gc.disable()
         from verifier.cli.fast import run_grade
 

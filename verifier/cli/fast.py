@@ -3,10 +3,10 @@ same option declarations as every command.
 
 The command lines that RL harnesses and Harbor run (`--flag value`, `--flag=value`,
 flags) are read directly. For grade, importing argparse (with the gettext and locale
-it pulls in) would cost several percent of a grade; anything else (--help, a
+it pulls in) would add to every grade's start-up; anything else (--help, a
 mistake, an abbreviated flag, a repeated one) goes to argparse, which explains or
 refuses it. For batch, typer would stay in the memory of every worker, and a
-larger worker makes each judge's fork dearer (a seventh of a batch's throughput);
+larger worker makes each judge's fork dearer, and forks are most of a batch's time;
 anything else goes to the typer app.
 """
 

@@ -1,7 +1,7 @@
 """Runs the judges of one case, each in its own forked process, and collects their results.
 
 Forking (not threads, not a fresh interpreter) is what makes isolation cheap: the
-child shares the already-loaded config and record and costs about a millisecond
+child shares the already-loaded config and record, with nothing to import or parse
 (verifier.engine.child). The grader itself is a child subreaper and not dumpable,
 so that nothing a judge starts can leave the tree it cleans up or read its /proc
 entries. When a judge ends (or times out, or exceeds its memory limit) its whole

@@ -50,7 +50,7 @@ stderr after TAMPERED_MARK and the exit is TAMPERED, which the grader counts as 
 failure. This raises the bar; it is no proof: code written against this very script
 (its records, its signing key in the interpreter's memory), standard or installed
 modules the tests use rewritten before they use them, and values that compare equal to
-anything remain (docs/eval-yaml.md, "Limits").
+anything remain (docs/builtins.md, "Limits").
 
 What it cannot stop, and the recommended gate's guards must: a `conftest.py` (pytest
 imports it as a plugin).

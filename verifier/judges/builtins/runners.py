@@ -16,7 +16,7 @@ reported; honest code still imports the usual way, run from the repo's root.
   events; a run that did not end by itself (killed: the binary can signal go) counts
   no report. What Go cannot be kept from (go.mod's replace lines, vendor/, `_test.go`
   files and TestMain the agent adds, code that prints test2json's framing; before
-  Go 1.20 any line that looks like a result) is for the guards: see the README.
+  Go 1.20 any line that looks like a result) is for the guards: see docs/builtins.md.
 
 A plan says how to run it, and how to probe the toolchain without the case (toolchain.py):
 the probe runs only when the real run left no usable report, or ended with one of
