@@ -73,9 +73,11 @@ help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
 
 # --- Python environment -------------------------------------------------------
+# Made afresh when pyproject.toml changes: a package dropped from it (or replaced by one
+# that installs the same modules, as typer-slim does typer) must not linger.
 $(VENV)/.installed: pyproject.toml
 	@bash scripts/prerequisites.sh python-venv
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter
 	touch $@
