@@ -543,7 +543,10 @@ def build_options(
 
 
 def _label(option: Option, command: Command) -> str:
-    return option.name.upper() if option.name in command.positional else option.flags[0]
+    """How the command's help names the option: its flag, or its argument's metavar."""
+    if option.name in command.positional:
+        return option.metavar or option.name.upper()
+    return option.flags[0]
 
 
 def _parse(option: Option, text: str, label: str) -> Any:

@@ -170,6 +170,14 @@ def test_the_top_level_help_lists_every_command_and_the_version_flag() -> None:
     assert "-V, --version" in completed.stdout
 
 
+@pytest.mark.parametrize("args", [["-h"], ["grade", "-h"], ["batch", "-h"], ["task", "init", "-h"]])
+def test_dash_h_is_help_as_before(args: list[str]) -> None:
+    completed = verifier(*args)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == verifier(*args[:-1], "--help").stdout
+    assert completed.stdout.startswith(f"Usage: verifier {' '.join(args[:-1])}".rstrip())
+
+
 @pytest.mark.parametrize("args", [[], ["task"]])
 def test_a_group_without_its_command_shows_its_help_and_exits_2(args: list[str]) -> None:
     completed = verifier(*args)

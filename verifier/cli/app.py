@@ -27,6 +27,7 @@ from verifier.options import COMMANDS, OPTIONS, Command, Options, build_options
 
 INTRO = "Grade agent case directories against eval.yaml and write Harbor rewards."
 HELP_WIDTH = 80  # what click wraps help at (at most)
+HELP_FLAGS = {"help_option_names": ["-h", "--help"]}  # grade's and the overview's -h stays
 
 
 def _version(given: bool) -> None:
@@ -48,10 +49,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     suggest_commands=False,  # click suggests them itself
+    context_settings=HELP_FLAGS,
 )
 task_app = typer.Typer(
     help="Harbor task packages graded by this image.", no_args_is_help=True,
-    rich_markup_mode=None, suggest_commands=False,
+    rich_markup_mode=None, suggest_commands=False, context_settings=HELP_FLAGS,
 )  # fmt: skip
 app.add_typer(task_app, name="task")
 
