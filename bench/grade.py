@@ -69,16 +69,18 @@ def main() -> None:
         report = root / "case" / REPORT
         report.parent.mkdir(parents=True)
         report.write_text("The bug is fixed. " * 30)
-        grade_args = ["grade", "--config", str(root / "eval.yaml"), "--case",
-                      str(root / "case"), "--out", str(root / "out")]  # fmt: skip
+        grade_args = ["grade", "--config", str(root / "eval.yaml"), "--case", str(root / "case")]
         commands: dict[str, tuple[list[str], dict[str, str] | None]] = {
-            "verifier grade": ([verifier, *grade_args], None),
+            "verifier grade": ([verifier, *grade_args, "--out", str(root / "out")], None),
             "python -c pass": ([python, "-c", "pass"], None),
             "python -c 'import typer'": ([python, "-c", "import typer"], None),
         }  # fmt: skip
         if options.baseline:
             baseline, commit = installed_revision(options.baseline)
-            commands[f"verifier grade at {commit[:12]}"] = ([baseline, *grade_args], None)
+            commands[f"verifier grade at {commit[:12]}"] = (
+                [baseline, *grade_args, "--out", str(root / "out-baseline")],
+                None,
+            )
         if reference is not None:
             environment = {**os.environ, "PYTHONPATH": str(reference)}
             commands["reference reward bridge"] = (
