@@ -8,6 +8,7 @@
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
 #                    image size and time
 #   make lint        ruff check + ruff format --check + import-linter (the layers)
+#   make cli-docs    rewrite docs/cli.md's reference from the CLI's declarations
 #
 # ENGINE defaults to podman when installed, else docker when installed, else podman.
 # What a target needs on the machine (the engine, both engines for `make test`,
@@ -67,15 +68,17 @@ CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
 PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
 
 .PHONY: help venv prerequisites harbor-venv base-image image demo test test-fast bench \
-	bench-grade bench-batch bench-llm-batch bench-image lint clean
+	bench-grade bench-batch bench-llm-batch bench-image lint cli-docs clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
 
 # --- Python environment -------------------------------------------------------
+# Made afresh when pyproject.toml changes: a package dropped from it (or replaced by one
+# that installs the same modules, as typer-slim does typer) must not linger.
 $(VENV)/.installed: pyproject.toml
 	@bash scripts/prerequisites.sh python-venv
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter
 	touch $@
@@ -246,6 +249,9 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+
+cli-docs: venv
+	$(VENV)/bin/python scripts/cli_reference.py --write
 
 clean:
 	rm -rf .cache/demo .cache/image-build.log .cache/build-ca.crt

@@ -12,8 +12,10 @@ For each engine that holds the image (podman and/or docker):
 - the grading runs use --network none and must produce the expected reward:
   nothing is downloaded or installed at run time;
 - the verifier's own layer, /opt/verifier (docker/bundle.sh), part by part: the
-  interpreter, its shared libraries, the stdlib, the dependencies (rich, pygments and
-  markdown-it, which typer-slim would drop, shown apart), the verifier itself.
+  interpreter, its shared libraries, the stdlib, the dependencies, the verifier itself;
+- the runtime packages: everything the bundle's site-packages holds (its zip and its
+  dir: the dependencies and the verifier, without the interpreter and the stdlib), as
+  unpacked files, package by package; target: at most 10 MB.
 
 Exit status 0 when every run worked (figures over their targets are reported as
 such, not failures, unless --strict), 1 otherwise.
@@ -34,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 OWN_LAYERS_TARGET_MB = 30.0
+RUNTIME_PACKAGES_TARGET_MB = 10.0
 GRADE_OVERHEAD_TARGET_S = 0.3
 MB = 1_000_000
 
@@ -92,19 +95,21 @@ version = "python%d.%d" % sys.version_info[:2]
 stdlib_zip = os.path.join(lib, version.replace(".", "") + ".zip")
 site = os.path.join(lib, version, "site-packages")
 deps = os.path.join(lib, "site-packages.zip")
-rich = ("rich", "pygments", "markdown_it", "mdurl")
-in_deps = {}
+# Each top-level name of site-packages (a package, a module, its .dist-info): its files
+# unpacked, from the zip and from the dir alike.
+packages = {}
 for info in zipfile.ZipFile(deps).infolist():
     top = info.filename.split("/")[0]
-    in_deps[top] = in_deps.get(top, 0) + info.compress_size
+    packages[top] = packages.get(top, 0) + info.file_size
+for name in os.listdir(site):
+    packages[name] = packages.get(name, 0) + size(os.path.join(site, name))
 figures = {
     "total": size(root),
     "interpreter": size(os.path.join(python, version)),
     "shared libraries": sum(size(os.path.join(lib, n)) for n in os.listdir(lib) if ".so" in n),
     "stdlib (byte code zip)": size(stdlib_zip),
     "extension modules": size(os.path.join(lib, version, "lib-dynload")),
-    "dependencies (zip)": size(deps) - sum(in_deps.get(n, 0) for n in rich),
-    "rich, pygments, markdown-it (zip)": sum(in_deps.get(n, 0) for n in rich),
+    "dependencies (zip)": size(deps),
     "dependencies with extension modules": sum(
         size(os.path.join(site, n)) for n in os.listdir(site)
         if n not in ("verifier",) and not n.endswith(".dist-info")),
@@ -113,7 +118,7 @@ figures = {
 }
 figures["metadata, CA bundle, scripts"] = figures["total"] - sum(
     v for k, v in figures.items() if k != "total")
-print(json.dumps(figures))
+print(json.dumps({"parts": figures, "packages": packages}))
 """
 
 
@@ -238,13 +243,17 @@ def main() -> int:
         bundle = figures["bundle"]
         print()
         print("/opt/verifier, the verifier's own layer (files, uncompressed)")
-        for part, size in bundle.items():
+        for part, size in bundle["parts"].items():
             print(f"  {part:<38} {size / MB:6.2f} MB")
-        without = bundle["total"] - bundle["rich, pygments, markdown-it (zip)"]
-        print(
-            f"  {'total without rich, pygments, markdown-it':<38} {without / MB:6.2f} MB"
-            "  (typer-slim)"
-        )
+        packages = bundle["packages"]
+        runtime_mb = sum(packages.values()) / MB
+        verdict = "ok" if runtime_mb <= RUNTIME_PACKAGES_TARGET_MB else "OVER TARGET"
+        targets_met &= runtime_mb <= RUNTIME_PACKAGES_TARGET_MB
+        print()
+        print(f"runtime packages (site-packages, unpacked): {runtime_mb:.2f} MB"
+              f"  [target <= {RUNTIME_PACKAGES_TARGET_MB:.0f} MB: {verdict}]")  # fmt: skip
+        for name, size in sorted(packages.items(), key=lambda item: -item[1]):
+            print(f"  {name:<38} {size / MB:6.2f} MB")
     print()
     print(f"wall time, median of {args.runs} runs (min), --network none, examples/{args.case}")
     print(f"  {'engine':<7} {'run IMAGE grade':>20} {'run IMAGE true':>20} {'grading adds':>14}")

@@ -25,6 +25,26 @@ EXIT_NO_PROCESSES = 11  # the grader cannot start a process (the process limit i
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
+# What each code means, as help and docs/cli.md say it (a command may say it its own way:
+# verifier.options.Command.exit_meanings).
+EXIT_MEANINGS = {
+    EXIT_OK: "done",
+    EXIT_CONFIG: "eval.yaml or usage error (a bad flag or VERIFIER_* value)",
+    EXIT_CASE: "case dir missing, unreadable or not a directory",
+    EXIT_OUTPUT: "output dir not writable",
+    EXIT_JUDGE_ERROR: "a judge errored under reward.on_error: fail",
+    EXIT_STALE_REWARD: "no reward written, and an earlier reward file cannot be removed",
+    EXIT_DISAGREES: "--min-agreement: a labelled judge agrees with the labels less",
+    EXIT_BUDGET: "--max-cost-usd was spent before every case was handed out",
+    EXIT_TASK_TEST: "a build, the solution or a reward is not what the package needs",
+    EXIT_SANDBOX: "code from the case would run in a weak sandbox (no Landlock: see "
+    "--weak-sandbox) or has no temp dir",
+    EXIT_NO_PROCESSES: "the grader cannot start a process (the process limit is reached)",
+    EXIT_INTERRUPTED: "stopped by SIGINT",
+    EXIT_TERMINATED: "stopped by SIGTERM",
+    EXIT_INTERNAL: "internal error (a bug: rerun with --debug and report it)",
+}
+
 
 class VerifierError(Exception):
     """A failure with a one-line message for the user; never shown as a traceback."""

@@ -1,7 +1,8 @@
-"""Every command's flags and VERIFIER_* variables, declared once.
+"""Every command's flags, VERIFIER_* variables and exit codes, declared once.
 
-grade's argparse fast path, the typer commands and `verifier --help` are all built
-from OPTIONS and COMMANDS, and every command receives the same `Options` record,
+The typer commands (their help included), the hot paths' reading of grade's and
+batch's command lines and docs/cli.md are all made from OPTIONS and COMMANDS, and
+every command receives the same `Options` record,
 so a setting has one flag, one environment variable, one parser and one default
 whichever command reads it. A flag given on the command line wins over its
 variable, which wins over the default; a bad value in either is a UsageError
@@ -16,7 +17,24 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from verifier.errors import UsageError
+from verifier.errors import (
+    EXIT_BUDGET,
+    EXIT_CASE,
+    EXIT_CONFIG,
+    EXIT_DISAGREES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_JUDGE_ERROR,
+    EXIT_MEANINGS,
+    EXIT_NO_PROCESSES,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_SANDBOX,
+    EXIT_STALE_REWARD,
+    EXIT_TASK_TEST,
+    EXIT_TERMINATED,
+    UsageError,
+)
 from verifier.named import NamedTuple
 
 DEFAULT_CONFIG = Path("/tests/eval.yaml")
@@ -331,7 +349,7 @@ OPTIONS: dict[str, Option] = {
 
 
 class Command(NamedTuple):
-    """A command's options, in the order its help lists them."""
+    """A command's options, in the order its help lists them, and its exit codes."""
 
     name: str
     help: str
@@ -339,9 +357,14 @@ class Command(NamedTuple):
     positional: tuple[str, ...] = ()  # options given as arguments here (check's config)
     required: tuple[str, ...] = ()
     help_overrides: Mapping[str, str] = MappingProxyType({})
+    exit_codes: tuple[int, ...] = (EXIT_OK, EXIT_CONFIG, EXIT_INTERNAL)
+    exit_meanings: Mapping[int, str] = MappingProxyType({})  # beyond errors.EXIT_MEANINGS
 
     def help_of(self, option: Option) -> str:
         return self.help_overrides.get(option.name, option.help)
+
+    def meaning_of(self, code: int) -> str:
+        return self.exit_meanings.get(code, EXIT_MEANINGS[code])
 
     def source_of(self, option: Option) -> str:
         """Where the option's value comes from when the flag is not given."""
@@ -362,6 +385,11 @@ COMMANDS: dict[str, Command] = {
              "llm_cache_mb", "termination_log", "weak_sandbox", "debug"),
             help_overrides={"llm_cache": "keep model answers in DIR and reuse them (off unless "
                                          "given)"},
+            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_CASE, EXIT_OUTPUT, EXIT_JUDGE_ERROR,
+                        EXIT_STALE_REWARD, EXIT_SANDBOX, EXIT_NO_PROCESSES, EXIT_INTERRUPTED,
+                        EXIT_TERMINATED, EXIT_INTERNAL),
+            exit_meanings={EXIT_OK: "reward written (0.0 included); no reward file is written "
+                                    "unless the exit code is 0"},
         ),
         Command(
             "check",
@@ -374,6 +402,8 @@ COMMANDS: dict[str, Command] = {
                           "and tests/eval.yaml)",
                 "deadline": "warn when the judges' timeouts can add up past this --deadline",
             },
+            exit_meanings={EXIT_OK: "valid (warnings included, unless --strict)",
+                           EXIT_CONFIG: "invalid, a warning under --strict, or a usage error"},
         ),
         Command(
             "schema",
@@ -391,6 +421,19 @@ COMMANDS: dict[str, Command] = {
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
                 "llm_cache": "keep model answers in DIR and reuse them (default OUT/.llm-cache)",
+            },
+            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_CASE, EXIT_OUTPUT, EXIT_DISAGREES, EXIT_BUDGET,
+                        EXIT_SANDBOX, EXIT_NO_PROCESSES, EXIT_INTERRUPTED, EXIT_TERMINATED,
+                        EXIT_INTERNAL),
+            exit_meanings={
+                EXIT_OK: "every case graded (a case that could not be graded is an error row "
+                         "of the summary)",
+                EXIT_CASE: "the --cases dir not found",
+                EXIT_OUTPUT: "--out not writable, or another batch holds its lock",
+                EXIT_INTERRUPTED: "stopped by SIGINT, after writing the summary of the cases "
+                                  "graded",
+                EXIT_TERMINATED: "stopped by SIGTERM, after writing the summary of the cases "
+                                 "graded",
             },
         ),
         Command(
@@ -417,6 +460,9 @@ COMMANDS: dict[str, Command] = {
             positional=("dest",),
             required=("dest",),
             help_overrides={"dest": "the task package dir (made by task init)"},
+            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_INTERNAL),
+            exit_meanings={EXIT_OK: "the solution gets --expect and the untouched environment "
+                                    "less"},
         ),
     )
 }  # fmt: skip
@@ -497,7 +543,10 @@ def build_options(
 
 
 def _label(option: Option, command: Command) -> str:
-    return option.name.upper() if option.name in command.positional else option.flags[0]
+    """How the command's help names the option: its flag, or its argument's metavar."""
+    if option.name in command.positional:
+        return option.metavar or option.name.upper()
+    return option.flags[0]
 
 
 def _parse(option: Option, text: str, label: str) -> Any:

@@ -1,9 +1,7 @@
 """One safe YAML reader for every file the verifier parses.
 
-Safe means no Python objects. Text in the plain block subset that eval.yaml files
-are written in is read by yaml_plain (PyYAML's import would be a large part of a
-grade); anything else by PyYAML, with libyaml's C parser when it is installed
-(faster on big files). The task author's files (read_yaml) are read
+Safe means no Python objects. PyYAML reads every file, with libyaml's C parser when
+it is installed (faster on big files). The task author's files (read_yaml) are read
 strictly: a key given twice in one mapping is an error (YAML silently keeps the
 last), and every read error is a ConfigError naming the file and, for syntax
 errors, the line and column.
@@ -13,20 +11,16 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from verifier import yaml_plain
+import yaml
+
 from verifier.errors import ConfigError
-
-if TYPE_CHECKING:
-    import yaml
 
 
 @functools.cache
 def _loaders() -> tuple[type[yaml.SafeLoader], type[yaml.SafeLoader]]:
     """PyYAML's safe loader and a strict one, refusing a key given twice in one mapping."""
-    import yaml
-
     safe: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     class StrictLoader(safe):  # type: ignore[misc, valid-type]
@@ -49,8 +43,6 @@ def _loaders() -> tuple[type[yaml.SafeLoader], type[yaml.SafeLoader]]:
 
 
 def _pyyaml_load(text: str, *, strict: bool) -> Any:
-    import yaml
-
     safe, strict_loader = _loaders()
     return yaml.load(text, Loader=strict_loader if strict else safe)
 
@@ -66,15 +58,6 @@ def read_yaml(path: Path, *, missing: str = "file not found") -> Any:
         raise ConfigError(source, "", "is a directory, not a YAML file") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(source, "", f"cannot be read: {error}") from None
-    try:
-        return yaml_plain.load(text)
-    except yaml_plain.NotPlain:
-        return _read_with_pyyaml(source, text)
-
-
-def _read_with_pyyaml(source: str, text: str) -> Any:
-    import yaml
-
     try:
         return _pyyaml_load(text, strict=True)
     except yaml.MarkedYAMLError as error:
@@ -96,14 +79,9 @@ def parse_untrusted_yaml(data: bytes, max_expansion: int) -> tuple[Any, str | No
     """
     text = data.decode("utf-8", errors="replace")
     try:
-        document = yaml_plain.load(text)
-    except yaml_plain.NotPlain:
-        import yaml
-
-        try:
-            document = _pyyaml_load(text, strict=False)
-        except (yaml.YAMLError, ValueError, RecursionError):
-            return None, "not valid YAML"
+        document = _pyyaml_load(text, strict=False)
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None, "not valid YAML"
     problem = _oversized(document, max_expansion)
     return (None, problem) if problem is not None else (document, None)
 

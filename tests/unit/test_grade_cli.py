@@ -580,7 +580,7 @@ def test_bad_numeric_environment_is_a_usage_error(layout: dict[str, Path], varia
 def test_grade_help_documents_exit_codes() -> None:
     completed = run("grade", "--help")
     assert completed.returncode == 0
-    assert "3 case dir missing, unreadable or not a directory" in completed.stdout
+    assert "\n    3    case dir missing, unreadable or not a directory\n" in completed.stdout
 
 
 def test_top_level_help_lists_commands() -> None:

@@ -1,13 +1,11 @@
 """The `verifier` command: dispatch only.
 
-`verifier grade` is the hot path (once per RL rollout), so it is parsed by
-verifier.cli.fast (argparse only for help and mistakes) and never imports typer,
-a heavy import beside a small grade's own work; so are `--help` and
-`--version`. `verifier batch` with a plain command line is parsed there too: typer
-in a worker's memory makes every judge's fork dearer. Every other command (and
-batch's help and mistakes) goes through the typer app (verifier.cli.app).
-Both parse into the same Options record (verifier.options) and run the same
-command modules (verifier.commands).
+`verifier grade` is the hot path (once per RL rollout) and `verifier batch` forks a
+judge per case from its workers, so their plain command lines are read by
+verifier.cli.fast without importing typer; every other command line (theirs with
+--help or a mistake included) goes to the typer app (verifier.cli.app), which gives
+every command its help and its usage errors. Both read the same declarations
+(verifier.options) and run the same command modules (verifier.commands).
 """
 
 from __future__ import annotations
@@ -15,34 +13,22 @@ from __future__ import annotations
 import gc
 import sys
 
-from verifier import __version__
 from verifier.console import exit_without_teardown
-from verifier.errors import EXIT_CONFIG, EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["grade"]:
-        # One short process whose garbage dies with it: collecting during its imports
-        # is work for nothing. Judges' processes turn the collector back on.
+        # One short process whose garbage dies with it: collecting it (during the
+        # imports, mostly) is time spent for nothing. Judges' processes turn it back on.
         gc.disable()
         from verifier.cli.fast import run_grade
 
         exit_without_teardown(run_grade(args[1:]))
     if args[:1] == ["batch"]:
-        from verifier.cli.fast import run_batch, simple_arguments
+        from verifier.cli.fast import run_batch
 
-        given = simple_arguments("batch", args[1:])
-        if given is not None:
-            raise SystemExit(run_batch(given))
-    if args[:1] in (["--version"], ["-V"], ["version"]) and len(args) == 1:
-        print(__version__)
-        exit_without_teardown(EXIT_OK)
-    if args in ([], ["--help"], ["-h"]):
-        from verifier.cli.overview import overview
+        raise SystemExit(run_batch(args[1:]))
+    from verifier.cli.app import run
 
-        print(overview())
-        exit_without_teardown(EXIT_OK if args else EXIT_CONFIG)
-    from verifier.cli.app import app
-
-    app(args, prog_name="verifier")
+    raise SystemExit(run(args))

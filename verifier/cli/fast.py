@@ -1,40 +1,37 @@
-"""The command lines of the hot paths, `verifier grade` and `verifier batch`, from the
-same option declarations as every command.
+"""The hot paths, `verifier grade` and `verifier batch`, read without typer.
 
-The command lines that RL harnesses and Harbor run (`--flag value`, `--flag=value`,
-flags) are read directly. For grade, importing argparse (with the gettext and locale
-it pulls in) would add to every grade's start-up; anything else (--help, a
-mistake, an abbreviated flag, a repeated one) goes to argparse, which explains or
-refuses it. For batch, typer would stay in the memory of every worker, and a
-larger worker makes each judge's fork dearer, and forks are most of a batch's time;
-anything else goes to the typer app.
+The command lines that RL harnesses, Harbor and Kubernetes run (`--flag value`,
+`--flag=value`, switches, each given once) are read here from the same option
+declarations the typer app is built from, into what its command would collect, and
+run by the same command modules; anything else (--help, a mistake, an abbreviation,
+a repeated flag) is left to the typer app, which explains or refuses it. So users
+see one CLI. Reading them here saves what importing typer and click costs a grade
+(about half of one), and keeps them out of a batch worker's memory, which every
+judge's fork copies.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from verifier.commands import grade
 from verifier.console import guarded
 from verifier.options import COMMANDS, OPTIONS, build_options
 
-if TYPE_CHECKING:
-    import argparse
-
 Given = dict[str, str | bool | None]  # option name -> raw text, True for a flag, None
 
 
 def simple_arguments(command: str, argv: list[str]) -> Given | None:
-    """What the command's parser would collect from argv, when argv is exact
+    """What the command's typer parser would collect from argv, when argv is exact
     `--flag [value]` pairs of the command's options each given once; else None."""
-    names = COMMANDS[command].options
-    by_flag = {flag: OPTIONS[name] for name in names for flag in OPTIONS[name].flags}
-    given: Given = dict.fromkeys(names)
+    spec = COMMANDS[command]
+    by_flag = {flag: OPTIONS[name] for name in spec.options for flag in OPTIONS[name].flags}
+    given: Given = dict.fromkeys(spec.options)
     position = 0
     while position < len(argv):
-        flag, equals, value = argv[position].partition("=")
+        word = argv[position]
+        # `--flag=value`; in `-j=2` the value is `=2` (click's reading, rarely meant)
+        flag, equals, value = word.partition("=") if word.startswith("--") else (word, "", "")
         option = by_flag.get(flag)
-        if option is None or given[option.name] is not None:
+        if option is None or option.name in spec.positional or given[option.name] is not None:
             return None
         if option.is_flag:
             if equals:
@@ -51,37 +48,25 @@ def simple_arguments(command: str, argv: list[str]) -> Given | None:
     return given
 
 
-def grade_parser() -> argparse.ArgumentParser:
-    import argparse
-
-    command = COMMANDS["grade"]
-    parser = argparse.ArgumentParser(
-        prog="verifier grade",
-        description=command.help,
-        epilog=grade.EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    for name in command.options:
-        option = OPTIONS[name]
-        where = command.source_of(option)
-        help_text = f"{command.help_of(option)} ({where})" if where else command.help_of(option)
-        if option.is_flag:
-            parser.add_argument(*option.flags, dest=name, action="store_const", const=True,
-                                default=None, help=help_text)  # fmt: skip
-        else:
-            parser.add_argument(*option.flags, dest=name, metavar=option.metavar, default=None,
-                                help=help_text)  # fmt: skip
-    return parser
-
-
 def run_grade(argv: list[str]) -> int:
+    """The exit code of `verifier grade ARGV`."""
     given = simple_arguments("grade", argv)
     if given is None:
-        given = vars(grade_parser().parse_args(argv))
+        return _typer_app(["grade", *argv])
     return guarded(lambda: grade.run(build_options("grade", given)), debug=bool(given["debug"]))
 
 
-def run_batch(given: Given) -> int:
+def run_batch(argv: list[str]) -> int:
+    """The exit code of `verifier batch ARGV`."""
+    given = simple_arguments("batch", argv)
+    if given is None:
+        return _typer_app(["batch", *argv])
     from verifier.commands import batch  # not on grade's path: the pool, its workers
 
     return guarded(lambda: batch.run(build_options("batch", given)), debug=bool(given["debug"]))
+
+
+def _typer_app(args: list[str]) -> int:
+    from verifier.cli.app import run
+
+    return run(args)

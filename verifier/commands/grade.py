@@ -14,14 +14,6 @@ from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
 
-EXIT_CODES = """exit codes: 0 reward written (0.0 included); 2 eval.yaml or usage error;
-3 case dir missing, unreadable or not a directory; 4 output dir not writable;
-5 a judge errored under reward.on_error: fail; 6 no reward written and an earlier
-reward file cannot be removed; 10 code from the case would run in a weak sandbox (no
-Landlock: see --weak-sandbox) or has no temp dir; 11 the grader cannot start a process;
-130 / 143 stopped by SIGINT / SIGTERM; 1 internal error.
-No reward file is written unless the exit code is 0."""
-
 
 def run(options: Options) -> int:
     started = time.monotonic()
