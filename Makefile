@@ -7,7 +7,7 @@
 #   make test-fast   tests without the integration and harbor markers
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
 #                    image size and time
-#   make lint        ruff check + ruff format --check + import-linter (the layers)
+#   make lint        ruff check + ruff format --check + import-linter (the layers) + mypy
 #
 # ENGINE defaults to podman when installed, else docker when installed, else podman.
 # What a target needs on the machine (the engine, both engines for `make test`,
@@ -77,7 +77,7 @@ $(VENV)/.installed: pyproject.toml
 	@bash scripts/prerequisites.sh python-venv
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter
+	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter mypy types-PyYAML
 	touch $@
 
 venv: $(VENV)/.installed
@@ -246,6 +246,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf .cache/demo .cache/image-build.log .cache/build-ca.crt

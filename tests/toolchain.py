@@ -25,8 +25,8 @@ from pathlib import Path
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 # What the verifier itself imports, for a grader that is not root.
 VERIFIER_PACKAGES = (
-    "verifier", "yaml", "_yaml", "jinja2", "markupsafe", "typer", "click", "shellingham",
-    "rich", "markdown_it", "mdurl", "typing_extensions", "annotated_doc",
+    "verifier", "yaml", "_yaml", "jinja2", "markupsafe", "attr", "attrs", "typer", "click",
+    "shellingham", "rich", "markdown_it", "mdurl", "typing_extensions", "annotated_doc",
 )  # fmt: skip
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import attrs
+
 from verifier.errors import UsageError
-from verifier.named import NamedTuple
 
 DEFAULT_CONFIG = Path("/tests/eval.yaml")
 DEFAULT_CASE = Path("/case")
@@ -170,11 +171,9 @@ def parse_text(text: str) -> str:
     return text
 
 
-class Option(NamedTuple):
-    """One setting: its attribute on Options, flags, variable, parser and default.
-
-    Options and Commands are declarations made at import on the grading path, hence
-    NamedTuples (a tenth of the start-up cost of attrs classes)."""
+@attrs.frozen
+class Option:
+    """One setting: its attribute on Options, flags, variable, parser and default."""
 
     name: str
     flags: tuple[str, ...]
@@ -330,7 +329,8 @@ OPTIONS: dict[str, Option] = {
 }  # fmt: skip
 
 
-class Command(NamedTuple):
+@attrs.frozen
+class Command:
     """A command's options, in the order its help lists them."""
 
     name: str
@@ -422,7 +422,8 @@ COMMANDS: dict[str, Command] = {
 }  # fmt: skip
 
 
-class Options(NamedTuple):
+@attrs.frozen
+class Options:
     """What a command was asked to do: flags, else VERIFIER_* variables, else defaults."""
 
     command: str

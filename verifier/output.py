@@ -231,7 +231,7 @@ def ctrf_report(grading: Grading) -> dict[str, Any] | None:
     if not blocks:
         return None
     summary = dict.fromkeys(("tests", "passed", "failed", "skipped", "pending", "other"), 0)
-    tests = []
+    tests: list[dict[str, Any]] = []
     for block, names in zip(blocks, judges, strict=True):
         suite = ", ".join(names)
         tests.extend({**test, "suite": [suite]} for test in block["tests"])

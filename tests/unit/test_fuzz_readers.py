@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -161,7 +162,7 @@ def test_a_report_of_any_bytes_is_counts_or_a_report_error(data: bytes, format: 
         except ReportError as error:
             assert str(error)
             return
-    assert all(count >= 0 for count in report.counts)
+    assert all(count >= 0 for count in attrs.astuple(report.counts))
 
 
 @settings(FUZZ, max_examples=150)

@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from verifier.batch.cases import Case
 from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
 from verifier.batch.grader import PendingCase
@@ -37,7 +39,6 @@ from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.errors import OutOfProcessesError
 from verifier.judges.base import PreparedJudge
 from verifier.judges.sandbox import use_slot
-from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     from verifier.batch.llm import LLMDone, LLMSettings, LLMStage
@@ -65,7 +66,8 @@ WORKER_TYPES = (
 )
 
 
-class LLMPlan(NamedTuple):
+@attrs.frozen
+class LLMPlan:
     """How the pool runs the LLM stage: the judges (by index), the request pool's
     settings, how many endpoints they use, how the parent finishes a case, and the
     budget (USD) after which no case is handed out (None: none)."""
@@ -86,7 +88,8 @@ class LLMPlan(NamedTuple):
         return 2 * allowed
 
 
-class PoolResult(NamedTuple):
+@attrs.frozen
+class PoolResult:
     outcomes: dict[str, CaseOutcome]
     stopped_by: int | None  # the signal that stopped the pool (None: it ran to the end)
     spends: tuple[Spend, ...] = ()  # every LLM judge's

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
+import attrs
+
 from verifier.console import warn_all
 from verifier.dataset import CASE_ID_PATTERN, Dataset, DatasetCase, read_dataset
 from verifier.errors import UsageError
@@ -164,4 +166,4 @@ def _with_entry(base: TestsPlan, dataset: Dataset, entry: DatasetCase) -> TestsP
     files = tuple(
         TestsFile(prefix / relative, entry.directory / relative) for relative in entry.files()
     )
-    return base._replace(files=base.files + files)
+    return attrs.evolve(base, files=base.files + files)

@@ -156,6 +156,7 @@ def files_equal(
     first, problem = case_lines(context, path1)
     if first is None:
         return False, problem
+    second: str | None
     if reference is not None:
         second, other = reference_text(context, reference), f"the reference {reference}"
     else:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+import attrs
+
 from verifier.judges.llm.spec import PriceSpec
-from verifier.named import NamedTuple
 
 DEFAULT_PRICES_CHECKED = "2025-11"
 DEFAULT_PRICES: Mapping[str, PriceSpec] = {
@@ -55,7 +56,8 @@ DEFAULT_PRICES: Mapping[str, PriceSpec] = {
 _SNAPSHOT = re.compile(r"(?:[-@](?:\d{4}-?\d{2}-?\d{2}|latest))?\Z")  # what may follow a name
 
 
-class Price(NamedTuple):
+@attrs.frozen
+class Price:
     """A model's price, and where it came from (judges.json and the summary say)."""
 
     input: float  # USD per million input tokens
