@@ -40,9 +40,9 @@ from verifier.case import check_case_dir, read_case
 from verifier.console import signal_name
 from verifier.judges.builtins import all_builtins
 from verifier.judges.builtins.reports import ReportError, parse_report
+from verifier.judges.llm.answer_scale import AnswerScale
 from verifier.judges.llm.conversation import conversation_of
 from verifier.judges.llm.prompt import PromptPlan, Reference
-from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.template import compile_template
 from verifier.trajectory import FROM_AGENT_LOGS, FROM_CASE, read_trail
 from verifier.values import json_text

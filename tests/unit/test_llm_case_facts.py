@@ -23,8 +23,8 @@ from tests.llm_servers import FakeLLM, Received, Reply
 from tests.unit import test_llm_judges
 from verifier.grading import grade, load_eval
 from verifier.judges.base import JudgeAnswer
+from verifier.judges.llm.answer_scale import AnswerScale
 from verifier.judges.llm.prompt import PromptPlan
-from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.template import compile_template
 from verifier.judges.llm.tokens import context_tokens, estimate_tokens, is_context_overflow
 from verifier.results import Status

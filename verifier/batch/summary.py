@@ -29,8 +29,8 @@ import attrs
 from verifier import __version__
 from verifier.batch.cases import Shard
 from verifier.batch.layout import summary_paths
-from verifier.judges.llm.redact import redact
 from verifier.output import write_atomic
+from verifier.redact import redact
 
 if TYPE_CHECKING:
     from verifier.judges.llm.gate import GateFigures

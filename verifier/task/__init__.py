@@ -15,7 +15,7 @@ A task package graded by this verifier in Harbor's "separate" mode:
 
 tests/ is the verifier's side only: the agent never sees it. An eval.yaml with
 `execution.steps` makes a multi-step package (verifier.task.package); with
-`--from-dataset`, one package per dataset case (verifier.task.cases).
+`--from-dataset`, one package per dataset case (verifier.task.from_dataset).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from verifier.casefiles import existence_problem, read_case_file
 from verifier.config import Key
 from verifier.config.fields import Flag, Text
-from verifier.judges.builtins.fields import CasePath, Pattern, ReferencePath
+from verifier.judges.builtins.arguments import CasePath, Pattern, ReferencePath
 from verifier.judges.builtins.registry import (
     PARTIAL_CREDIT,
     BuiltinContext,

@@ -24,7 +24,7 @@ from verifier.casefiles import CaseListing, list_case, read_case_file
 from verifier.config import Key
 from verifier.globs import Glob
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import Globs, ReferencePath
+from verifier.judges.builtins.arguments import Globs, ReferencePath
 from verifier.judges.builtins.registry import BuiltinContext, builtin
 from verifier.references import SKIPPED_NAMES
 

@@ -11,7 +11,7 @@ import attrs
 from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
 from verifier.judges.base import JudgeAnswer, Record
-from verifier.judges.builtins.fields import REFERENCE_FIELDS, ProvidedFiles
+from verifier.judges.builtins.arguments import REFERENCE_FIELDS, ProvidedFiles
 
 # What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
 # which adds details for judges.json).

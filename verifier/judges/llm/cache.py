@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from verifier.errors import OutputError
-from verifier.judges.llm.redact import redact_tree
+from verifier.redact import redact_tree
 
 BUCKETS = 256
 NONCE_PLACEHOLDER = "<nonce>"

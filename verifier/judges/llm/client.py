@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from verifier.judges.llm.answer_scale import AnswerScale
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.gate import Gate, GateFigures
 from verifier.judges.llm.providers import Endpoint, Generation, Quirks, learn_quirk
-from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy, post_json
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from typing import Any
 
 import attrs
 
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.parse import Grade, Reply, answer_object, as_bool, as_number, excerpt
-from verifier.judges.llm.scale import AnswerError, AnswerScale
 from verifier.judges.llm.spec import CriterionSpec
 
 VERDICTS_FIELD = "criteria"

@@ -49,9 +49,9 @@ from typing import Any
 
 import attrs
 
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.parse import Grade, Reply, answer_object, as_bool, read_answer
 from verifier.judges.llm.prompt import neutralized_tag
-from verifier.judges.llm.scale import AnswerError, AnswerScale
 
 GUARD_FIELD = "grader_directed"
 EXCERPT_CHARS = 120

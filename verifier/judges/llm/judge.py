@@ -32,6 +32,7 @@ import attrs
 
 from verifier.judges.base import JudgeAnswer, Record
 from verifier.judges.llm import panel
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client
 from verifier.judges.llm.criteria import CriteriaForm, is_discrete, rationale_of, verdict_rows
@@ -40,12 +41,11 @@ from verifier.judges.llm.parse import Grade, excerpt, read_answer
 from verifier.judges.llm.pricing import Price, cost_usd
 from verifier.judges.llm.prompt import Prompt, PromptPlan
 from verifier.judges.llm.providers import Endpoint, Generation
-from verifier.judges.llm.redact import known_secrets, redact, redact_tree
 from verifier.judges.llm.sampling import reduce_samples
-from verifier.judges.llm.scale import AnswerError, AnswerScale
 from verifier.judges.llm.template import TemplateProblem
 from verifier.judges.llm.tokens import is_context_overflow
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy
+from verifier.redact import known_secrets, redact, redact_tree
 
 
 class LLMJudgeError(Exception):

@@ -23,18 +23,18 @@ import attrs
 from verifier.config import EvalConfig, JudgeConfig, Locator
 from verifier.errors import ConfigError, MissingModelError
 from verifier.judges.llm import panel
+from verifier.judges.llm.answer_scale import AnswerScale, OutputMode
 from verifier.judges.llm.criteria import CriteriaForm
 from verifier.judges.llm.guard import Guard, GuardedForm
 from verifier.judges.llm.judge import LLMJudge
 from verifier.judges.llm.pricing import DEFAULT_PRICES, find_price
 from verifier.judges.llm.prompt import PromptPlan, Reference
 from verifier.judges.llm.providers import PROVIDERS, PROVIDERS_BY_ALIAS, Generation, Provider
-from verifier.judges.llm.redact import redact
-from verifier.judges.llm.scale import AnswerScale, OutputMode
 from verifier.judges.llm.spec import PASS_RULES, LLMSpec, MemberSpec, PriceSpec
 from verifier.judges.llm.template import TemplateProblem, compile_template
 from verifier.judges.llm.tokens import context_tokens
 from verifier.judges.llm.transport import RetryPolicy
+from verifier.redact import redact
 
 MAX_CONTEXT_BYTES = 1024 * 1024
 DEFAULT_MAX_CASE_CHARS = 100_000

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from verifier.judges.llm.scale import AnswerError, AnswerScale
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 
 EXCERPT_CHARS = 300
 _TRUE_WORDS = frozenset({"true", "yes", "pass", "passed", "passes"})

@@ -27,8 +27,8 @@ from typing import Any
 
 import attrs
 
+from verifier.judges.llm.answer_scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.conversation import conversation_of, conversation_source
-from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.template import (
     CaseMaterialMissing,
     PromptTemplate,

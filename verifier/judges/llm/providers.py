@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from verifier.judges.llm.answer_scale import TOOL_NAME, AnswerError, AnswerScale, OutputMode
 from verifier.judges.llm.parse import Reply, excerpt
-from verifier.judges.llm.scale import TOOL_NAME, AnswerError, AnswerScale, OutputMode
 
 if TYPE_CHECKING:
     from verifier.judges.llm.prompt import Prompt
@@ -343,4 +343,3 @@ PROVIDERS: tuple[Provider, ...] = (OPENAI, ANTHROPIC)
 PROVIDERS_BY_ALIAS = {
     alias: provider for provider in PROVIDERS for alias in (provider.name, *provider.aliases)
 }
-SECRET_ENV_VARS = tuple(variable for provider in PROVIDERS for variable in provider.key_env)

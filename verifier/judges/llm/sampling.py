@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from verifier.judges.llm.scale import AnswerScale
+from verifier.judges.llm.answer_scale import AnswerScale
 
 
 @attrs.frozen

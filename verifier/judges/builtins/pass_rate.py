@@ -41,7 +41,7 @@ from verifier.config import Key, Locator
 from verifier.config.fields import Choice, Number, Text
 from verifier.globs import Glob
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import (
+from verifier.judges.builtins.arguments import (
     CommandLine,
     PathOrGlob,
     ReferencePath,
