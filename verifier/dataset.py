@@ -228,7 +228,11 @@ def survey(dataset: Dataset) -> DatasetSurvey:
         except ConfigError as error:
             problems.append(error)
             continue
-        assert entry is not None
+        if entry is None:  # listed a moment ago: removed or replaced since
+            problems.append(
+                ConfigError(str(dataset.root / case_id), "", "is no longer a case directory")
+            )
+            continue
         keys.update(str(key) for key in entry.annotations)
         file_keys.update(entry.annotation_files)
         if entry.input_file is None:

@@ -154,10 +154,6 @@ class EvalConfig:
     def base_dir(self) -> Path:
         return self.path.parent
 
-    @property
-    def has_reward_block(self) -> bool:
-        return self.reward.mode != "default"
-
     def judge(self, name: str) -> JudgeConfig | None:
         return next((judge for judge in self.judges if judge.name == name), None)
 

@@ -675,7 +675,9 @@ def _provide(given: Path, names: Mapping[PurePosixPath, Path]) -> None:
 def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
     """data on the command's stdin, then EOF: small enough for the pipe's buffer, so this
     never waits on the command."""
-    assert process.stdin is not None and len(data) <= _STDIN_BYTES
+    if len(data) > _STDIN_BYTES:  # more could fill the pipe, and this would wait on it
+        raise ValueError(f"{len(data)} bytes for a command's stdin: at most {_STDIN_BYTES}")
+    assert process.stdin is not None  # started with stdin=PIPE
     with contextlib.suppress(BrokenPipeError):  # it is gone already: its end says why
         process.stdin.write(data)
     with contextlib.suppress(BrokenPipeError):

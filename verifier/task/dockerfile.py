@@ -46,10 +46,6 @@ class Instruction:
     head_lines: int  # of `lines`, those of the instruction itself; the rest: heredoc bodies
 
     @property
-    def heredoc(self) -> bool:
-        return self.head_lines < len(self.lines)
-
-    @property
     def bodies(self) -> list[str]:
         return list(self.lines[self.head_lines :])
 

@@ -155,7 +155,8 @@ def _entries(dataset: Dataset, case_ids: Sequence[str] | None) -> list[DatasetCa
     entries = []
     for case_id in wanted:
         entry = dataset.case(case_id)
-        assert entry is not None  # listed, and a usable id
+        if entry is None:  # listed a moment ago, with a usable id: removed since
+            raise UsageError(f"{dataset.root / case_id}: is no longer a case directory")
         entries.append(entry)
     return entries
 

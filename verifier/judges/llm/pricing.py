@@ -23,8 +23,7 @@ import attrs
 
 from verifier.judges.llm.spec import PriceSpec
 
-DEFAULT_PRICES_CHECKED = "2025-11"
-DEFAULT_PRICES: Mapping[str, PriceSpec] = {
+DEFAULT_PRICES: Mapping[str, PriceSpec] = {  # the providers' list prices as of 2025-11
     # OpenAI, https://openai.com/api/pricing
     "gpt-5": PriceSpec(1.25, 10.0),
     "gpt-5-mini": PriceSpec(0.25, 2.0),
