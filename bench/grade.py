@@ -8,7 +8,10 @@ framework as yardsticks. The ratio to the reference is the figure that counts
 (targets: at most 0.45x its wall time; peak memory below 20 MiB). Without REF_DIR
 (the reference's source tree) the reference is not run and no ratio is printed.
 
-    REF_DIR=/path/to/agent-eval-harness python bench/grade.py [--runs 21]
+    REF_DIR=/path/to/agent-eval-harness python bench/grade.py [--runs 21] [--baseline main]
+
+`--baseline REV` also grades with a regular install of that git revision, in the same
+interleaved runs: a change's figure before and after it, side by side.
 
 It grades with a regular install of this checkout (see bench/common.py).
 """
@@ -28,6 +31,7 @@ from common import (
     BENCH_VENV,
     REPORT,
     THREE_INLINE_EVAL_YAML,
+    installed_revision,
     installed_verifier,
     reference_python,
     reference_tree,
@@ -57,6 +61,7 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--baseline", help="a git revision also measured, e.g. main")
     options = parser.parse_args()
     verifier = installed_verifier()
     reference = reference_tree()
@@ -73,6 +78,13 @@ def main() -> None:
             "python -c pass": ([python, "-c", "pass"], None),
             "python -c 'import typer'": ([python, "-c", "import typer"], None),
         }  # fmt: skip
+        if options.baseline:
+            baseline, commit = installed_revision(options.baseline)
+            commands[f"verifier grade at {options.baseline} ({commit[:8]})"] = (
+                [baseline, "grade", "--config", str(root / "eval.yaml"), "--case",
+                 str(root / "case"), "--out", str(root / "out-baseline")],
+                None,
+            )  # fmt: skip
         if reference is not None:
             environment = {**os.environ, "PYTHONPATH": str(reference)}
             commands["reference reward bridge"] = (
@@ -149,6 +161,11 @@ def report_figures(
         ratio = grade_wall / ref_wall
         verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
         print(f"  ratio to the reference: {ratio:.2f}x (target <= {TARGET_RATIO}x): {verdict}")
+        for name, timings in samples.items():
+            if name.startswith("verifier grade at "):
+                wall = statistics.median(w for w, _ in timings)
+                print(f"  ratio to the reference of {name[len('verifier grade at '):]}: "
+                      f"{wall / ref_wall:.2f}x")  # fmt: skip
         same = "same" if ours == theirs else f"DIFFERENT (ours {ours}, reference {theirs})"
         print(f"  reward.json of both: {same}")
     verdict = "PASS" if grade_peak < TARGET_PEAK_MIB else "FAIL"

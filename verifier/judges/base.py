@@ -94,7 +94,7 @@ def details_of(source: object) -> dict[str, Any]:
 
 
 def _unpack(returned: Any) -> tuple[Any, Any]:
-    if hasattr(returned, "value"):  # an answer object (a named tuple with `value` included)
+    if hasattr(returned, "value"):  # an answer object (a record with `value` included)
         return returned.value, getattr(returned, "rationale", None)
     if isinstance(returned, tuple):
         if len(returned) != 2:
