@@ -46,7 +46,7 @@ from verifier.results import JudgeResult, Status
 from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 
 if TYPE_CHECKING:
-    from verifier.batch.llm import LLMDone, LLMTask
+    from verifier.batch.llm_stage import LLMDone, LLMTask
     from verifier.judges.llm.judge import LLMJudge
 
 MARKER = "batch.json"
@@ -189,7 +189,7 @@ def _llm_task(
     skipped by its `if:`, its lowest value for a case fact or by its guard, or a prompt
     that failed, or took the judge's whole timeout, to build (the worker is
     single-threaded, so an alarm bounds it)."""
-    from verifier.batch.llm import LLMTask
+    from verifier.batch.llm_stage import LLMTask
     from verifier.judges.llm.judge import LLMJudgeError
 
     config = prepared.config

@@ -1,7 +1,7 @@
 """The worker pool: cases graded side by side in forked workers, LLM requests shared.
 
 Each worker takes one case at a time and runs its CPU stage (verifier.batch.grader);
-a case with LLM requests goes from the worker to the LLM stage (verifier.batch.llm)
+a case with LLM requests goes from the worker to the LLM stage (verifier.batch.llm_stage)
 through the parent, and the worker takes the next case at once, so CPU judges keep
 the workers busy while any number of cases, bounded to keep memory in check, wait on
 the endpoint. The parent never starts a thread: it can fork a worker at any time.
@@ -41,7 +41,7 @@ from verifier.judges.base import PreparedJudge
 from verifier.judges.sandbox import use_slot
 
 if TYPE_CHECKING:
-    from verifier.batch.llm import LLMDone, LLMSettings, LLMStage
+    from verifier.batch.llm_stage import LLMDone, LLMSettings, LLMStage
     from verifier.judges.llm.gate import GateFigures
     from verifier.judges.llm.judge import Spend
 
@@ -58,7 +58,7 @@ WORKER_TYPES = (
     "verifier.config.records:TaskInput",
     "verifier.results:JudgeResult",
     "verifier.results:Status",
-    "verifier.batch.llm:LLMTask",
+    "verifier.batch.llm_stage:LLMTask",
     "verifier.judges.llm.prompt:Prompt",
     "verifier.judges.llm.guard:Screening",
     "verifier.judges.llm.guard:Guard",
@@ -162,7 +162,7 @@ class _Pool:
             return _Worker(pid, pidfd, parent_end, slot)
 
     def start_stage(self) -> None:
-        from verifier.batch.llm import LLMStage
+        from verifier.batch.llm_stage import LLMStage
 
         assert self.llm is not None
         self.stage = LLMStage(self.llm.judges, self.llm.settings, close=self.own_fds())

@@ -216,7 +216,7 @@ def _row(entry: Case, outcomes: dict[str, CaseOutcome]) -> CaseOutcome:
 
 
 def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
-    from verifier.batch.llm import LLMSettings
+    from verifier.batch.llm_stage import LLMSettings
     from verifier.judges.llm.cache import ResponseCache
 
     cache = None

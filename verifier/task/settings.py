@@ -33,7 +33,7 @@ from verifier.config import EvalConfig, JudgeConfig, load_config
 from verifier.errors import ConfigError
 from verifier.judges.builtins import find_builtin
 from verifier.judges.kinds import KINDS
-from verifier.judges.llm.load import resolve_model
+from verifier.judges.llm.from_spec import resolve_model
 
 GRADE_SLACK_S = 30.0
 HARBOR_SLACK_S = 60.0

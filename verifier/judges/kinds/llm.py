@@ -162,7 +162,7 @@ class LLMKind(KindDefaults):
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         import os
 
-        from verifier.judges.llm.load import build_judge
+        from verifier.judges.llm.from_spec import build_judge
 
         return build_judge(judge, config, os.environ)
 

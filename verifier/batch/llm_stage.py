@@ -71,8 +71,8 @@ START_IN_FLIGHT = 16  # a gate's first limit: small enough for a small endpoint'
 
 # What the parent and the LLM stage send each other (verifier.batch.channel).
 STAGE_TYPES = (
-    "verifier.batch.llm:LLMTask",
-    "verifier.batch.llm:LLMDone",
+    "verifier.batch.llm_stage:LLMTask",
+    "verifier.batch.llm_stage:LLMDone",
     "verifier.judges.llm.prompt:Prompt",
     "verifier.judges.llm.judge:Spend",
     "verifier.judges.llm.gate:GateFigures",
