@@ -7,7 +7,7 @@
 #   make test-fast   tests without the integration and harbor markers
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
 #                    image size and time
-#   make lint        ruff check + ruff format --check + import-linter (the layers)
+#   make lint        ruff check + ruff format --check + import-linter (the layers) + mypy
 #   make cli-docs    rewrite docs/cli.md's reference from the CLI's declarations
 #
 # ENGINE defaults to podman when installed, else docker when installed, else podman.
@@ -80,7 +80,7 @@ $(VENV)/.installed: pyproject.toml
 	@bash scripts/prerequisites.sh python-venv
 	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter
+	$(VENV)/bin/pip install --quiet -e '.[test]' ruff import-linter mypy types-PyYAML
 	touch $@
 
 venv: $(VENV)/.installed
@@ -249,6 +249,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 cli-docs: venv
 	$(VENV)/bin/python scripts/cli_reference.py --write

@@ -10,6 +10,9 @@ framework as yardsticks. The ratio to the reference is the figure that counts
 
     REF_DIR=/path/to/agent-eval-harness python bench/grade.py [--runs 21] [--baseline main]
 
+`--baseline REV` also grades with a regular install of that git revision, in the same
+interleaved runs: a change's figure before and after it, side by side.
+
 It grades with a regular install of this checkout (see bench/common.py).
 """
 
@@ -157,6 +160,11 @@ def report_figures(
         ratio = grade_wall / ref_wall
         verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
         print(f"  ratio to the reference: {ratio:.2f}x (target <= {TARGET_RATIO}x): {verdict}")
+        for name, timings in samples.items():
+            if name.startswith("verifier grade at "):
+                wall = statistics.median(w for w, _ in timings)
+                print(f"  ratio to the reference of {name[len('verifier grade at '):]}: "
+                      f"{wall / ref_wall:.2f}x")  # fmt: skip
         same = "same" if ours == theirs else f"DIFFERENT (ours {ours}, reference {theirs})"
         print(f"  reward.json of both: {same}")
     verdict = "PASS" if grade_peak < TARGET_PEAK_MIB else "FAIL"

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 VERIFIER_SELF = str(Path(sys.executable).with_name("verifier"))  # this interpreter's, as is
 NO_LANDLOCK = REPO / "tests" / "no_landlock.py"
 NONROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
-_DEPENDENCIES = ("yaml", "_yaml", "jinja2", "markupsafe")
+_DEPENDENCIES = ("yaml", "_yaml", "jinja2", "markupsafe", "attr", "attrs")
 
 
 def remove_world_dir(path: Path) -> None:

@@ -25,7 +25,8 @@ from pathlib import Path
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 # What the verifier itself imports, for a grader that is not root (typer-slim: no rich).
 VERIFIER_PACKAGES = (
-    "verifier", "yaml", "_yaml", "jinja2", "markupsafe", "typer", "click", "annotated_doc",
+    "verifier", "yaml", "_yaml", "jinja2", "markupsafe", "attr", "attrs", "typer", "click",
+    "annotated_doc",
 )  # fmt: skip
 
 

@@ -19,17 +19,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.casefiles import kind_of, read_case_file, resolve_inside
 from verifier.config import TaskInput
 from verifier.errors import CaseError
-from verifier.named import NamedTuple
 from verifier.trajectory import FROM_AGENT_LOGS, agent_tool_calls, read_trail
 from verifier.yaml_io import parse_untrusted_yaml
 
 _BINARY_SNIFF_BYTES = 8192
 
 
-class CaseLimits(NamedTuple):
+@attrs.frozen
+class CaseLimits:
     """How much of a case is read, so that one oversized or adversarial case cannot
     exhaust the grader; what is left out is named in a case warning."""
 
@@ -49,7 +51,8 @@ DEFAULT_LIMITS = CaseLimits()
 CASE_INPUT_SOURCE = "input.yaml in the case (agent-supplied)"
 
 
-class CaseReading(NamedTuple):
+@attrs.frozen
+class CaseReading:
     """The record judges receive as `outputs`, and what reading the case had to say."""
 
     record: dict[str, Any]

@@ -14,12 +14,13 @@ import os
 import stat
 from pathlib import Path
 
-from verifier.named import NamedTuple
+import attrs
 
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-class CaseFile(NamedTuple):
+@attrs.frozen
+class CaseFile:
     """One file of the case: its bytes, or the fact that makes it unusable."""
 
     data: bytes | None
@@ -137,12 +138,14 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _SPECIAL_FILES if test(mode)), "not a file")
 
 
-class CaseEntry(NamedTuple):
+@attrs.frozen
+class CaseEntry:
     path: str  # relative to the case dir, POSIX
     kind: str  # "file", "dir", "symlink" or what kind_of says ("a FIFO", ...)
 
 
-class CaseListing(NamedTuple):
+@attrs.frozen
+class CaseListing:
     """Every entry under a directory of the case, or the fact that stopped the listing."""
 
     entries: tuple[CaseEntry, ...]
@@ -196,4 +199,4 @@ def list_case(
                 entries.append(CaseEntry(relative, "file"))
             else:
                 entries.append(CaseEntry(relative, kind_of(mode)))
-    return CaseListing(tuple(sorted(entries)), None)
+    return CaseListing(tuple(sorted(entries, key=lambda entry: entry.path)), None)

@@ -26,8 +26,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import attrs
+
 from verifier.errors import ConfigError
-from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX
 from verifier.yaml_io import read_yaml
 
@@ -40,7 +41,8 @@ _MAX_FILE_NAME = 255  # longer annotation values are text, not file names (as th
 _SNIFF_BYTES = 8192
 
 
-class DatasetCase(NamedTuple):
+@attrs.frozen
+class DatasetCase:
     """One entry of the dataset, read."""
 
     case_id: str
@@ -68,7 +70,8 @@ class DatasetCase(NamedTuple):
         return [path for path in self.files() if path not in private]
 
 
-class Dataset(NamedTuple):
+@attrs.frozen
+class Dataset:
     """eval.yaml's `dataset.path`, checked at load: a directory inside eval.yaml's dir."""
 
     root: Path  # resolved
@@ -191,7 +194,8 @@ def read_dataset(value: Any, source: str, base_dir: Path) -> Dataset | None:
     return Dataset(root=root.resolve(), path=relative, source=source)
 
 
-class DatasetSurvey(NamedTuple):
+@attrs.frozen
+class DatasetSurvey:
     """What `verifier check` says about a dataset: its entries, their annotation keys,
     and every entry that cannot be used."""
 
@@ -224,7 +228,11 @@ def survey(dataset: Dataset) -> DatasetSurvey:
         except ConfigError as error:
             problems.append(error)
             continue
-        assert entry is not None
+        if entry is None:  # listed a moment ago: removed or replaced since
+            problems.append(
+                ConfigError(str(dataset.root / case_id), "", "is no longer a case directory")
+            )
+            continue
         keys.update(str(key) for key in entry.annotations)
         file_keys.update(entry.annotation_files)
         if entry.input_file is None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from types import CodeType
 from typing import TYPE_CHECKING
 
-from verifier.named import NamedTuple
+import attrs
 
 if TYPE_CHECKING:
     import ast
@@ -69,7 +69,8 @@ class FormulaRuntimeError(ArithmeticError):
     """The formula could not produce a finite number for this case."""
 
 
-class Formula(NamedTuple):
+@attrs.frozen
+class Formula:
     source: str
     free_names: frozenset[str]
     setup: CodeType | None
@@ -123,6 +124,8 @@ def parse_formula(source: str) -> Formula:
     _check_node(module, parent=None)
     module = ast.fix_missing_locations(_float_arithmetic(module))
     *setup, last = module.body
+    # _float_arithmetic rewrites expressions inside the statements, never a statement
+    assert isinstance(last, ast.Expr)
     assigned = {
         target.id
         for statement in setup

@@ -12,10 +12,11 @@ from __future__ import annotations
 import functools
 import re
 
-from verifier.named import NamedTuple
+import attrs
 
 
-class Glob(NamedTuple):
+@attrs.frozen
+class Glob:
     pattern: str
     regex: re.Pattern[str]
     anchored: bool

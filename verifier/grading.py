@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.case import check_case_dir, read_case
 from verifier.config import EvalConfig, TaskInput, load_config
 from verifier.engine import Limits, run_judges
@@ -24,12 +26,12 @@ from verifier.errors import (
 )
 from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
-from verifier.named import NamedTuple
 from verifier.results import Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
 
 
-class LoadedEval(NamedTuple):
+@attrs.frozen
+class LoadedEval:
     """A validated config with its judges prepared: load once, grade many cases."""
 
     config: EvalConfig
@@ -42,7 +44,8 @@ def load_eval(config_path: Path) -> LoadedEval:
     return LoadedEval(config=config, judges=prepare_judges(config))
 
 
-class EvalCheck(NamedTuple):
+@attrs.frozen
+class EvalCheck:
     """eval.yaml as `verifier check` sees it: every problem, and every warning."""
 
     config: EvalConfig | None  # None when the file itself does not load
@@ -92,12 +95,12 @@ def with_llm_cache(
 
     cache = ResponseCache.create(directory, max_mb)
     judges = tuple(
-        judge._replace(call=judge.call._replace(cache=cache))
+        attrs.evolve(judge, call=attrs.evolve(judge.call, cache=cache))
         if isinstance(judge.call, LLMJudge)
         else judge
         for judge in loaded.judges
     )
-    return loaded._replace(judges=judges)
+    return attrs.evolve(loaded, judges=judges)
 
 
 @contextlib.contextmanager
@@ -164,7 +167,8 @@ def command_sandbox(
         sandbox.discard_policy(policy)
 
 
-class CaseSources(NamedTuple):
+@attrs.frozen
+class CaseSources:
     """What the task author's side says about one case: its annotations, the text of
     its annotation files, its task input, and which dataset entry they came from."""
 
@@ -202,7 +206,8 @@ def case_sources(config: EvalConfig, case_id: str) -> CaseSources:
     )
 
 
-class StepPlan(NamedTuple):
+@attrs.frozen
+class StepPlan:
     """What one grading runs: the judges, and the reward mode that composes them."""
 
     judges: tuple[PreparedJudge, ...]
@@ -228,7 +233,8 @@ def step_plan(loaded: LoadedEval, step: str | None) -> StepPlan:
     return StepPlan(judges, DefaultReward(on_error=config.reward.on_error))
 
 
-class CaseContext(NamedTuple):
+@attrs.frozen
+class CaseContext:
     """What the output files say about a case besides its judges: where its material
     came from. Small: a batch sends it from the worker that read the case to the parent
     that writes its files."""
@@ -240,7 +246,8 @@ class CaseContext(NamedTuple):
     step: str | None
 
 
-class ReadCase(NamedTuple):
+@attrs.frozen
+class ReadCase:
     record: Record
     context: CaseContext
 
@@ -289,7 +296,7 @@ def read(
     )  # fmt: skip
     context = CaseContext(
         warnings=(*sources.warnings, *case.warnings),
-        task_input=case.task_input._replace(value=None),
+        task_input=attrs.evolve(case.task_input, value=None),
         case_id=case_id if config.dataset is not None else None,
         dataset_entry=sources.dataset_entry,
         step=step,

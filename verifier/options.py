@@ -17,6 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import attrs
+
 from verifier.errors import (
     EXIT_BUDGET,
     EXIT_CASE,
@@ -35,7 +37,6 @@ from verifier.errors import (
     EXIT_TERMINATED,
     UsageError,
 )
-from verifier.named import NamedTuple
 
 DEFAULT_CONFIG = Path("/tests/eval.yaml")
 DEFAULT_CASE = Path("/case")
@@ -188,11 +189,9 @@ def parse_text(text: str) -> str:
     return text
 
 
-class Option(NamedTuple):
-    """One setting: its attribute on Options, flags, variable, parser and default.
-
-    Options and Commands are declarations made at import on the grading path, hence
-    NamedTuples (cheaper to declare at start-up than attrs classes)."""
+@attrs.frozen
+class Option:
+    """One setting: its attribute on Options, flags, variable, parser and default."""
 
     name: str
     flags: tuple[str, ...]
@@ -348,7 +347,8 @@ OPTIONS: dict[str, Option] = {
 }  # fmt: skip
 
 
-class Command(NamedTuple):
+@attrs.frozen
+class Command:
     """A command's options, in the order its help lists them, and its exit codes."""
 
     name: str
@@ -468,7 +468,8 @@ COMMANDS: dict[str, Command] = {
 }  # fmt: skip
 
 
-class Options(NamedTuple):
+@attrs.frozen
+class Options:
     """What a command was asked to do: flags, else VERIFIER_* variables, else defaults."""
 
     command: str

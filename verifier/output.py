@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verifier.errors import OutputError, StaleRewardError
+from verifier.errors import OutputError, StaleRewardError, VerifierError
 from verifier.results import CTRF_DETAILS, Grading, JudgeResult
 
 REWARD_JSON = "reward.json"
@@ -103,7 +103,12 @@ def reward_json(grading: Grading, keys: Sequence[str] | None = None) -> dict[str
             if name in by_name:
                 value = by_name[name].value
                 flat[name] = 0.0 if value is None else float(value)
-    assert all(math.isfinite(value) for value in flat.values())
+    not_finite = [name for name, value in flat.items() if not math.isfinite(value)]
+    if not_finite:  # the judges' values and the reward were checked finite before this
+        raise VerifierError(
+            f"{REWARD_JSON}: {', '.join(not_finite)} is not a finite number; no reward "
+            "is written (a bug of the verifier: please report it)"
+        )
     return flat
 
 
@@ -231,7 +236,7 @@ def ctrf_report(grading: Grading) -> dict[str, Any] | None:
     if not blocks:
         return None
     summary = dict.fromkeys(("tests", "passed", "failed", "skipped", "pending", "other"), 0)
-    tests = []
+    tests: list[dict[str, Any]] = []
     for block, names in zip(blocks, judges, strict=True):
         suite = ", ".join(names)
         tests.extend({**test, "suite": [suite]} for test in block["tests"])

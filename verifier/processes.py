@@ -18,7 +18,7 @@ import stat
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from verifier.named import NamedTuple
+import attrs
 
 JUDGE_TOKEN_ENV = "VERIFIER_JUDGE_TOKEN"
 _PR_SET_PDEATHSIG = 1
@@ -40,7 +40,7 @@ def _prctl(option: int, value: int) -> None:
 def _libc_prctl() -> Callable[..., int]:
     """libc's prctl, looked up once in the grader: every judge's process, forked from it,
     calls it at start."""
-    return libc().prctl  # type: ignore[no-any-return]
+    return libc().prctl
 
 
 def become_subreaper(enabled: bool = True) -> None:
@@ -277,7 +277,8 @@ _BPF_RET_K = 0x06
 X32_SYSCALL_BIT = 0x40000000
 
 
-class Architecture(NamedTuple):
+@attrs.frozen
+class Architecture:
     """This machine's syscall ABI: its audit arch, and that of the compat ABI its
     programs may also call (32-bit x86 through int 0x80, 32-bit ARM)."""
 

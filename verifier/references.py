@@ -76,9 +76,9 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
             for path in builtin_files(judge["builtin"], arguments):
                 found.add(_local_path(base, path, source, f"{key}.arguments"))
         for ctx_index, ctx in enumerate(_as_list(judge.get("context"))):
-            path = ctx.get("path") if isinstance(ctx, dict) else ctx
-            if isinstance(path, str):
-                found.add(_local_path(base, path, source, f"{key}.context[{ctx_index}]"))
+            ctx_path = ctx.get("path") if isinstance(ctx, dict) else ctx
+            if isinstance(ctx_path, str):
+                found.add(_local_path(base, ctx_path, source, f"{key}.context[{ctx_index}]"))
     found.update(_with_local_imports(base, modules))
 
     if config.name == "eval.yaml":

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from verifier.named import NamedTuple
+import attrs
 
 
 class Status(enum.StrEnum):
@@ -29,7 +29,8 @@ JudgeValue = bool | float
 CTRF_DETAILS = "ctrf"
 
 
-class JudgeResult(NamedTuple):
+@attrs.frozen
+class JudgeResult:
     """value is set only when status is ok; error only when status is error or timeout.
 
     `kind` is the judge's kind (check, module, builtin, llm); judges.json calls it
@@ -64,7 +65,8 @@ class JudgeResult(NamedTuple):
         return entry
 
 
-class Composition(NamedTuple):
+@attrs.frozen
+class Composition:
     """The reward and how it was reached, written to judges.json as `composition`."""
 
     reward: float
@@ -92,7 +94,8 @@ class Composition(NamedTuple):
         }
 
 
-class Grading(NamedTuple):
+@attrs.frozen
+class Grading:
     """One graded case: everything the output files are written from."""
 
     config_name: str

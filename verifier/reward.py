@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import attrs
+
 from verifier.errors import ConfigError, did_you_mean
 from verifier.formula import Formula, FormulaError, FormulaRuntimeError, parse_formula
-from verifier.named import NamedTuple
 from verifier.results import Composition, JudgeResult
 from verifier.scale import DEFAULT_SCORE_RANGE, JudgeValue, Scale, ScoreRange
 from verifier.values import finite_float
@@ -30,7 +31,8 @@ from verifier.values import finite_float
 ON_ERROR_POLICIES = ("drop", "zero", "fail")
 
 
-class Judged(NamedTuple):
+@attrs.frozen
+class Judged:
     """The judges' outcomes as a mode sees them."""
 
     results: Sequence[JudgeResult]
@@ -53,7 +55,8 @@ class Judged(NamedTuple):
         return scale is not None and scale.feedback_type == "bool"
 
 
-class BlockContext(NamedTuple):
+@attrs.frozen
+class BlockContext:
     """What a mode needs to parse its keys: where they are, which judges exist, and the
     block's common keys (already validated)."""
 
@@ -68,11 +71,30 @@ class BlockContext(NamedTuple):
 
 
 class RewardMode(Protocol):
-    mode: str  # a class attribute: the mode's name in judges.json
-    keys: frozenset[str]  # the reward-block keys it reads (gate, score_range, on_error aside)
-    gate: bool
-    score_range: ScoreRange | None  # the block's deprecated fallback range
-    on_error: str  # one of ON_ERROR_POLICIES
+    """A composition of the judges (read-only members: a mode is an immutable record)."""
+
+    @property
+    def mode(self) -> str:
+        """The mode's name in judges.json (a class attribute)."""
+        ...
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The reward-block keys it reads (gate, score_range, on_error aside)."""
+        ...
+
+    @property
+    def gate(self) -> bool: ...
+
+    @property
+    def score_range(self) -> ScoreRange | None:
+        """The block's deprecated fallback range."""
+        ...
+
+    @property
+    def on_error(self) -> str:
+        """One of ON_ERROR_POLICIES."""
+        ...
 
     def combine(self, judged: Judged) -> Composition:
         """The mode's own reward from the judges' outcomes, before any gate."""
@@ -89,18 +111,30 @@ class RewardMode(Protocol):
         ...
 
 
+class RewardModeClass(Protocol):
+    """A mode's class, as REWARD_MODES holds it: whether a block is of the mode, and
+    the mode parsed from it."""
+
+    @property
+    def keys(self) -> frozenset[str]: ...
+
+    def claims(self, block: Mapping[str, Any], /) -> bool: ...
+
+    def from_block(self, block: Mapping[str, Any], context: BlockContext, /) -> RewardMode: ...
+
+
 def compose(
     mode: RewardMode, results: Sequence[JudgeResult], scales: Mapping[str, Scale]
 ) -> Composition:
     """The reward for one case: the mode's composition, zeroed by a failed gate."""
     judged = Judged.of(results, scales)
-    composition = mode.combine(judged)._replace(
-        on_error=mode.on_error, errored=tuple(sorted(judged.errored))
+    composition = attrs.evolve(
+        mode.combine(judged), on_error=mode.on_error, errored=tuple(sorted(judged.errored))
     )
     gate_failed = failed_gates(judged, mode.on_error) if mode.gate else ()
     if gate_failed:
-        return composition._replace(reward=0.0, gate_enabled=True, gate_failed=gate_failed)
-    return composition._replace(gate_enabled=mode.gate)
+        return attrs.evolve(composition, reward=0.0, gate_enabled=True, gate_failed=gate_failed)
+    return attrs.evolve(composition, gate_enabled=mode.gate)
 
 
 def clamp(value: float) -> float:
@@ -148,7 +182,8 @@ def _zeroed(judged: Judged, on_error: str, names: frozenset[str]) -> dict[str, f
     return dict.fromkeys(sorted(judged.errored & names), 0.0) if on_error == "zero" else {}
 
 
-class DefaultReward(NamedTuple):
+@attrs.frozen
+class DefaultReward:
     """No reward block (or one with only `on_error`): boolean judges gate, numeric judges
     are normalized and averaged."""
 
@@ -204,7 +239,8 @@ class DefaultReward(NamedTuple):
         return {}
 
 
-class JudgeReward(NamedTuple):
+@attrs.frozen
+class JudgeReward:
     """`reward.judge`: one judge's value is the reward (an errored judge scores 0.0 under
     every policy but `fail`)."""
 
@@ -288,7 +324,8 @@ def _describe_formula_mode(
     return f"{head}, gate {'on' if gate else 'off'}, normalized: {shown}{shown_raw}"
 
 
-class WeightedReward(NamedTuple):
+@attrs.frozen
+class WeightedReward:
     """`formula: weighted`: the weight-normalized sum of the weighted judges."""
 
     mode = "weighted"
@@ -385,7 +422,8 @@ def _weights(value: Any, context: BlockContext) -> tuple[tuple[str, float], ...]
     return tuple(weights)
 
 
-class ExpressionReward(NamedTuple):
+@attrs.frozen
+class ExpressionReward:
     """Any other `formula`: an expression over the judges' normalized values."""
 
     mode = "expression"
@@ -457,7 +495,7 @@ class ExpressionReward(NamedTuple):
 
 # The modes a reward block can select, in the order they are tried: the first that
 # claims the block parses it. Without a block, the composition is DefaultReward().
-REWARD_MODES: tuple[type[DefaultReward | JudgeReward | WeightedReward | ExpressionReward], ...] = (
+REWARD_MODES: tuple[RewardModeClass, ...] = (
     DefaultReward,
     JudgeReward,
     WeightedReward,

@@ -12,7 +12,7 @@ import math
 import numbers
 from typing import Any, Literal
 
-from verifier.named import NamedTuple
+import attrs
 
 FeedbackType = Literal["bool", "int", "float"]
 ScoreRange = tuple[float, float]
@@ -24,7 +24,8 @@ class ScaleError(ValueError):
     """The value is not on the judge's scale; str() completes 'returned ...' or 'answered ...'."""
 
 
-class Scale(NamedTuple):
+@attrs.frozen
+class Scale:
     feedback_type: FeedbackType | None = None
     score_range: ScoreRange | None = None
 

@@ -24,8 +24,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.casefiles import read_case_file
-from verifier.named import NamedTuple
 from verifier.values import finite_float
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
@@ -48,7 +49,8 @@ CASE_TRAJECTORY_PATHS = (
 )
 
 
-class ToolCall(NamedTuple):
+@attrs.frozen
+class ToolCall:
     name: str
     arguments: Mapping[str, Any]
     turn: int  # the agent turn (1-based) it was made in (the last one, for a subagent's)
@@ -57,10 +59,11 @@ class ToolCall(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         """As judges see it; `input` repeats `arguments` under agent-eval-harness's name."""
-        return {**self._asdict(), "input": self.arguments}
+        return {**attrs.asdict(self, recurse=False), "input": self.arguments}
 
 
-class Trajectory(NamedTuple):
+@attrs.frozen
+class Trajectory:
     source: str  # where it was read from
     turns: tuple[str, ...]  # the agent's text, turn by turn (subagents left out)
     tool_calls: tuple[ToolCall, ...]
@@ -104,7 +107,8 @@ def agent_tool_calls(
     ]
 
 
-class Trail(NamedTuple):
+@attrs.frozen
+class Trail:
     """The trajectory read from where eval.yaml says, or why there is none."""
 
     trajectory: Trajectory | None
@@ -157,7 +161,7 @@ def _agent_logs_trail(agent_logs: Path | None) -> Trail:
     trajectory, problem = read_trajectory(agent_logs, (AGENT_LOGS_TRAJECTORY,))
     if trajectory is None:
         return Trail(None, f"{agent_logs}/{problem}", unusable=True)
-    return Trail(trajectory._replace(source=str(shown)), None)
+    return Trail(attrs.evolve(trajectory, source=str(shown)), None)
 
 
 def read_trajectory(

@@ -45,7 +45,7 @@ from tests.harbor.runner import (
 )
 from tests.llm_servers import FakeLLM, Received, Reply
 from verifier.task import init_task
-from verifier.task.cases import init_dataset_tasks
+from verifier.task.from_dataset import init_dataset_tasks
 
 pytestmark = pytest.mark.harbor
 

@@ -140,7 +140,7 @@ def test_every_record_of_a_batch_crosses_as_it_was() -> None:
     from types import MappingProxyType
 
     from verifier.batch.grader import PendingCase
-    from verifier.batch.llm import STAGE_TYPES, LLMDone, LLMTask
+    from verifier.batch.llm_stage import STAGE_TYPES, LLMDone, LLMTask
     from verifier.batch.summary import CaseOutcome, CaseStatus
     from verifier.config.records import TaskInput
     from verifier.grading import CaseContext

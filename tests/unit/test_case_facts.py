@@ -21,9 +21,9 @@ import pytest
 
 from verifier.case import check_case_dir, read_case
 from verifier.grading import grade, load_eval
+from verifier.judges.llm.answer_scale import AnswerScale
 from verifier.judges.llm.conversation import conversation_of
 from verifier.judges.llm.prompt import PromptPlan, neutralize_tags
-from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.template import compile_template
 from verifier.results import Status
 from verifier.trajectory import read_trail

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,9 +40,9 @@ from verifier.case import check_case_dir, read_case
 from verifier.console import signal_name
 from verifier.judges.builtins import all_builtins
 from verifier.judges.builtins.reports import ReportError, parse_report
+from verifier.judges.llm.answer_scale import AnswerScale
 from verifier.judges.llm.conversation import conversation_of
 from verifier.judges.llm.prompt import PromptPlan, Reference
-from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.template import compile_template
 from verifier.trajectory import FROM_AGENT_LOGS, FROM_CASE, read_trail
 from verifier.values import json_text
@@ -161,7 +162,7 @@ def test_a_report_of_any_bytes_is_counts_or_a_report_error(data: bytes, format: 
         except ReportError as error:
             assert str(error)
             return
-    assert all(count >= 0 for count in report.counts)
+    assert all(count >= 0 for count in attrs.astuple(report.counts))
 
 
 @settings(FUZZ, max_examples=150)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.llm_judging import model_for
@@ -22,8 +23,8 @@ from tests.llm_servers import FakeLLM, Received, Reply
 from tests.unit import test_llm_judges
 from verifier.grading import grade, load_eval
 from verifier.judges.base import JudgeAnswer
+from verifier.judges.llm.answer_scale import AnswerScale
 from verifier.judges.llm.prompt import PromptPlan
-from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.template import compile_template
 from verifier.judges.llm.tokens import context_tokens, estimate_tokens, is_context_overflow
 from verifier.results import Status
@@ -397,10 +398,10 @@ def test_a_criteria_judges_schema_is_counted_in_the_budget() -> None:
     form = CriteriaForm(criteria, "weighted-mean", 0.5, AnswerScale("number", 0.0, 1.0))
     record = {"stdout": "x" * 60_000, "files": {}}
     for mode in ("tool", "json"):
-        built = plan(16_384)._replace(scale=form, output_mode=mode).build(record, {})
+        built = attrs.evolve(plan(16_384), scale=form, output_mode=mode).build(record, {})
         schema = estimate_tokens(json.dumps(form.schema()))
         assert schema > 1_000 and built.truncated
         assert estimate_tokens(built.system + built.user) + schema <= 16_384 - 1024 - 400
         assert built.tokens >= estimate_tokens(built.system + built.user) + schema - 1
-    text_mode = plan(16_384)._replace(scale=form, output_mode="text").build(record, {})
+    text_mode = attrs.evolve(plan(16_384), scale=form, output_mode="text").build(record, {})
     assert len(text_mode.user) > len(built.user)  # no schema sent: more material fits

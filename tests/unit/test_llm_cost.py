@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.llm_servers import FakeLLM, Received, Reply, client_environment
@@ -90,7 +91,7 @@ def test_answers_from_the_cache_cost_nothing(
     openai_server.default = openai_server.grade(score=4)
     call = judge_of(openai_server, judge("openai/gpt-4o"))
     cache = ResponseCache(tmp_path / "cache", 1 << 20)
-    cached_call = type(call)(call.func._replace(cache=cache), *call.args)
+    cached_call = type(call)(attrs.evolve(call.func, cache=cache), *call.args)
     assert cached_call().details["cost_usd"] == pytest.approx(usd(2.5, 10))
     again = cached_call().details
     assert again["cached"] is True and again["cost_usd"] == 0.0

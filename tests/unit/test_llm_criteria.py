@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.llm_judging import model_for
@@ -281,7 +282,7 @@ def test_the_aggregate_of_known_values() -> None:
     assert aggregate(criteria, [1.0, 1.0, 0.0], "required-pass", 0.5) == 1.0
     assert aggregate(criteria, [1.0, 0.0, 1.0], "required-pass", 0.5) == 0.0
     assert aggregate(criteria, [0.0, 0.0, 1.0], "any-pass", 0.5) == 1.0
-    required = [criteria[0]._replace(required=True), criteria[1]]
+    required = [attrs.evolve(criteria[0], required=True), criteria[1]]
     assert aggregate(required, [0.9, 1.0], "any-pass", 0.5) == 0.0
 
 

@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.llm_judging import KEY, model_for
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("llm_env")
 
 def with_cache(judge: functools.partial, cache: ResponseCache) -> functools.partial:
     """The same judge call, keeping its answers in cache."""
-    return functools.partial(judge.func._replace(cache=cache), *judge.args)
+    return functools.partial(attrs.evolve(judge.func, cache=cache), *judge.args)
 
 
 def rubric(server: FakeLLM, extra: str = "score_range: [1, 5]") -> str:

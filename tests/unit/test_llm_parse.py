@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 
 from verifier.errors import OutputError
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.cache import BUCKETS, ResponseCache
 from verifier.judges.llm.conversation import conversation_of
 from verifier.judges.llm.gate import Gate
 from verifier.judges.llm.parse import Reply, parse_text, read_grade
 from verifier.judges.llm.prompt import allocate
-from verifier.judges.llm.redact import redact, redact_tree
+from verifier.judges.llm.providers import PROVIDERS
 from verifier.judges.llm.sampling import reduce_samples
-from verifier.judges.llm.scale import AnswerError, AnswerScale
 from verifier.judges.llm.template import compile_template, mark_trusted
 from verifier.judges.llm.transport import error_message, retry_after
+from verifier.redact import redact, redact_tree
 
 ONE_TO_FIVE = AnswerScale(kind="number", low=1, high=5, integer=True)
 PASS_FAIL = AnswerScale(kind="pass_fail")
@@ -114,6 +115,19 @@ def test_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
     assert key not in shown and "pw@" not in shown and "sk-abcdef" not in shown
     assert "EMPTY" in shown
     assert redact_tree({"a": [f"k={key}"]}) == {"a": ["k=[redacted]"]}
+
+
+@pytest.mark.parametrize(
+    "variable", [variable for provider in PROVIDERS for variable in provider.key_env]
+)
+def test_every_providers_key_variable_is_redacted_by_its_name(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # redaction knows secrets by their variables' names; a provider whose key variable
+    # the name pattern missed would have its key printed in judges.json
+    secret = "a-provider-key-that-is-long-enough"
+    monkeypatch.setenv(variable, secret)
+    assert secret not in redact(f"key {secret}")
 
 
 def test_conversation_from_stream_json_and_plain_stdout() -> None:

@@ -96,3 +96,18 @@ def test_a_single_judge_and_an_expression(details: Callable[..., dict]) -> None:
     assert weights(document) == {"gate": 0.0, "a": 1.0, "b": 1.0, "c": 1.0}
     assert document["reward"]["score"] == pytest.approx(0.8 * 0.5)
     assert document["reward"]["aggregation"].startswith("expression 'max(a, b) * c'")
+
+
+def test_a_value_that_is_not_finite_is_refused_before_reward_json_is_written() -> None:
+    from verifier.errors import VerifierError
+    from verifier.output import reward_json
+    from verifier.results import Composition, Grading, JudgeResult, Status
+
+    grading = Grading(
+        config_name="e",
+        results=(JudgeResult("j", "check", Status.OK, value=float("nan")),),
+        composition=Composition(1.0, "default", True, (), {}),
+    )
+    with pytest.raises(VerifierError, match=r"reward.json: j is not a finite number"):
+        reward_json(grading)
+    assert reward_json(grading, keys=()) == {"reward": 1.0}

@@ -21,7 +21,7 @@ import yaml
 from verifier.config.execution import Invocation
 from verifier.errors import ConfigError, UsageError
 from verifier.grading import grade, load_eval
-from verifier.task.cases import init_dataset_tasks
+from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.instruction import render_instruction
 from verifier.task.manifest import content_digest
 

@@ -24,12 +24,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import attrs
+
 from verifier.batch.cases import Case
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.config import EvalConfig
 from verifier.errors import ConfigError, UsageError
 from verifier.judges.llm.calibration import Agreement, cohen_kappa, spearman
-from verifier.named import NamedTuple
 from verifier.output import REWARD_JSON
 
 LABELS_ANNOTATION = "labels"
@@ -39,13 +40,15 @@ _FALSE = frozenset({"false", "no", "fail", "failed", "0"})
 Labels = Mapping[str, Mapping[str, bool | float]]  # case name -> judge -> label
 
 
-class LabelSource(NamedTuple):
+@attrs.frozen
+class LabelSource:
     labels: Labels
     source: str  # the file, or the dataset's annotations
     unmatched: int = 0  # labelled cases that are not in this batch
 
 
-class JudgeCalibration(NamedTuple):
+@attrs.frozen
+class JudgeCalibration:
     judge: str
     agreement: Agreement
     labelled: int  # cases of this batch with a label for the judge
@@ -76,7 +79,8 @@ class JudgeCalibration(NamedTuple):
         return {**entry, **self.origin}
 
 
-class Calibration(NamedTuple):
+@attrs.frozen
+class Calibration:
     source: str
     judges: tuple[JudgeCalibration, ...]
     min_agreement: float | None = None

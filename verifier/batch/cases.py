@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import attrs
+
 from verifier.errors import CaseError, UsageError
-from verifier.named import NamedTuple
 from verifier.options import parse_shard
 from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 
@@ -24,7 +25,8 @@ HARBOR_CONVENTION_SOURCE = "/logs/artifacts"
 AGENT_LOGS_SOURCE = "/logs/agent"
 
 
-class Shard(NamedTuple):
+@attrs.frozen
+class Shard:
     """Case `name` belongs to shard `index` of `count` by a stable hash of the name.
 
     A hash (not the position in a sorted listing) keeps a case in its shard when
@@ -49,7 +51,8 @@ class Shard(NamedTuple):
         return f"{self.index}/{self.count}"
 
 
-class Case(NamedTuple):
+@attrs.frozen
+class Case:
     """One entry of --cases: `name` is its directory under --out, `case_dir` what the
     judges read, `case_id` its entry in eval.yaml's dataset, `step` the execution step
     it is (one step of a multi-step Harbor trial); `skipped` says why it is not a case

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
+import attrs
+
 MAX_MESSAGE_BYTES = 256 * 1024**2
 _DECODE_DEPTH = 1000  # Python's default recursion limit: far deeper than any record nests
 _LENGTH = struct.Struct("!Q")
@@ -43,7 +45,7 @@ class ChannelError(Exception):
 class Channel:
     """One end: it reads what the other end sends, and sends what the other end reads.
 
-    `types`: the records (NamedTuple classes) and enums the channel may carry, by
+    `types`: the records (attrs classes) and enums the channel may carry, by
     "module:Name"; each is imported when a message first names it."""
 
     __slots__ = ("_buffer", "_read", "_types", "_write")
@@ -125,9 +127,12 @@ class Channel:
             return {_TAG: "enum", "t": self._name_of(type(value)), "v": value.value}
         if value is None or isinstance(value, bool | int | float | str):
             return value
-        if isinstance(value, tuple) and hasattr(value, "_fields"):
-            fields = [self._encode(item) for item in value]
-            return {_TAG: "record", "t": self._name_of(type(value)), "v": fields}
+        if attrs.has(type(value)):  # its fields in order, as when records were tuples
+            name = self._name_of(type(value))
+            fields = [
+                self._encode(getattr(value, field.name)) for field in attrs.fields(type(value))
+            ]
+            return {_TAG: "record", "t": name, "v": fields}
         if isinstance(value, list | tuple):
             return {_TAG: type(value).__name__, "v": [self._encode(item) for item in value]}
         if isinstance(value, Mapping):
@@ -154,9 +159,9 @@ class Channel:
         cls = self._type(value["t"])
         if kind == "enum" and issubclass(cls, enum.Enum):
             return cls(items)
-        if kind == "record" and isinstance(items, list) and hasattr(cls, "_fields"):
-            if len(items) != len(cls._fields):
-                raise ValueError(f"{value['t']} takes {len(cls._fields)} fields")
+        if kind == "record" and isinstance(items, list) and attrs.has(cls):
+            if len(items) != len(attrs.fields(cls)):
+                raise ValueError(f"{value['t']} takes {len(attrs.fields(cls))} fields")
             return cls(*(self._decode(item) for item in items))
         raise ValueError(f"a {kind!r} of type {value['t']!r}")
 
@@ -173,7 +178,7 @@ class Channel:
         found: Any = importlib.import_module(module)
         for part in qualified.split("."):
             found = getattr(found, part)
-        return found  # type: ignore[no-any-return]
+        return found
 
 
 _INCOMPLETE = object()

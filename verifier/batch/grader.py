@@ -29,6 +29,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from verifier import __version__
 from verifier.batch.cases import Case
 from verifier.batch.summary import COUNTS, CaseOutcome, CaseStatus
@@ -37,7 +39,6 @@ from verifier.errors import ConfigError, VerifierError
 from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
 from verifier.judges.base import Pool, PreparedJudge, Record, interpret
 from verifier.judges.builtins import builtin_reference_files
-from verifier.named import NamedTuple
 from verifier.options import ALL_REWARD_KEYS
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
 from verifier.references import referenced_files
@@ -45,13 +46,14 @@ from verifier.results import JudgeResult, Status
 from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 
 if TYPE_CHECKING:
-    from verifier.batch.llm import LLMDone, LLMTask
+    from verifier.batch.llm_stage import LLMDone, LLMTask
     from verifier.judges.llm.judge import LLMJudge
 
 MARKER = "batch.json"
 
 
-class PendingCase(NamedTuple):
+@attrs.frozen
+class PendingCase:
     """A case whose CPU judges have run and whose LLM judges wait for the LLM stage."""
 
     name: str
@@ -62,7 +64,8 @@ class PendingCase(NamedTuple):
     fingerprint: str | None = None  # case_fingerprint once its CPU judges had run
 
 
-class CaseGrader(NamedTuple):
+@attrs.frozen
+class CaseGrader:
     """Everything a worker needs, loaded before the fork: call it with a Case."""
 
     loaded: LoadedEval
@@ -82,7 +85,7 @@ class CaseGrader(NamedTuple):
             earlier = read_marker(out, self.config_hash, case_fingerprint(case),
                                   keep_errors=self.keep_errors)  # fmt: skip
             if earlier is not None:
-                return earlier._replace(resumed=True)
+                return attrs.evolve(earlier, resumed=True)
         started = time.monotonic()
         try:
             # --out was probed once; a case dir that dies mid-case leaves nothing graded
@@ -186,7 +189,7 @@ def _llm_task(
     skipped by its `if:`, its lowest value for a case fact or by its guard, or a prompt
     that failed, or took the judge's whole timeout, to build (the worker is
     single-threaded, so an alarm bounds it)."""
-    from verifier.batch.llm import LLMTask
+    from verifier.batch.llm_stage import LLMTask
     from verifier.judges.llm.judge import LLMJudgeError
 
     config = prepared.config

@@ -1,7 +1,7 @@
 """The worker pool: cases graded side by side in forked workers, LLM requests shared.
 
 Each worker takes one case at a time and runs its CPU stage (verifier.batch.grader);
-a case with LLM requests goes from the worker to the LLM stage (verifier.batch.llm)
+a case with LLM requests goes from the worker to the LLM stage (verifier.batch.llm_stage)
 through the parent, and the worker takes the next case at once, so CPU judges keep
 the workers busy while any number of cases, bounded to keep memory in check, wait on
 the endpoint. The parent never starts a thread: it can fork a worker at any time.
@@ -29,18 +29,19 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from verifier.batch.cases import Case
 from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
 from verifier.batch.grader import PendingCase
-from verifier.batch.processes import describe_exit, fork, reap, subreaper, sweep
+from verifier.batch.process_tree import describe_exit, fork, reap, subreaper, sweep
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.errors import OutOfProcessesError
 from verifier.judges.base import PreparedJudge
 from verifier.judges.sandbox import use_slot
-from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
-    from verifier.batch.llm import LLMDone, LLMSettings, LLMStage
+    from verifier.batch.llm_stage import LLMDone, LLMSettings, LLMStage
     from verifier.judges.llm.gate import GateFigures
     from verifier.judges.llm.judge import Spend
 
@@ -57,7 +58,7 @@ WORKER_TYPES = (
     "verifier.config.records:TaskInput",
     "verifier.results:JudgeResult",
     "verifier.results:Status",
-    "verifier.batch.llm:LLMTask",
+    "verifier.batch.llm_stage:LLMTask",
     "verifier.judges.llm.prompt:Prompt",
     "verifier.judges.llm.guard:Screening",
     "verifier.judges.llm.guard:Guard",
@@ -65,7 +66,8 @@ WORKER_TYPES = (
 )
 
 
-class LLMPlan(NamedTuple):
+@attrs.frozen
+class LLMPlan:
     """How the pool runs the LLM stage: the judges (by index), the request pool's
     settings, how many endpoints they use, how the parent finishes a case, and the
     budget (USD) after which no case is handed out (None: none)."""
@@ -86,7 +88,8 @@ class LLMPlan(NamedTuple):
         return 2 * allowed
 
 
-class PoolResult(NamedTuple):
+@attrs.frozen
+class PoolResult:
     outcomes: dict[str, CaseOutcome]
     stopped_by: int | None  # the signal that stopped the pool (None: it ran to the end)
     spends: tuple[Spend, ...] = ()  # every LLM judge's
@@ -159,7 +162,7 @@ class _Pool:
             return _Worker(pid, pidfd, parent_end, slot)
 
     def start_stage(self) -> None:
-        from verifier.batch.llm import LLMStage
+        from verifier.batch.llm_stage import LLMStage
 
         assert self.llm is not None
         self.stage = LLMStage(self.llm.judges, self.llm.settings, close=self.own_fds())

@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.batch.cases import Case
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.grading import LoadedEval, step_plan
-from verifier.named import NamedTuple
 from verifier.output import JUDGES_JSON
 from verifier.results import JudgeResult, Status
 from verifier.reward import compose
@@ -36,7 +37,8 @@ REPORT = "report.json"  # OUT/.batch/report.json
 _SAME = 1e-9  # rewards closer than this are the same score
 
 
-class TaskFigures(NamedTuple):
+@attrs.frozen
+class TaskFigures:
     task: str
     attempts: int
     mean: float
@@ -50,7 +52,8 @@ class TaskFigures(NamedTuple):
         return self.attempts > 1 and self.high - self.low <= _SAME
 
 
-class JudgeInfluence(NamedTuple):
+@attrs.frozen
+class JudgeInfluence:
     judge: str
     trials: int  # trials where it was graded
     shift: float  # mean of (reward - reward without the judge)
@@ -58,7 +61,8 @@ class JudgeInfluence(NamedTuple):
     correlation: float | None  # of its value with the reward; None when either is constant
 
 
-class JobReport(NamedTuple):
+@attrs.frozen
+class JobReport:
     tasks: tuple[TaskFigures, ...]
     trials: int
     mean_reward: float | None
@@ -78,9 +82,10 @@ class JobReport(NamedTuple):
             "max_at_k": {str(k): v for k, v in self.max_at_k.items()},
             "avg_at_k": self.avg_at_k,
             "per_task": [
-                {**figures._asdict(), "uniform": figures.uniform} for figures in self.tasks
+                {**attrs.asdict(figures, recurse=False), "uniform": figures.uniform}
+                for figures in self.tasks
             ],
-            "judges": [influence._asdict() for influence in self.judges],
+            "judges": [attrs.asdict(influence, recurse=False) for influence in self.judges],
         }
 
     def lines(self) -> list[str]:
@@ -182,7 +187,7 @@ def judge_shifts(
         others = [
             other
             if other.name != result.name
-            else other._replace(status=Status.SKIPPED, value=None)
+            else attrs.evolve(other, status=Status.SKIPPED, value=None)
             for other in results
         ]
         without = compose(plan.reward, others, config.scales()).reward

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+import attrs
+
 from verifier.batch.calibrate import calibrate, read_labels
 from verifier.batch.cases import Case, Shard, discover_cases, is_harbor_job, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
@@ -41,7 +43,6 @@ from verifier.grading import (
     refuse_cache_inside_case,
 )
 from verifier.judges.base import Pool
-from verifier.named import NamedTuple
 from verifier.options import (
     ALL_REWARD_KEYS,
     DEFAULT_LLM_CACHE_MB,
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
     from verifier.judges.llm.judge import LLMJudge
 
 
-class BatchRequest(NamedTuple):
+@attrs.frozen
+class BatchRequest:
     """What `verifier batch` was asked to do (the CLI options, parsed)."""
 
     config: Path
@@ -66,7 +68,7 @@ class BatchRequest(NamedTuple):
     shard: Shard | None = None
     force: bool = False
     keep_errors: bool = False
-    limits: Limits = Limits()
+    limits: Limits = attrs.Factory(Limits)
     llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
@@ -198,12 +200,12 @@ def _harbor_results(
     report = job_report(loaded, request.out, entries, summary.outcomes)
     text = json.dumps(report.to_json(), indent=2, allow_nan=False) + "\n"
     write_atomic(report_path(request.out, request.shard), text)
-    summary = summary._replace(report=report)
+    summary = attrs.evolve(summary, report=report)
     if request.write_back:
         from verifier.batch.writeback import write_back
 
         written = write_back(request.cases, request.out, entries, summary.outcomes, request.config)
-        summary = summary._replace(written_back=written)
+        summary = attrs.evolve(summary, written_back=written)
     return summary
 
 
@@ -214,7 +216,7 @@ def _row(entry: Case, outcomes: dict[str, CaseOutcome]) -> CaseOutcome:
 
 
 def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
-    from verifier.batch.llm import LLMSettings
+    from verifier.batch.llm_stage import LLMSettings
     from verifier.judges.llm.cache import ResponseCache
 
     cache = None

@@ -24,12 +24,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 
+import attrs
+
 from verifier import __version__
 from verifier.batch.cases import Shard
 from verifier.batch.layout import summary_paths
-from verifier.judges.llm.redact import redact
-from verifier.named import NamedTuple
 from verifier.output import write_atomic
+from verifier.redact import redact
 
 if TYPE_CHECKING:
     from verifier.judges.llm.gate import GateFigures
@@ -44,7 +45,8 @@ class CaseStatus(enum.StrEnum):
     SKIPPED = "skipped"  # not a case (the row's error says why); never graded
 
 
-class CaseOutcome(NamedTuple):
+@attrs.frozen
+class CaseOutcome:
     """One row of the summary; the counts are the case's LLM requests when it was graded."""
 
     name: str
@@ -77,6 +79,7 @@ class CaseOutcome(NamedTuple):
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> CaseOutcome:
+        counts: dict[str, Any] = {name: int(record.get(name, 0)) for name in COUNTS}
         return cls(
             name=record["case"],
             status=CaseStatus(record["status"]),
@@ -85,12 +88,13 @@ class CaseOutcome(NamedTuple):
             timed_out_judges=tuple(record.get("timed_out_judges", ())),
             seconds=float(record["time_s"]),
             error=record.get("error"),
-            **{name: int(record.get(name, 0)) for name in COUNTS},
+            **counts,
             cost_usd=record.get("cost_usd", 0.0),
         )
 
 
-class LLMFigures(NamedTuple):
+@attrs.frozen
+class LLMFigures:
     """What this run's LLM requests did and cost (summary.json `llm`)."""
 
     concurrency: int  # requests in flight allowed per endpoint
@@ -135,7 +139,10 @@ class LLMFigures(NamedTuple):
             cache_hits=sum(spend.cache_hits for spend in spends),
             tokens=tokens,
             latencies=tuple(latency for spend in spends for latency in spend.latencies),
-            endpoints={redact(url): figures._asdict() for url, figures in endpoints.items()},
+            endpoints={
+                redact(url): attrs.asdict(figures, recurse=False)
+                for url, figures in endpoints.items()
+            },
             costs=costs,
             unpriced=tuple(sorted(unpriced)),
         )
@@ -161,7 +168,8 @@ def _usd(cost: float | None) -> float | None:
     return None if cost is None else round(cost, 6)
 
 
-class Budget(NamedTuple):
+@attrs.frozen
+class Budget:
     """--max-cost-usd, and what came of it (summary.json `budget`)."""
 
     max_cost_usd: float
@@ -193,7 +201,8 @@ def percentiles(values: Sequence[float]) -> dict[str, float] | None:
     return {name: round(value, 3) for name, value in shown.items()}
 
 
-class BatchSummary(NamedTuple):
+@attrs.frozen
+class BatchSummary:
     """The batch as a whole, written to summary.json (with every row) and summary.csv."""
 
     config: Path

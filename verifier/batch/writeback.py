@@ -26,11 +26,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier import __version__
 from verifier.batch.cases import Case
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.errors import OutputError, UsageError
-from verifier.named import NamedTuple
 from verifier.output import OUTPUT_FILES, REWARD_JSON, write_atomic
 
 ORIGINAL = "original"  # <trial>/verifier/original/: what Harbor's own grading left
@@ -38,7 +39,8 @@ RESULT = "result.json"
 TEST_STDOUT = "test-stdout.txt"  # what the viewer shows as the verifier's log
 
 
-class WriteBack(NamedTuple):
+@attrs.frozen
+class WriteBack:
     """What --write-back did: trials written, and those that could not be, with why."""
 
     written: tuple[str, ...]

@@ -81,7 +81,7 @@ def _parameter(command: Command, name: str) -> inspect.Parameter:
         name,
         inspect.Parameter.KEYWORD_ONLY,
         default=None,
-        annotation=Annotated[kind | None, declaration],  # type: ignore[valid-type]
+        annotation=Annotated[kind | None, declaration],
     )
 
 

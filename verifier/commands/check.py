@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.console import warn_all
 from verifier.dataset import DatasetSurvey, survey
@@ -15,7 +17,6 @@ from verifier.engine.runner import reward_margin_s
 from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError, UsageError
 from verifier.grading import check_eval
 from verifier.judges import describe_judge
-from verifier.named import NamedTuple
 from verifier.options import Options, parse_seconds
 
 TASK_CONFIG = "task.toml"
@@ -48,7 +49,7 @@ def run(options: Options) -> int:
     absent = (
         (config.dataset.missing_warning(),) if config.dataset and config.dataset.missing else ()
     )
-    checked = checked._replace(warnings=(*checked.warnings, *absent, *timing))
+    checked = attrs.evolve(checked, warnings=(*checked.warnings, *absent, *timing))
     count = len(checked.warnings)
     if options.strict and checked.warnings:
         print(f"{path}: invalid under --strict ({count} warning{'s' * (count > 1)})")
@@ -69,7 +70,8 @@ def run(options: Options) -> int:
     return EXIT_CONFIG if options.strict and checked.warnings else EXIT_OK
 
 
-class TimeBudget(NamedTuple):
+@attrs.frozen
+class TimeBudget:
     """What one verifier run of a task may take: Harbor's `timeout_sec` for it (None: not
     a task's) and the `--deadline` / VERIFIER_DEADLINE it grades with (None: none)."""
 
@@ -78,7 +80,8 @@ class TimeBudget(NamedTuple):
     deadline_s: float | None
 
 
-class HarborTask(NamedTuple):
+@attrs.frozen
+class HarborTask:
     budgets: tuple[TimeBudget, ...]  # one per verifier run: the task's, or each step's
     warnings: tuple[str, ...]  # about its [verifier] env
 
@@ -170,8 +173,8 @@ def time_warnings(config: EvalConfig, budget: TimeBudget) -> list[str]:
     become timeouts (on_error decides); past Harbor's timeout without a deadline below
     it, Harbor kills the verifier and the trial has no reward at all.
     """
-    stepped = budget.step is not None and budget.step in config.step_ids
-    names = config.step_judges(budget.step) if stepped else [j.name for j in config.judges]
+    step = budget.step if budget.step in config.step_ids else None
+    names = config.step_judges(step) if step is not None else [j.name for j in config.judges]
     timeouts = {judge.name: judge.timeout_s for judge in config.judges if judge.name in names}
     total = math.fsum(timeouts.values())
     longest = sorted(timeouts, key=timeouts.__getitem__, reverse=True)[:3]

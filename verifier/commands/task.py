@@ -15,7 +15,7 @@ from verifier.errors import EXIT_OK, EXIT_TASK_TEST, ConfigErrors, UsageError
 from verifier.grading import check_eval, check_reward_keys
 from verifier.options import ALL_REWARD_KEYS, Options
 from verifier.task import init_task
-from verifier.task.cases import init_dataset_tasks
+from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.manifest import MANIFEST
 from verifier.task.testing import (
     Engine,

@@ -15,8 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from verifier.config.fields import Locator, Number
-from verifier.named import NamedTuple
 
 DEFAULT_RUNNER = "claude-code"
 # A step id names Harbor's steps/<id>/ directory: a portable name, also safe in TOML.
@@ -24,7 +25,8 @@ STEP_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 _TIMEOUT = Number(positive=True, problem="must be a positive number of seconds")
 
 
-class Invocation(NamedTuple):
+@attrs.frozen
+class Invocation:
     """What one agent invocation is told: a prompt template, or a skill and its
     arguments template, and the runner's system prompt put before it."""
 
@@ -35,13 +37,15 @@ class Invocation(NamedTuple):
     system_prompt: str | None = None
 
 
-class Step(NamedTuple):
+@attrs.frozen
+class Step:
     id: str
     invocation: Invocation
     timeout_s: float | None  # the agent's time for this step (None: the task's)
 
 
-class Execution(NamedTuple):
+@attrs.frozen
+class Execution:
     invocation: Invocation = Invocation()
     timeout_s: float | None = None  # the agent's time (execution.timeout)
     steps: tuple[Step, ...] = ()

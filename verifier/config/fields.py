@@ -4,8 +4,8 @@ Every key the loader reads is declared with one of these, so the same declaratio
 checks a file at load time and describes it as JSON Schema for editors
 (`schema()`): one source of truth for what eval.yaml may say.
 
-They are declarations made once at import, on the grading path, so they are
-NamedTuples (immutable, typed, and cheaper to declare at start-up than attrs classes).
+They are declarations made once at import, on the grading path: small, immutable,
+typed records like every record of the package.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+import attrs
+
 from verifier.errors import ConfigError
-from verifier.named import NamedTuple
 from verifier.values import finite_float
 
 MAX_TIMEOUT_S = 24 * 3600.0
@@ -28,7 +29,8 @@ RELATIVE_PATH_PATTERN = (
 )
 
 
-class Locator(NamedTuple):
+@attrs.frozen
+class Locator:
     """Where a value sits: the file, its key path (`judges[2] (quality).timeout`), its dir."""
 
     source: str
@@ -36,10 +38,10 @@ class Locator(NamedTuple):
     base_dir: Path = Path()
 
     def child(self, name: str) -> Locator:
-        return self._replace(key=f"{self.key}.{name}" if self.key else name)
+        return attrs.evolve(self, key=f"{self.key}.{name}" if self.key else name)
 
     def item(self, index: int) -> Locator:
-        return self._replace(key=f"{self.key}[{index}]")
+        return attrs.evolve(self, key=f"{self.key}[{index}]")
 
     def error(self, problem: str) -> ConfigError:
         return ConfigError(self.source, self.key, problem)
@@ -53,7 +55,8 @@ class Field(Protocol):
     def schema(self) -> dict[str, Any]: ...
 
 
-class Text(NamedTuple):
+@attrs.frozen
+class Text:
     non_empty: bool = False
     description: str = ""
 
@@ -68,7 +71,8 @@ class Text(NamedTuple):
         )
 
 
-class Flag(NamedTuple):
+@attrs.frozen
+class Flag:
     description: str = ""
 
     def parse(self, value: Any, at: Locator) -> bool:
@@ -80,7 +84,8 @@ class Flag(NamedTuple):
         return _described({"type": "boolean"}, self)
 
 
-class Number(NamedTuple):
+@attrs.frozen
+class Number:
     """A finite number; `positive` excludes 0; `integer` wants a whole number."""
 
     minimum: float | None = None
@@ -113,7 +118,8 @@ class Number(NamedTuple):
         return _described(schema, self)
 
 
-class Choice(NamedTuple):
+@attrs.frozen
+class Choice:
     """One of a few words; with `empty_ok`, '' means the key is not set (None)."""
 
     values: tuple[str, ...]
@@ -132,14 +138,15 @@ class Choice(NamedTuple):
         return _described({"enum": [*self.values, *([""] if self.empty_ok else [])]}, self)
 
 
-class ScoreRangeField(NamedTuple):
+@attrs.frozen
+class ScoreRangeField:
     description: str = "[lo, hi], two finite numbers, lo < hi"
 
     def parse(self, value: Any, at: Locator) -> tuple[float, float]:
         bounds = [finite_float(bound) for bound in value] if isinstance(value, list) else []
-        if len(bounds) != 2 or None in bounds:
+        low, high = bounds if len(bounds) == 2 else (None, None)
+        if low is None or high is None:
             raise at.error(f"{_shown(value)} must be [lo, hi], two finite numbers")
-        low, high = bounds
         if not low < high:
             raise at.error(f"{value!r} must be increasing (lo < hi)")
         if not math.isfinite(high - low):
@@ -152,7 +159,8 @@ class ScoreRangeField(NamedTuple):
         )
 
 
-class Arguments(NamedTuple):
+@attrs.frozen
+class Arguments:
     """A mapping with identifier keys (passed to a judge as keyword arguments)."""
 
     description: str = "passed to the judge"
@@ -172,7 +180,8 @@ class Arguments(NamedTuple):
         )
 
 
-class RelativePath(NamedTuple):
+@attrs.frozen
+class RelativePath:
     """A file (or dir) beside eval.yaml: relative, no '..', inside its dir, present."""
 
     description: str = "a path relative to eval.yaml's directory"
@@ -194,7 +203,8 @@ class RelativePath(NamedTuple):
         return _described({"type": "string", "pattern": RELATIVE_PATH_PATTERN}, self)
 
 
-class OneOrMany(NamedTuple):
+@attrs.frozen
+class OneOrMany:
     """One value or a list of them (`context: guide.md` or `context: [a.md, b.md]`)."""
 
     item: Field
@@ -210,7 +220,8 @@ class OneOrMany(NamedTuple):
         return _described({"anyOf": [item, {"type": "array", "items": item}]}, self)
 
 
-class Key(NamedTuple):
+@attrs.frozen
+class Key:
     """A key of a mapping in eval.yaml, the field its value must satisfy, and its default
     (None: no default; a required key has none)."""
 

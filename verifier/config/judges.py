@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from verifier.config.fields import (
     MAX_TIMEOUT_S,
     Arguments,
@@ -28,7 +30,6 @@ from verifier.config.fields import (
 from verifier.config.records import DEFAULT_TIMEOUT_S, JudgeConfig, JudgeKind
 from verifier.errors import ConfigError, did_you_mean
 from verifier.formula import FUNCTIONS
-from verifier.named import NamedTuple
 
 RESERVED_NAMES = frozenset({"reward", *FUNCTIONS})
 SUITE_LEVEL_JUDGE = "pairwise"
@@ -36,7 +37,8 @@ NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 _NAME = re.compile(NAME_PATTERN.removesuffix("$") + r"\Z")
 
 
-class JudgeName(NamedTuple):
+@attrs.frozen
+class JudgeName:
     """An identifier that a formula can name: not reserved, not a Python keyword."""
 
     description: str = "identifier: the key in reward.json and formulas"

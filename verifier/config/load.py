@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from verifier.config.fields import RELATIVE_PATH_PATTERN, Locator, RelativePath, Text, nullable
 from verifier.config.judges import judges_schema, parse_judges
 from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKind, TaskInput
 from verifier.config.reward_block import parse_reward, reward_schema
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
-from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX, TASK_INPUT_FILE
 from verifier.trajectory import FROM_AGENT_LOGS, FROM_CASE
 from verifier.yaml_io import read_yaml
@@ -37,7 +38,8 @@ VERIFIER_KEYS = frozenset(
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"  # what editors support best
 
 
-class OutputEntry(NamedTuple):
+@attrs.frozen
+class OutputEntry:
     """One `outputs` entry: a path relative to the case dir, or a mapping with `path`
     (its other keys, such as agent-eval-harness's `schema`, are not read)."""
 
@@ -153,7 +155,8 @@ def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
     )
 
 
-class TrajectoryChoice(NamedTuple):
+@attrs.frozen
+class TrajectoryChoice:
     """eval.yaml's `trajectory:`: where the agent's trajectory is read from."""
 
     description: str = (
@@ -324,7 +327,7 @@ def eval_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
     loader warns about those). What only loading can tell (a file beside eval.yaml, a
     `check` that compiles, a formula, a judge name used twice) it does not describe.
     """
-    suite_level = {
+    suite_level: dict[str, dict[str, Any]] = {
         key: {"description": "suite-level (agent-eval-harness): accepted, not read"}
         for key in sorted(SUITE_LEVEL_KEYS)
     }

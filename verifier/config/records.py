@@ -14,8 +14,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+import attrs
+
 from verifier.config.fields import Key, Locator
-from verifier.named import NamedTuple
 from verifier.reward import RewardMode, normalization_range
 from verifier.scale import FeedbackType, Scale, ScoreRange
 from verifier.trajectory import FROM_AGENT_LOGS
@@ -30,9 +31,16 @@ DEFAULT_TIMEOUT_S = 60.0
 class JudgeKind(Protocol):
     """How the loader recognizes a kind of judge entry and reads its own keys."""
 
-    name: str
-    keys: Sequence[Key]
-    claim_keys: tuple[str, ...]  # an entry with any of these keys set is of this kind
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def keys(self) -> Sequence[Key]: ...
+
+    @property
+    def claim_keys(self) -> tuple[str, ...]:
+        """An entry with any of these keys set is of this kind."""
+        ...
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
         """Whether the entry is of this kind (KindDefaults: a claim key is set)."""
@@ -76,7 +84,8 @@ class KindDefaults:
         return None
 
 
-class JudgeConfig(NamedTuple):
+@attrs.frozen
+class JudgeConfig:
     name: str
     kind: str
     spec: Any  # the record of `kind`: CheckSpec, ModuleSpec, BuiltinSpec or LLMSpec
@@ -93,7 +102,8 @@ class JudgeConfig(NamedTuple):
         return Scale(self.feedback_type, self.score_range)
 
 
-class TaskInput(NamedTuple):
+@attrs.frozen
+class TaskInput:
     """The task input judges see as `inputs`, and where it came from (judges.json says)."""
 
     value: Any
@@ -104,7 +114,8 @@ class TaskInput(NamedTuple):
 NO_TASK_INPUT = TaskInput(None, None, False)
 
 
-class EvalConfig(NamedTuple):
+@attrs.frozen
+class EvalConfig:
     path: Path
     name: str
     outputs: tuple[str, ...]
@@ -142,10 +153,6 @@ class EvalConfig(NamedTuple):
     @property
     def base_dir(self) -> Path:
         return self.path.parent
-
-    @property
-    def has_reward_block(self) -> bool:
-        return self.reward.mode != "default"
 
     def judge(self, name: str) -> JudgeConfig | None:
         return next((judge for judge in self.judges if judge.name == name), None)

@@ -22,6 +22,9 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import attrs
 
 from verifier.console import signal_name
 from verifier.engine.child import FORKED, judge_main
@@ -29,7 +32,6 @@ from verifier.errors import OutOfProcessesError, UsageError
 from verifier.judges import runs_case_code
 from verifier.judges.base import Pool, PreparedJudge, Record
 from verifier.judges.sandbox import policy_for_run
-from verifier.named import NamedTuple
 from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.processes import (
     become_subreaper,
@@ -51,7 +53,8 @@ _WATCH_INTERVAL_S = 0.05  # memory and orphans are checked this often while judg
 _FORK_PATIENCE_S = 5.0  # how long forks may keep failing with no judge left to end
 
 
-class Limits(NamedTuple):
+@attrs.frozen
+class Limits:
     """How many judges run at once (per pool), how much memory each may use, which
     pools are skipped outright (`--no-llm`), and when every judge must be done (the
     grade's `--deadline`, as a time.monotonic() instant)."""
@@ -74,12 +77,12 @@ class Limits(NamedTuple):
         if seconds is None:
             return self
         started = time.monotonic() if started is None else started
-        return self._replace(
-            deadline=started + seconds - reward_margin_s(seconds), deadline_s=seconds
+        return attrs.evolve(
+            self, deadline=started + seconds - reward_margin_s(seconds), deadline_s=seconds
         )
 
     @classmethod
-    def from_options(cls, options: Options, workers: int = 1, **overrides: object) -> Limits:
+    def from_options(cls, options: Options, workers: int = 1, **overrides: Any) -> Limits:
         """The limits a command asked for, within the container's memory (container_share;
         `workers`: the processes that each run one judge at a time, a batch's --jobs;
         1 for grade, whose judges share one runner). UsageError (exit 2) when this
@@ -99,9 +102,9 @@ class Limits(NamedTuple):
         container = container_memory_bytes()
         if container is not None:
             own = private_bytes([os.getpid()])
-            limits = limits._replace(**container_share(options.memory_mb, container, own,
+            limits = attrs.evolve(limits, **container_share(options.memory_mb, container, own,
                                                        workers))  # fmt: skip
-        return limits._replace(**overrides)
+        return attrs.evolve(limits, **overrides)
 
     def capacity(self, pool: Pool) -> int:
         if pool is Pool.LLM:
@@ -115,7 +118,7 @@ MIN_JUDGE_MB = 32  # below this no judge can run (a Python judge alone is about 
 
 def container_share(
     asked_mb: int, container_bytes: int, own_bytes: int, workers: int
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The judges' memory limits in a container whose cgroup allows container_bytes.
 
     The kernel kills a process of the container when they all together pass it, so
@@ -155,6 +158,9 @@ def reward_margin_s(deadline_s: float) -> float:
     return min(2.0, 0.1 * deadline_s)
 
 
+_Reason = TypeVar("_Reason", str, None)  # a judge's rationale or error, if any
+
+
 class _Running:
     """A judge process the runner waits on: its pipes, what they carried, its token."""
 
@@ -191,7 +197,7 @@ class _Running:
     def is_over(self, now: float) -> bool:
         """It answered, died without answering, exceeded its memory or its time."""
         done = b"\n" in self.result or self.result_closed
-        return done or self.memory_exceeded or self.deadline <= now
+        return done or self.memory_exceeded is not None or self.deadline <= now
 
     def take_output(self, chunk: bytes) -> None:
         room = _MAX_OUTPUT_BYTES - len(self.output)
@@ -431,7 +437,7 @@ class _Runner:
             details=payload.get("details") or {},
         )
 
-    def _memory_reason(self, text: object) -> object:
+    def _memory_reason(self, text: _Reason) -> _Reason:
         """A memory limit the judge ran into, with where the limit came from when the
         container set it (the child only knows the number)."""
         note = self.limits.memory_note
@@ -544,7 +550,7 @@ def _drain(fd: int, run: _Running) -> None:
             run.take_output(chunk)
 
 
-def _payload(line: bytes) -> dict[str, object]:
+def _payload(line: bytes) -> dict[str, Any]:
     try:
         payload = json.loads(line)
     except ValueError:

@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping
 from types import CodeType, MappingProxyType
 from typing import Any
 
+import attrs
+
 from verifier.config import JudgeConfig
-from verifier.named import NamedTuple
 from verifier.scale import JudgeValue, ScaleError
 
 MAX_RATIONALE_CHARS = 20_000
@@ -41,7 +42,8 @@ class JudgeReturnError(ValueError):
     """The judge returned something that is not a usable value."""
 
 
-class JudgeAnswer(NamedTuple):
+@attrs.frozen
+class JudgeAnswer:
     """What a judge may return besides a bare value: value, rationale, and extra
     judges.json fields (`details`: an LLM judge's model, latency, usage)."""
 
@@ -50,7 +52,8 @@ class JudgeAnswer(NamedTuple):
     details: Mapping[str, Any] = MappingProxyType({})
 
 
-class PreparedJudge(NamedTuple):
+@attrs.frozen
+class PreparedJudge:
     """A judge ready to run: `call(record)` returns the judge's raw return value."""
 
     config: JudgeConfig
@@ -91,7 +94,7 @@ def details_of(source: object) -> dict[str, Any]:
 
 
 def _unpack(returned: Any) -> tuple[Any, Any]:
-    if hasattr(returned, "value"):  # an answer object (a named tuple with `value` included)
+    if hasattr(returned, "value"):  # an answer object (a record with `value` included)
         return returned.value, getattr(returned, "rationale", None)
     if isinstance(returned, tuple):
         if len(returned) != 2:

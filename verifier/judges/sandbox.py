@@ -50,6 +50,8 @@ from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+import attrs
+
 from verifier.casefiles import CaseFile, read_case_file, resolve_inside
 from verifier.errors import OutOfProcessesError
 from verifier.judges.supervisor import Supervisor, supervised_program
@@ -60,7 +62,6 @@ from verifier.judges.workcopy import (
     free_bytes,
     parents,
 )
-from verifier.named import NamedTuple
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
     confine_with_landlock,
@@ -95,7 +96,8 @@ _PROCESS_RESERVE = 128  # processes the grader keeps for itself below a finite l
 _SPACE_CHECK_S = 0.1  # how often the temp space is looked at while a command runs
 
 
-class CommandRun(NamedTuple):
+@attrs.frozen
+class CommandRun:
     """How a command from the case ended."""
 
     exit_code: int | None  # None: killed (by its timeout or a signal), or never started
@@ -125,7 +127,8 @@ class WorkdirProbe(Protocol):
 # --- the policy: what is hidden, and how well -------------------------------------------
 
 
-class SandboxPolicy(NamedTuple):
+@attrs.frozen
+class SandboxPolicy:
     """How commands are confined for one grade or batch, fixed before any judge forks.
 
     `hidden`: the grader's paths a command must not read; `readable`: what it may read
@@ -288,7 +291,7 @@ def _use(**where: int) -> None:
         slot, lane = where.get("slot", _policy.slot), where["lane"]
         lane = min(lane, _policy.lanes - 1)
         uid = _policy.base_uid - slot * _policy.lanes - lane
-        install_policy(_policy._replace(uid=uid, slot=slot))
+        install_policy(attrs.evolve(_policy, uid=uid, slot=slot))
 
 
 def discard_policy(policy: SandboxPolicy) -> None:
@@ -518,9 +521,9 @@ def run_in_sandbox(
         except (OSError, CaseCopyError) as error:
             problem = f"the case cannot be copied for the command: {error}"
             return CommandRun(None, None, False, problem, 0, confinement)
-        start, problem = resolve_inside(workdir, cwd) if cwd else (workdir, None)
+        start, outside = resolve_inside(workdir, cwd) if cwd else (workdir, None)
         if start is None or not start.is_dir():
-            problem = f"its working dir {cwd} {problem or 'is not a directory in the case'}"
+            problem = f"its working dir {cwd} {outside or 'is not a directory in the case'}"
             return CommandRun(None, None, False, problem, 0, confinement)
         own = (str(workdir), str(home), *([str(results)] if returned else []))
         readable = (*policy.readable, *([str(given)] if names else []))
@@ -672,7 +675,9 @@ def _provide(given: Path, names: Mapping[PurePosixPath, Path]) -> None:
 def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
     """data on the command's stdin, then EOF: small enough for the pipe's buffer, so this
     never waits on the command."""
-    assert process.stdin is not None and len(data) <= _STDIN_BYTES
+    if len(data) > _STDIN_BYTES:  # more could fill the pipe, and this would wait on it
+        raise ValueError(f"{len(data)} bytes for a command's stdin: at most {_STDIN_BYTES}")
+    assert process.stdin is not None  # started with stdin=PIPE
     with contextlib.suppress(BrokenPipeError):  # it is gone already: its end says why
         process.stdin.write(data)
     with contextlib.suppress(BrokenPipeError):

@@ -34,7 +34,8 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from verifier.named import NamedTuple
+import attrs
+
 from verifier.processes import X32_SYSCALL_BIT, libc, machine_architecture, seccomp_program
 
 _NOTIF = struct.Struct("=QIIiIQ6Q")  # struct seccomp_notif (with its seccomp_data)
@@ -53,7 +54,8 @@ _XATTR_SIZE_MAX = 65536
 _PROC_FD = re.compile(r"/proc/(?:self|thread-self|(\d+))(?:/task/\d+)?/fd/(\d+)")
 
 
-class Call(NamedTuple):
+@attrs.frozen
+class Call:
     """What a supervised syscall does, and where its arguments are."""
 
     name: str

@@ -15,7 +15,7 @@ A task package graded by this verifier in Harbor's "separate" mode:
 
 tests/ is the verifier's side only: the agent never sees it. An eval.yaml with
 `execution.steps` makes a multi-step package (verifier.task.package); with
-`--from-dataset`, one package per dataset case (verifier.task.cases).
+`--from-dataset`, one package per dataset case (verifier.task.from_dataset).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from verifier.task.package import (
 from verifier.task.protect import environment_files, guard_missing, protected_files
 from verifier.task.record import describe_kept
 from verifier.task.settings import verifier_settings
-from verifier.task.tests_dir import TestsPlan, plan_tests_dir
+from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
 
 __all__ = ["init_task", "referenced_files", "render", "templates_dir"]
@@ -134,7 +134,7 @@ def init_task(
         input_text = yaml.safe_dump({"prompt": instruction_text}, allow_unicode=True,
                                     sort_keys=False)  # fmt: skip
     if env is not None:
-        agent_files: tuple = ()
+        agent_files: tuple[TestsFile, ...] = ()
         starts_with = case_files(env, workdir)
     else:
         agent_files = starts_with = environment_files(dest) if protect else ()

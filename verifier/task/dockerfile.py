@@ -25,8 +25,9 @@ import posixpath
 import re
 from collections.abc import Iterable, Sequence
 
+import attrs
+
 from verifier.errors import UsageError
-from verifier.named import NamedTuple
 
 _DIRECTIVE_RE = re.compile(r"^#\s*([a-zA-Z][a-zA-Z0-9_-]*)\s*=\s*(.*?)\s*$")
 _HEREDOC_RE = re.compile(r"<<(-?)\s*([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2")
@@ -35,7 +36,8 @@ _ARCHIVE_RE = re.compile(r"\.(?:tar|tar\.\w+|tgz|tbz2?|txz)$")
 _CONTEXT_READERS = ("COPY", "ADD")
 
 
-class Instruction(NamedTuple):
+@attrs.frozen
+class Instruction:
     """One instruction as written (its lines, heredoc bodies included) and as read."""
 
     keyword: str  # upper case: FROM, COPY, RUN ...
@@ -44,15 +46,12 @@ class Instruction(NamedTuple):
     head_lines: int  # of `lines`, those of the instruction itself; the rest: heredoc bodies
 
     @property
-    def heredoc(self) -> bool:
-        return self.head_lines < len(self.lines)
-
-    @property
     def bodies(self) -> list[str]:
         return list(self.lines[self.head_lines :])
 
 
-class Dockerfile(NamedTuple):
+@attrs.frozen
+class Dockerfile:
     """The file as a sequence of items: an Instruction, or a line kept as it is."""
 
     items: tuple[Instruction | str, ...]
@@ -118,7 +117,8 @@ def parse_dockerfile(text: str, where: str) -> Dockerfile:
     return dockerfile
 
 
-class CopyArguments(NamedTuple):
+@attrs.frozen
+class CopyArguments:
     flags: tuple[str, ...]  # `--chown=1:1`, `--link` ...
     sources: tuple[str, ...]
     dest: str
@@ -325,7 +325,8 @@ def final_workdir(dockerfile: Dockerfile) -> str:
 # --- .dockerignore ----------------------------------------------------------------------
 
 
-class IgnoreRules(NamedTuple):
+@attrs.frozen
+class IgnoreRules:
     """A .dockerignore: (exception, pattern) pairs in order; the last match decides."""
 
     patterns: tuple[tuple[bool, str], ...]

@@ -26,8 +26,9 @@ import posixpath
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
+import attrs
+
 from verifier.errors import UsageError
-from verifier.named import NamedTuple
 from verifier.task.dockerfile import (
     Dockerfile,
     IgnoreRules,
@@ -46,7 +47,8 @@ CONTEXT_IN_TESTS = "environment"  # tests/environment/: DIR's context for the ve
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 
 
-class Environment(NamedTuple):
+@attrs.frozen
+class Environment:
     root: Path  # DIR
     dockerfile: Dockerfile
     dockerfile_text: str  # as written: environment/Dockerfile

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.config import Locator
 from verifier.config.execution import Execution, Invocation, parse_execution
 from verifier.errors import ConfigError
@@ -151,6 +153,6 @@ def with_min_rewards(
             ):
                 raise ConfigError(where, f"execution.steps[{index}] ({step.id}).min_reward",
                                   f"{value!r} must be a number in [0, 1]")  # fmt: skip
-            step = step._replace(min_reward=float(value))
+            step = attrs.evolve(step, min_reward=float(value))
         result.append(step)
     return tuple(result)

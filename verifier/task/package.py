@@ -34,8 +34,9 @@ from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
+import attrs
+
 from verifier.errors import UsageError
-from verifier.named import NamedTuple
 from verifier.references import TASK_INPUT_FILE, walk_files
 from verifier.task.environment import (
     CONTEXT_IN_TESTS,
@@ -61,14 +62,16 @@ _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _RESERVED_DIRS = ("/tests", "/logs", "/solution", "/case", "/opt/verifier")
 
 
-class StepSpec(NamedTuple):
+@attrs.frozen
+class StepSpec:
     id: str
     instruction: str
     timeout_s: float | None  # the agent's time for the step (None: the task's)
     min_reward: float | None = None  # below it, the trial stops after this step
 
 
-class PackageSpec(NamedTuple):
+@attrs.frozen
+class PackageSpec:
     """Everything that differs between two packages."""
 
     dest: Path

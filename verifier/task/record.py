@@ -16,13 +16,14 @@ import json
 import os
 from pathlib import Path, PurePosixPath
 
-from verifier.named import NamedTuple
+import attrs
 
 RECORD = ".verifier-task-init.json"
 _VERSION = 1
 
 
-class Kept(NamedTuple):
+@attrs.frozen
+class Kept:
     """A file init would have written (or removed) but left alone: the author's."""
 
     path: PurePosixPath  # relative to the package

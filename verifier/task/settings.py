@@ -27,31 +27,35 @@ from pathlib import Path
 from types import MappingProxyType
 from urllib.parse import urlsplit
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig, load_config
 from verifier.errors import ConfigError
 from verifier.judges.builtins import find_builtin
 from verifier.judges.kinds import KINDS
-from verifier.judges.llm.load import resolve_model
-from verifier.named import NamedTuple
+from verifier.judges.llm.from_spec import resolve_model
 
 GRADE_SLACK_S = 30.0
 HARBOR_SLACK_S = 60.0
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's own, when eval.yaml cannot be read
 
 
-class StepTime(NamedTuple):
+@attrs.frozen
+class StepTime:
     timeout_s: float  # [verifier] timeout_sec (or [steps.verifier])
     deadline_s: float | None  # VERIFIER_DEADLINE; None: unknown (eval.yaml invalid)
 
 
-class Network(NamedTuple):
+@attrs.frozen
+class Network:
     mode: str  # no-network | allowlist | public
     allowed_hosts: tuple[str, ...] = ()
     why: str = ""  # the comment task.toml gets
     env: Mapping[str, str] = MappingProxyType({})  # [verifier] env the endpoint needs
 
 
-class VerifierSettings(NamedTuple):
+@attrs.frozen
+class VerifierSettings:
     time: StepTime  # the task's (single-step: its only verifier; multi-step: unused)
     step_times: Mapping[str, StepTime]  # per step id
     network: Network
@@ -75,7 +79,7 @@ def verifier_settings(
     try:
         config = load_config(config_path, KINDS)
     except ConfigError:
-        return UNLOADED._replace(network=_network(None, network, environ))
+        return attrs.evolve(UNLOADED, network=_network(None, network, environ))
     steps = {step: step_time(config.judges, config.step_judges(step)) for step in config.step_ids}
     return VerifierSettings(
         time=step_time(config.judges, tuple(judge.name for judge in config.judges)),
@@ -103,7 +107,7 @@ def _network(config: EvalConfig | None, asked: str, environ: Mapping[str, str]) 
     llm = [judge for judge in config.judges if judge.kind == "llm"] if config else []
     endpoints = _endpoints(config, llm, environ) if config else Network("no-network")
     if asked == "public":
-        return endpoints._replace(mode="public", allowed_hosts=(),
+        return attrs.evolve(endpoints, mode="public", allowed_hosts=(),
                                   why="asked for (--verifier-network public)")  # fmt: skip
     if asked == "no-network" or not llm:
         why = "asked for" if asked == "no-network" else "no judge asks a model"

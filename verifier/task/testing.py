@@ -28,9 +28,11 @@ import tomllib
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+import attrs
 
 from verifier.errors import UsageError, VerifierError
-from verifier.named import NamedTuple
 
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")  # Harbor's (harbor/utils/env.py)
 _BUILD_TIMEOUT_S = 1800.0
@@ -42,7 +44,8 @@ class PackageFailed(VerifierError):
     """The package does not do what it should: a build, the solution, or a reward."""
 
 
-class Step(NamedTuple):
+@attrs.frozen
+class Step:
     name: str | None  # None: a single-step package
     solution: Path  # the dir holding solve.sh
     verifier_env: Mapping[str, str]
@@ -50,7 +53,8 @@ class Step(NamedTuple):
     agent_timeout_s: float
 
 
-class Package(NamedTuple):
+@attrs.frozen
+class Package:
     dest: Path
     name: str
     workdir: str  # the agent's work dir: the first artifact
@@ -62,7 +66,8 @@ class Package(NamedTuple):
     steps: tuple[Step, ...]
 
 
-class Graded(NamedTuple):
+@attrs.frozen
+class Graded:
     label: str
     reward: float
     output: str  # test.sh's output
@@ -130,7 +135,7 @@ def resolve_env(env: Mapping[str, str], environ: Mapping[str, str], where: str) 
     return resolved
 
 
-def _table(document: object, key: str) -> dict:
+def _table(document: object, key: str) -> dict[str, Any]:
     value = document.get(key) if isinstance(document, dict) else None
     return value if isinstance(value, dict) else {}
 

@@ -17,9 +17,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
+import attrs
+
 from verifier.errors import ConfigError
 from verifier.judges.builtins import builtin_reference_files
-from verifier.named import NamedTuple
 from verifier.references import referenced_files
 
 # Directories nothing grading reads: version control, caches, virtual environments.
@@ -39,14 +40,16 @@ TESTS_SIZE_WARNING = 20 * 1024 * 1024
 CONFIG_NAME = "eval.yaml"  # what the config is called in tests/, whatever its own name
 
 
-class TestsFile(NamedTuple):
+@attrs.frozen
+class TestsFile:
     """One file of tests/: where it goes, relative to tests/, and where it comes from."""
 
     relative: PurePosixPath
     source: Path
 
 
-class TestsPlan(NamedTuple):
+@attrs.frozen
+class TestsPlan:
     files: tuple[TestsFile, ...]
     warnings: tuple[str, ...]
 

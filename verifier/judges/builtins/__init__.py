@@ -23,8 +23,8 @@ from verifier.judges.builtins import (
     files,
     guards,
     model_graded,
+    pass_rate,
     process,
-    tests,
     xlsx,
 )
 from verifier.judges.builtins.registry import (
@@ -51,8 +51,8 @@ __all__ = [
     "find_builtin",
     "guards",
     "model_graded",
+    "pass_rate",
     "process",
-    "tests",
     "xlsx",
 ]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from verifier.config import Key
 from verifier.config.fields import Choice, Flag, Number, OneOrMany, Text
-from verifier.judges.builtins.fields import CasePath
+from verifier.judges.builtins.arguments import CasePath
 from verifier.judges.builtins.registry import (
     PARTIAL_CREDIT,
     BuiltinContext,

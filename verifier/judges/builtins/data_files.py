@@ -14,7 +14,7 @@ from typing import Any
 from verifier.casefiles import read_case_file
 from verifier.config import Key
 from verifier.config.fields import Number, Text
-from verifier.judges.builtins.fields import AnyValue, CasePath, ColumnRef
+from verifier.judges.builtins.arguments import AnyValue, CasePath, ColumnRef
 from verifier.judges.builtins.files import PATH, case_text
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
 from verifier.values import json_text

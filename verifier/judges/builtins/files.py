@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from verifier.casefiles import existence_problem, read_case_file
 from verifier.config import Key
 from verifier.config.fields import Flag, Text
-from verifier.judges.builtins.fields import CasePath, Pattern, ReferencePath
+from verifier.judges.builtins.arguments import CasePath, Pattern, ReferencePath
 from verifier.judges.builtins.registry import (
     PARTIAL_CREDIT,
     BuiltinContext,
@@ -156,6 +156,7 @@ def files_equal(
     first, problem = case_lines(context, path1)
     if first is None:
         return False, problem
+    second: str | None
     if reference is not None:
         second, other = reference_text(context, reference), f"the reference {reference}"
     else:

@@ -18,13 +18,14 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+import attrs
+
 from verifier.casefiles import CaseListing, list_case, read_case_file
 from verifier.config import Key
 from verifier.globs import Glob
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import Globs, ReferencePath
+from verifier.judges.builtins.arguments import Globs, ReferencePath
 from verifier.judges.builtins.registry import BuiltinContext, builtin
-from verifier.named import NamedTuple
 from verifier.references import SKIPPED_NAMES
 
 MAX_PROTECTED_BYTES = 64 * 1024 * 1024  # one protected file
@@ -56,7 +57,8 @@ PATHS = Key("paths", Globs(description="what is protected: globs relative to the
             required=True)  # fmt: skip
 
 
-class Tampering(NamedTuple):
+@attrs.frozen
+class Tampering:
     changed: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     added: tuple[str, ...] = ()
@@ -74,7 +76,7 @@ class Tampering(NamedTuple):
         return "; ".join(parts)
 
 
-@builtin("guard", PATHS, TRUSTED._replace(required=True))
+@builtin("guard", PATHS, attrs.evolve(TRUSTED, required=True))
 def files_unchanged(
     context: BuiltinContext, paths: tuple[Glob, ...], reference: PurePosixPath
 ) -> JudgeAnswer:
@@ -93,7 +95,7 @@ def files_unchanged(
     )  # fmt: skip
     if tampering:
         return JudgeAnswer(False, f"protected files were tampered with: {tampering.describe()}",
-                           {"tampering": tampering._asdict()})  # fmt: skip
+                           {"tampering": attrs.asdict(tampering, recurse=False)})  # fmt: skip
     return JudgeAnswer(True, f"{len(trusted)} protected files unchanged, none added")
 
 
@@ -114,8 +116,9 @@ def no_new_files_matching(
                 if path not in trusted
                 or not _same(context.case_dir, path, present[path], trusted[path]))  # fmt: skip
     if new:
+        tampering = attrs.asdict(Tampering(added=new), recurse=False)
         return JudgeAnswer(False, f"files that must not be there: {_listed(new)}",
-                           {"tampering": Tampering(added=new)._asdict()})  # fmt: skip
+                           {"tampering": tampering})  # fmt: skip
     return JudgeAnswer(True, f"no file matches {', '.join(glob.pattern for glob in paths)}")
 
 

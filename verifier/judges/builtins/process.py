@@ -17,7 +17,7 @@ from verifier.config import Key
 from verifier.config.fields import Number, Text
 from verifier.console import signal_name
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import (
+from verifier.judges.builtins.arguments import (
     CasePath,
     CommandLine,
     Environment,

@@ -6,11 +6,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
 from verifier.judges.base import JudgeAnswer, Record
-from verifier.judges.builtins.fields import REFERENCE_FIELDS, ProvidedFiles
-from verifier.named import NamedTuple
+from verifier.judges.builtins.arguments import REFERENCE_FIELDS, ProvidedFiles
 
 # What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
 # which adds details for judges.json).
@@ -18,7 +19,8 @@ ValueWithRationale = tuple[bool | float, str]
 BuiltinReturn = ValueWithRationale | JudgeAnswer
 
 
-class BuiltinContext(NamedTuple):
+@attrs.frozen
+class BuiltinContext:
     """What a builtin may look at: the case dir (untrusted) and eval.yaml's dir (trusted)."""
 
     case_dir: Path
@@ -26,7 +28,8 @@ class BuiltinContext(NamedTuple):
     record: Record
 
 
-class Builtin(NamedTuple):
+@attrs.frozen
+class Builtin:
     name: str
     category: str
     run: Callable[..., BuiltinReturn]

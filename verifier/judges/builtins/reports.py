@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from verifier.named import NamedTuple
+import attrs
 
 FORMATS = ("junit", "pytest-json", "go-json", "ctrf")
 PASSED, FAILED, ERRORED, SKIPPED = "passed", "failed", "errored", "skipped"
@@ -78,13 +78,15 @@ class ReportError(ValueError):
     """The bytes are no usable report; str() completes '<path> ...' ('is empty')."""
 
 
-class Outcome(NamedTuple):
+@attrs.frozen
+class Outcome:
     test: str
     result: str  # PASSED, FAILED, ERRORED or SKIPPED
     message: str = ""  # what the report says of a failure or skip (CTRF), cut short
 
 
-class Counts(NamedTuple):
+@attrs.frozen
+class Counts:
     passed: int = 0
     failed: int = 0
     errored: int = 0
@@ -96,7 +98,12 @@ class Counts(NamedTuple):
         return self.passed + self.failed + self.errored
 
     def plus(self, other: Counts) -> Counts:
-        return Counts(*(mine + theirs for mine, theirs in zip(self, other, strict=True)))
+        return Counts(
+            self.passed + other.passed,
+            self.failed + other.failed,
+            self.errored + other.errored,
+            self.skipped + other.skipped,
+        )
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Counts:
@@ -106,7 +113,8 @@ class Counts(NamedTuple):
         return cls(tally[PASSED], tally[FAILED], tally[ERRORED], tally[SKIPPED])
 
 
-class Report(NamedTuple):
+@attrs.frozen
+class Report:
     """What one or more report files say."""
 
     format: str  # one of FORMATS, or several joined with "+" when files differ
@@ -240,6 +248,7 @@ def _pytest_json_report(document: dict[str, Any]) -> Report:
     if isinstance(tests, list):
         outcomes = uncollected + tuple(_pytest_outcome(test) for test in tests)
         return Report("pytest-json", Counts.of(outcomes), outcomes)
+    assert isinstance(summary, dict)  # refused above when it is neither tests nor summary
     totals = {result: sum(_count(summary, key) for key in keys)
               for result, keys in _PYTEST_SUMMARY.items()}  # fmt: skip
     counts = Counts(**totals).plus(Counts.of(uncollected))

@@ -30,8 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import attrs
+
 from verifier.judges.builtins.testlists import TrustedTests, pytest_file
-from verifier.named import NamedTuple
 
 RUNNERS = ("pytest", "go")
 LAUNCHER = Path(__file__).with_name("pytest_launcher.py")
@@ -47,7 +48,8 @@ PYTEST_TAMPERED = 7
 PYTEST_TAMPERED_MARK = "pytest_launcher: the run was tampered with: "
 
 
-class RunnerPlan(NamedTuple):
+@attrs.frozen
+class RunnerPlan:
     name: str  # as in `runner:`
     programs: tuple[str, ...]  # resolved in the toolchain before the case is staged
     command: tuple[str, ...]

@@ -24,15 +24,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+import attrs
+
 from verifier.judges.builtins.reports import ERRORED, FAILED, PASSED, SKIPPED, Outcome, Report
-from verifier.named import NamedTuple
 
 MISSING = "missing"
 GROUPS = ("tests", "fail_to_pass", "pass_to_pass")
 _RANK = {PASSED: 0, SKIPPED: 1, ERRORED: 2, FAILED: 3}
 
 
-class TrustedTests(NamedTuple):
+@attrs.frozen
+class TrustedTests:
     """The listed ids in order, each once, and the group (`tests`, `fail_to_pass`,
     `pass_to_pass`) each came from."""
 
@@ -63,14 +65,16 @@ def overlap(lists: Mapping[str, Sequence[str] | None]) -> tuple[str, str, str] |
     return None
 
 
-class Listed(NamedTuple):
+@attrs.frozen
+class Listed:
     test: str
     group: str
     result: str  # PASSED, FAILED, ERRORED, SKIPPED or MISSING
     message: str = ""  # the report's, of the test that decided
 
 
-class Selection(NamedTuple):
+@attrs.frozen
+class Selection:
     """Each listed test's outcome, and how many tests of the report the list left out."""
 
     listed: tuple[Listed, ...]

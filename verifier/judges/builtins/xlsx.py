@@ -16,13 +16,14 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from verifier.casefiles import read_case_file
 from verifier.config import Key, Locator
 from verifier.config.fields import Text
 from verifier.judges.builtins.data_files import EXPECTED, json_equal
 from verifier.judges.builtins.files import PATH
 from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
-from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     import zipfile
@@ -40,7 +41,8 @@ class WorkbookProblem(Exception):
     """What makes the workbook unreadable, in words (a fact about the case)."""
 
 
-class CellReference(NamedTuple):
+@attrs.frozen
+class CellReference:
     description: str = "A1-style, e.g. B2"
 
     def parse(self, value: Any, at: Locator) -> str:

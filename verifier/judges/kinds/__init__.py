@@ -20,10 +20,15 @@ from verifier.judges.kinds.module import MODULE
 
 
 class RunnableKind(JudgeKind, Protocol):
-    pool: Pool
-    # Whether only the case can make the judge time out, exceed the memory limit or die
-    # without answering; the engine then counts those as the judge's failure, not errors.
-    case_bound: bool
+    @property
+    def pool(self) -> Pool: ...
+
+    @property
+    def case_bound(self) -> bool:
+        """Whether only the case can make the judge time out, exceed the memory limit or
+        die without answering; the engine then counts those as the judge's failure, not
+        errors."""
+        ...
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         """The per-case callable; load-time checks (compile, import, files) raise ConfigError."""

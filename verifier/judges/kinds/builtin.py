@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text, object_schema
 from verifier.judges.base import Pool, Record
-from verifier.named import NamedTuple
+from verifier.scale import FeedbackType
 
 
-class BuiltinSpec(NamedTuple):
+@attrs.frozen
+class BuiltinSpec:
     name: str  # as written: `file_exists` or `files/file_exists`
 
 
@@ -45,7 +48,7 @@ class BuiltinKind(KindDefaults):
         found = find_builtin(spec.name)
         return found.score_range if found is not None else None
 
-    def default_feedback_type(self, spec: Any) -> str | None:
+    def default_feedback_type(self, spec: Any) -> FeedbackType | None:
         """A builtin without a partial-credit scale gives a verdict: true or false."""
         from verifier.judges.builtins import find_builtin
 

@@ -14,13 +14,15 @@ from collections.abc import Callable, Mapping
 from types import CodeType
 from typing import Any
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
 from verifier.judges.base import Pool, Record
-from verifier.named import NamedTuple
 
 
-class CheckSpec(NamedTuple):
+@attrs.frozen
+class CheckSpec:
     body: str
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Number, OneOrMany, RelativePath, Text
 from verifier.judges.base import Pool, Record
 from verifier.judges.kinds.builtin import is_prompt_builtin
 from verifier.judges.llm.keys import CriteriaField, GuardField, PanelField, PricesField, RuleField
 from verifier.judges.llm.spec import CRITERIA_RULES, PANEL_RULES, LLMSpec
-from verifier.named import NamedTuple
+from verifier.scale import FeedbackType
 
 PROMPT_KEYS = ("llm_rubric", "prompt", "prompt_file")
 MAX_SAMPLES = 25
@@ -24,7 +26,8 @@ MAX_SAMPLES = 25
 CRITERIA_RUBRIC = "Grade the agent's work against each criterion."
 
 
-class ProviderName(NamedTuple):
+@attrs.frozen
+class ProviderName:
     """A provider name or alias from the provider registry (verifier.judges.llm.providers)."""
 
     description: str = "openai-compatible or anthropic; sends the model name verbatim"
@@ -99,7 +102,7 @@ class LLMKind(KindDefaults):
         if len(present) > 1:
             raise at.child(present[1]).error(f"set only one of {', '.join(present)}")
         key = present[0] if present else "criteria"
-        prompt = values.get(key) if present else CRITERIA_RUBRIC
+        prompt: str = values[key] if present else CRITERIA_RUBRIC
         if key == "prompt_file":
             path = at.base_dir / prompt
             try:
@@ -108,7 +111,7 @@ class LLMKind(KindDefaults):
                 raise at.child(key).error(f"{path} cannot be read: {error}") from None
         return LLMSpec(prompt_key=key, prompt=prompt, **_common_spec(values, at))
 
-    def default_feedback_type(self, spec: Any) -> str | None:
+    def default_feedback_type(self, spec: Any) -> FeedbackType | None:
         """An LLM builtin (a shipped prompt) is graded pass/fail."""
         return "bool" if spec.builtin is not None else None
 
@@ -159,7 +162,7 @@ class LLMKind(KindDefaults):
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         import os
 
-        from verifier.judges.llm.load import build_judge
+        from verifier.judges.llm.from_spec import build_judge
 
         return build_judge(judge, config, os.environ)
 

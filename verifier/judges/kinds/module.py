@@ -12,13 +12,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
 from verifier.judges.base import Pool, Record
-from verifier.named import NamedTuple
 
 
-class ModuleSpec(NamedTuple):
+@attrs.frozen
+class ModuleSpec:
     module: str
     function: str
 

@@ -25,16 +25,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from verifier.errors import OutputError
-from verifier.judges.llm.redact import redact_tree
-from verifier.named import NamedTuple
+from verifier.redact import redact_tree
 
 BUCKETS = 256
 NONCE_PLACEHOLDER = "<nonce>"
 _SUFFIX = ".json"
 
 
-class ResponseCache(NamedTuple):
+@attrs.frozen
+class ResponseCache:
     directory: Path
     max_bytes: int
 

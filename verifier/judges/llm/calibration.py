@@ -14,10 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from verifier.named import NamedTuple
+import attrs
 
 
-class Agreement(NamedTuple):
+@attrs.frozen
+class Agreement:
     measure: str  # "spearman" or "cohen_kappa"
     value: float | None  # None: undefined (reason says why)
     pairs: int

@@ -15,18 +15,20 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from verifier.judges.llm.answer_scale import AnswerScale
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.gate import Gate, GateFigures
 from verifier.judges.llm.providers import Endpoint, Generation, Quirks, learn_quirk
-from verifier.judges.llm.scale import AnswerScale
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy, post_json
-from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     from verifier.judges.llm.prompt import Prompt
 
 
-class Answered(NamedTuple):
+@attrs.frozen
+class Answered:
     """A response to one sample: from the endpoint, or from the cache (cached)."""
 
     payload: dict[str, Any]

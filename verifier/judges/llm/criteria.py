@@ -31,16 +31,18 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
+
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.parse import Grade, Reply, answer_object, as_bool, as_number, excerpt
-from verifier.judges.llm.scale import AnswerError, AnswerScale
 from verifier.judges.llm.spec import CriterionSpec
-from verifier.named import NamedTuple
 
 VERDICTS_FIELD = "criteria"
 SCORE_FIELD = "score"
 
 
-class Verdict(NamedTuple):
+@attrs.frozen
+class Verdict:
     """One criterion's answer: as the model gave it (raw) and as a value in [0, 1]."""
 
     name: str
@@ -53,7 +55,7 @@ def normalize(criterion: CriterionSpec, raw: Any) -> tuple[bool | float, float]:
     """(the verdict as read, its value in [0, 1] after negate); AnswerError off its scale."""
     where = f"criterion {criterion.name!r}"
     if criterion.type == "binary":
-        verdict = as_bool(raw)
+        verdict: bool | float | None = as_bool(raw)
         if verdict is None and isinstance(raw, int | float) and raw in (0, 1):
             verdict = bool(raw)
         if verdict is None:
@@ -117,7 +119,8 @@ def reduce_values(criterion: CriterionSpec, values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
-class CriteriaForm(NamedTuple):
+@attrs.frozen
+class CriteriaForm:
     """The answer a criteria judge asks for, and how its value is made: what the prompt,
     the request's schema and the reader of the answer take in place of an AnswerScale."""
 
@@ -240,7 +243,7 @@ def combine_verdicts(
         given = [answer[index] for answer in answers]
         value = combine(criterion, [verdict.value for verdict in given])
         closest = min(given, key=lambda verdict: abs(verdict.value - value))
-        combined.append(closest._replace(value=value))
+        combined.append(attrs.evolve(closest, value=value))
     return tuple(combined)
 
 

@@ -27,14 +27,15 @@ import math
 import threading
 import time
 
-from verifier.named import NamedTuple
+import attrs
 
 WINDOW = 16  # answered requests per latency mean
 RISE = 1.5  # a mean this many times the lowest one is rising latency
 RISE_SLACK_S = 0.01  # below this, a difference is noise, not a queue
 
 
-class GateFigures(NamedTuple):
+@attrs.frozen
+class GateFigures:
     """What a gate saw: for the batch summary."""
 
     capacity: int  # the ceiling

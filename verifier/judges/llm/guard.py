@@ -47,10 +47,11 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import attrs
+
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.parse import Grade, Reply, answer_object, as_bool, read_answer
 from verifier.judges.llm.prompt import neutralized_tag
-from verifier.judges.llm.scale import AnswerError, AnswerScale
-from verifier.named import NamedTuple
 
 GUARD_FIELD = "grader_directed"
 EXCERPT_CHARS = 120
@@ -166,7 +167,8 @@ _SPLIT_WORD = re.compile("[A-Za-z][\u200b\u2060\u180e\ufeff]+[A-Za-z]")
 _HTML_COMMENT = re.compile(r"<!--(.*?)-->", re.DOTALL)
 
 
-class Finding(NamedTuple):
+@attrs.frozen
+class Finding:
     rule: str
     excerpt: str  # the matched text and a little around it, invisible characters shown
 
@@ -174,12 +176,14 @@ class Finding(NamedTuple):
         return {"rule": self.rule, "excerpt": self.excerpt}
 
 
-class Guard(NamedTuple):
+@attrs.frozen
+class Guard:
     on_detect: str  # flag | zero
     ask_model: bool
 
 
-class Screening(NamedTuple):
+@attrs.frozen
+class Screening:
     """What the guard found in one prompt's material."""
 
     guard: Guard
@@ -279,7 +283,8 @@ def _excerpt(text: str, start: int, end: int) -> str:
     return " ".join(shown.split())[: EXCERPT_CHARS * 2]
 
 
-class GuardedForm(NamedTuple):
+@attrs.frozen
+class GuardedForm:
     """An answer form with the guard's question added (`ask_model: true`)."""
 
     inner: Any  # AnswerScale or criteria.CriteriaForm
@@ -326,4 +331,4 @@ class GuardedForm(NamedTuple):
         directed = as_bool(found.get(GUARD_FIELD)) if isinstance(found, dict) else None
         if directed is None:
             raise AnswerError(f"the answer has no {GUARD_FIELD!r} true/false verdict")
-        return grade._replace(grader_directed=directed)
+        return attrs.evolve(grade, grader_directed=directed)

@@ -28,8 +28,11 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+import attrs
+
 from verifier.judges.base import JudgeAnswer, Record
 from verifier.judges.llm import panel
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client
 from verifier.judges.llm.criteria import CriteriaForm, is_discrete, rationale_of, verdict_rows
@@ -38,13 +41,11 @@ from verifier.judges.llm.parse import Grade, excerpt, read_answer
 from verifier.judges.llm.pricing import Price, cost_usd
 from verifier.judges.llm.prompt import Prompt, PromptPlan
 from verifier.judges.llm.providers import Endpoint, Generation
-from verifier.judges.llm.redact import known_secrets, redact, redact_tree
 from verifier.judges.llm.sampling import reduce_samples
-from verifier.judges.llm.scale import AnswerError, AnswerScale
 from verifier.judges.llm.template import TemplateProblem
 from verifier.judges.llm.tokens import is_context_overflow
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy
-from verifier.named import NamedTuple
+from verifier.redact import known_secrets, redact, redact_tree
 
 
 class LLMJudgeError(Exception):
@@ -56,7 +57,8 @@ class LLMJudgeError(Exception):
         self.details = redact_tree(details, secrets)
 
 
-class Sample(NamedTuple):
+@attrs.frozen
+class Sample:
     """One sample's outcome: a grade, or the problem that left it without one."""
 
     grade: Grade | None
@@ -70,7 +72,8 @@ class Sample(NamedTuple):
     overflowed: bool = False  # the endpoint refused the prompt for its length: a case fact
 
 
-class Spend(NamedTuple):
+@attrs.frozen
+class Spend:
     """What one model's samples for a judge cost: for the batch summary, not judges.json."""
 
     model: str
@@ -101,7 +104,8 @@ class Spend(NamedTuple):
         )
 
 
-class _Member(NamedTuple):
+@attrs.frozen
+class _Member:
     """One model's samples reduced: its value, or why it has none (problem)."""
 
     value: bool | float | None
@@ -111,7 +115,8 @@ class _Member(NamedTuple):
     problem: str | None = None
 
 
-class LLMJudge(NamedTuple):
+@attrs.frozen
+class LLMJudge:
     endpoint: Endpoint  # the judge's model (a panel's first member)
     plan: PromptPlan
     generation: Generation
@@ -321,7 +326,7 @@ class LLMJudge(NamedTuple):
         """What, besides eval.yaml, decides this judge's answers: for a batch's resume key."""
         return {
             **self.origin(),
-            "generation": self.generation._asdict(),
+            "generation": attrs.asdict(self.generation, recurse=False),
             "max_case_chars": self.plan.max_case_chars,
             "context_tokens": self.plan.context_tokens,
         }

@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from verifier.config.fields import Locator, RelativePath
 from verifier.errors import did_you_mean
 from verifier.judges.llm.spec import (
@@ -29,7 +31,6 @@ from verifier.judges.llm.spec import (
     MemberSpec,
     PriceSpec,
 )
-from verifier.named import NamedTuple
 from verifier.values import finite_float
 
 MAX_CRITERIA = 50
@@ -54,7 +55,8 @@ def rule_name(value: Any) -> Any:
     return RULE_ALIASES.get(value, value) if isinstance(value, str) else value
 
 
-class CriteriaField(NamedTuple):
+@attrs.frozen
+class CriteriaField:
     description: str = (
         "criteria graded in one request, each {description, type: binary|likert|numeric|"
         "rubric, name, points, min, max, levels, weight, negate, required, optional}"
@@ -163,7 +165,9 @@ def _criterion(entry: Any, at: Locator) -> CriterionSpec:
         type=kind,
         weight=_number(entry, "weight", 1.0, at, minimum=0.0),
         id=identifier,
-        **flags,
+        negate=flags["negate"],
+        required=flags["required"],
+        optional=flags["optional"],
         **_scale_keys(entry, kind, at),
     )
 
@@ -218,7 +222,8 @@ def _number(
     return number
 
 
-class RuleField(NamedTuple):
+@attrs.frozen
+class RuleField:
     """`aggregate:` a criteria rule (rewardkit's names too) or a panel rule."""
 
     description: str = (
@@ -244,7 +249,8 @@ class RuleField(NamedTuple):
         return {"enum": names, "description": self.description}
 
 
-class PanelField(NamedTuple):
+@attrs.frozen
+class PanelField:
     """`panel: [model, ...]` or `panel: {models: [...], aggregate: RULE}`; a member is a
     model name or `{model, provider}`. Returns (members, the panel's rule or None)."""
 
@@ -314,7 +320,8 @@ def _member(value: Any, at: Locator) -> MemberSpec:
     raise at.error("must be a model name or {model: NAME, provider: NAME}")
 
 
-class GuardField(NamedTuple):
+@attrs.frozen
+class GuardField:
     description: str = (
         "screen the case material for text aimed at the grader: flag | zero, or "
         "{on_detect: flag|zero, ask_model: true|false}; off (or false) for none"
@@ -360,7 +367,8 @@ def _action(value: Any, at: Locator) -> str:
     return action
 
 
-class PricesField(NamedTuple):
+@attrs.frozen
+class PricesField:
     """`prices:` {model: {input, output}} in USD per million tokens, or a YAML/JSON file
     of that mapping beside eval.yaml. Returns (prices, where they came from)."""
 

@@ -26,7 +26,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from verifier.judges.llm.scale import AnswerScale
+from verifier.judges.llm.answer_scale import AnswerScale
 
 
 def default_rule(scale: AnswerScale) -> str:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
-from verifier.judges.llm.scale import AnswerError, AnswerScale
-from verifier.named import NamedTuple
+import attrs
+
+from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 
 EXCERPT_CHARS = 300
 _TRUE_WORDS = frozenset({"true", "yes", "pass", "passed", "passes"})
@@ -32,17 +34,19 @@ _VERDICT_LINE = re.compile(
 )
 
 
-class Reply(NamedTuple):
+@attrs.frozen
+class Reply:
     """What one response said, provider-neutral."""
 
     text: str | None  # the answer's prose, if any
     arguments: Any = None  # the tool call's arguments or the JSON-schema output, if any
     stop_reason: str | None = None
-    usage: dict[str, int] = MappingProxyType({})
+    usage: Mapping[str, int] = MappingProxyType({})
     model: str | None = None  # the model the server says answered
 
 
-class Grade(NamedTuple):
+@attrs.frozen
+class Grade:
     value: bool | float
     rationale: str | None
     via: Literal["structured", "text"]

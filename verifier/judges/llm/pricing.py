@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from verifier.judges.llm.spec import PriceSpec
-from verifier.named import NamedTuple
+import attrs
 
-DEFAULT_PRICES_CHECKED = "2025-11"
-DEFAULT_PRICES: Mapping[str, PriceSpec] = {
+from verifier.judges.llm.spec import PriceSpec
+
+DEFAULT_PRICES: Mapping[str, PriceSpec] = {  # the providers' list prices as of 2025-11
     # OpenAI, https://openai.com/api/pricing
     "gpt-5": PriceSpec(1.25, 10.0),
     "gpt-5-mini": PriceSpec(0.25, 2.0),
@@ -55,7 +55,8 @@ DEFAULT_PRICES: Mapping[str, PriceSpec] = {
 _SNAPSHOT = re.compile(r"(?:[-@](?:\d{4}-?\d{2}-?\d{2}|latest))?\Z")  # what may follow a name
 
 
-class Price(NamedTuple):
+@attrs.frozen
+class Price:
     """A model's price, and where it came from (judges.json and the summary say)."""
 
     input: float  # USD per million input tokens

@@ -25,8 +25,10 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import attrs
+
+from verifier.judges.llm.answer_scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.conversation import conversation_of, conversation_source
-from verifier.judges.llm.scale import TOOL_NAME, AnswerScale, OutputMode
 from verifier.judges.llm.template import (
     CaseMaterialMissing,
     PromptTemplate,
@@ -35,21 +37,22 @@ from verifier.judges.llm.template import (
     mark_trusted,
 )
 from verifier.judges.llm.tokens import REQUEST_OVERHEAD_TOKENS, estimate_tokens
-from verifier.named import NamedTuple
 from verifier.references import ANNOTATION_PREFIX
 
 MAX_BLOCKS = 200  # fences per prompt: beyond it their overhead, not the material, would grow
 _FIT_PASSES = 4  # cuts to fit a token budget: each one measured, the last one to nothing
 
 
-class Reference(NamedTuple):
+@attrs.frozen
+class Reference:
     """A `context` file: trusted reference material from the task author."""
 
     name: str
     text: str
 
 
-class Prompt(NamedTuple):
+@attrs.frozen
+class Prompt:
     system: str
     user: str
     nonce: str  # the fences' random part (left out of the response cache's key)
@@ -66,7 +69,8 @@ class Prompt(NamedTuple):
         return self.cut_chars > 0
 
 
-class PromptPlan(NamedTuple):
+@attrs.frozen
+class PromptPlan:
     """Everything about a judge's prompt that is fixed at load time."""
 
     template: PromptTemplate
@@ -485,9 +489,10 @@ def _blocks(pieces: Sequence[_Piece]) -> list[str | list[_Piece]]:
     seen = 0
 
     def close() -> None:
-        gap = []
-        while group and isinstance(group[-1], str):
-            gap.append(group.pop())
+        gap: list[str] = []
+        while group and isinstance(text := group[-1], str):
+            gap.append(text)
+            group.pop()
         grouped.append(group[:])
         grouped.extend(reversed(gap))
         group.clear()

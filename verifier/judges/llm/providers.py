@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+import attrs
+
+from verifier.judges.llm.answer_scale import TOOL_NAME, AnswerError, AnswerScale, OutputMode
 from verifier.judges.llm.parse import Reply, excerpt
-from verifier.judges.llm.scale import TOOL_NAME, AnswerError, AnswerScale, OutputMode
-from verifier.named import NamedTuple
 
 if TYPE_CHECKING:
     from verifier.judges.llm.prompt import Prompt
@@ -40,7 +41,8 @@ COMPLETION_TOKENS = "max-completion-tokens"
 Quirks = frozenset[str]
 
 
-class Generation(NamedTuple):
+@attrs.frozen
+class Generation:
     """Request options that are the same for every request of a judge."""
 
     max_tokens: int = 1024
@@ -68,9 +70,16 @@ def learn_quirk(message: str, body: Mapping[str, Any]) -> str | None:
 
 
 class Endpoint(Protocol):
-    provider: Provider
-    base_url: str
-    model: str
+    """One wire format at one URL for one model (read-only: endpoints are records)."""
+
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
 
     @property
     def url(self) -> str: ...
@@ -88,7 +97,14 @@ class Endpoint(Protocol):
     def hint(self, status: int | None) -> str: ...
 
 
-class OpenAIChat(NamedTuple):
+class EndpointClass(Protocol):
+    """What a provider makes its endpoints with (OpenAIChat, AnthropicMessages)."""
+
+    def __call__(self, *, provider: Provider, base_url: str, model: str) -> Endpoint: ...
+
+
+@attrs.frozen
+class OpenAIChat:
     provider: Provider
     base_url: str
     model: str
@@ -149,7 +165,8 @@ class OpenAIChat(NamedTuple):
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise AnswerError(f"the response has no choices: {_shown(payload)}")
         choice = choices[0]
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        said = choice.get("message")
+        message = said if isinstance(said, dict) else {}
         arguments = None
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
@@ -157,7 +174,8 @@ class OpenAIChat(NamedTuple):
                 arguments = function.get("arguments")
                 break
         text = _joined_text(message.get("content")) or message.get("refusal")
-        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        counted = payload.get("usage")
+        usage = counted if isinstance(counted, dict) else {}
         return Reply(
             text=text if isinstance(text, str) else None,
             arguments=arguments,
@@ -170,7 +188,8 @@ class OpenAIChat(NamedTuple):
         return _hint(status, self.provider, "does $OPENAI_BASE_URL end in /v1")
 
 
-class AnthropicMessages(NamedTuple):
+@attrs.frozen
+class AnthropicMessages:
     provider: Provider
     base_url: str
     model: str
@@ -230,7 +249,8 @@ class AnthropicMessages(NamedTuple):
                 arguments = block.get("input")
             elif block.get("type") == "text" and isinstance(block.get("text"), str):
                 texts.append(block["text"])
-        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        counted = payload.get("usage")
+        usage = counted if isinstance(counted, dict) else {}
         return Reply(
             text="\n".join(texts) or None,
             arguments=arguments,
@@ -275,7 +295,8 @@ def _shown(payload: Mapping[str, Any]) -> str:
     return excerpt(json.dumps(payload, default=str))
 
 
-class Provider(NamedTuple):
+@attrs.frozen
+class Provider:
     name: str  # as judges.json records it
     label: str  # as error messages name it
     aliases: tuple[str, ...]  # what a judge's `provider:` key may say
@@ -283,7 +304,7 @@ class Provider(NamedTuple):
     default_base_url: str
     key_env: tuple[str, ...]  # API key variables, in the order they are tried (all redacted)
     model_prefixes: tuple[str, ...]  # an unprefixed model name starting so means this provider
-    endpoint: type[OpenAIChat] | type[AnthropicMessages]
+    endpoint: EndpointClass
 
     def make_endpoint(self, base_url: str, model: str) -> Endpoint:
         return self.endpoint(provider=self, base_url=base_url, model=model)
@@ -322,4 +343,3 @@ PROVIDERS: tuple[Provider, ...] = (OPENAI, ANTHROPIC)
 PROVIDERS_BY_ALIAS = {
     alias: provider for provider in PROVIDERS for alias in (provider.name, *provider.aliases)
 }
-SECRET_ENV_VARS = tuple(variable for provider in PROVIDERS for variable in provider.key_env)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from verifier.judges.llm.scale import AnswerScale
-from verifier.named import NamedTuple
+import attrs
+
+from verifier.judges.llm.answer_scale import AnswerScale
 
 
-class Reduced(NamedTuple):
+@attrs.frozen
+class Reduced:
     value: bool | float
     agreement: float
     spread: float | None  # max - min, numbers only

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from types import MappingProxyType
 
-from verifier.named import NamedTuple
+import attrs
 
 
-class CriterionSpec(NamedTuple):
+@attrs.frozen
+class CriterionSpec:
     """One `criteria:` entry, in rewardkit's shape (its `[[criterion]]` tables)."""
 
     name: str
@@ -31,28 +32,32 @@ class CriterionSpec(NamedTuple):
     id: str | None = None
 
 
-class MemberSpec(NamedTuple):
+@attrs.frozen
+class MemberSpec:
     """One `panel:` member: a model as `model:` takes it, and optionally its provider."""
 
     model: str
     provider: str | None = None
 
 
-class GuardSpec(NamedTuple):
+@attrs.frozen
+class GuardSpec:
     """`guard:` what to do when the case material holds text aimed at the grader."""
 
     on_detect: str = "flag"  # flag: record the finding; zero: the judge's lowest value
     ask_model: bool = False  # also ask the judge's model, in the same request
 
 
-class PriceSpec(NamedTuple):
+@attrs.frozen
+class PriceSpec:
     """USD per million tokens."""
 
     input: float
     output: float
 
 
-class LLMSpec(NamedTuple):
+@attrs.frozen
+class LLMSpec:
     prompt_key: str  # which of PROMPT_KEYS the prompt came from ("criteria": none given)
     prompt: str  # the template text (prompt_file: the file's text)
     model: str | None = None

@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import attrs
 import jinja2
 import jinja2.meta
 from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from verifier.errors import did_you_mean
-from verifier.named import NamedTuple
 from verifier.values import json_text, leaf_text
 
 KNOWN_VARIABLES = ("outputs", "annotations", "inputs", "conversation", "stdout", "arguments")
@@ -131,7 +131,8 @@ class Fence(Protocol):
     def wrap(self, text: str) -> str: ...
 
 
-class PromptTemplate(NamedTuple):
+@attrs.frozen
+class PromptTemplate:
     source: str
     template: jinja2.Template
     variables: frozenset[str]

@@ -26,8 +26,9 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from verifier.judges.llm.gate import Gate
-from verifier.named import NamedTuple
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_ERROR_BYTES = 64 * 1024
@@ -36,14 +37,16 @@ _THROTTLE_STATUSES = frozenset({429, 503, 529})  # 529: Anthropic's "overloaded"
 _CHUNK = 65536
 
 
-class RetryPolicy(NamedTuple):
+@attrs.frozen
+class RetryPolicy:
     request_timeout_s: float = 120.0  # one attempt (connect, each read, the whole body)
     retries: int = 3  # attempts after the first
     backoff_s: float = 1.0  # first wait; doubles each retry
     max_wait_s: float = 30.0  # cap on any one wait, Retry-After included
 
 
-class Exchange(NamedTuple):
+@attrs.frozen
+class Exchange:
     payload: dict[str, Any]
     latency_s: float  # the successful attempt
     attempts: int

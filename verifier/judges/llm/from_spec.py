@@ -18,22 +18,23 @@ from types import MappingProxyType
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig, Locator
 from verifier.errors import ConfigError, MissingModelError
 from verifier.judges.llm import panel
+from verifier.judges.llm.answer_scale import AnswerScale, OutputMode
 from verifier.judges.llm.criteria import CriteriaForm
 from verifier.judges.llm.guard import Guard, GuardedForm
 from verifier.judges.llm.judge import LLMJudge
 from verifier.judges.llm.pricing import DEFAULT_PRICES, find_price
 from verifier.judges.llm.prompt import PromptPlan, Reference
 from verifier.judges.llm.providers import PROVIDERS, PROVIDERS_BY_ALIAS, Generation, Provider
-from verifier.judges.llm.redact import redact
-from verifier.judges.llm.scale import AnswerScale, OutputMode
 from verifier.judges.llm.spec import PASS_RULES, LLMSpec, MemberSpec, PriceSpec
 from verifier.judges.llm.template import TemplateProblem, compile_template
 from verifier.judges.llm.tokens import context_tokens
 from verifier.judges.llm.transport import RetryPolicy
-from verifier.named import NamedTuple
+from verifier.redact import redact
 
 MAX_CONTEXT_BYTES = 1024 * 1024
 DEFAULT_MAX_CASE_CHARS = 100_000
@@ -41,7 +42,8 @@ MODEL_ENV = "EVAL_JUDGE_MODEL"
 PRICES_ENV = "VERIFIER_LLM_PRICES"
 
 
-class Tuning(NamedTuple):
+@attrs.frozen
+class Tuning:
     """The VERIFIER_LLM_* environment variables (one value for every LLM judge of a run)."""
 
     policy: RetryPolicy
@@ -82,14 +84,14 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
     panel_rule = _panel_rule(judge, spec, scale, at) if spec.panel else "median"
     # The model last: `verifier check` reports a missing one as a warning, once every
     # other check of the judge has run.
-    members = [
+    members: list[tuple[str | None, str | None, Locator]] = [
         (member.model, member.provider or spec.provider, at.child("panel").item(index))
         for index, member in enumerate(spec.panel)
     ] or [(spec.model, spec.provider, at)]
     endpoints = []
     for model_name, provider_name, where in members:
         provider, model = resolve_model(
-            spec._replace(model=model_name, provider=provider_name), config, environ, where
+            attrs.evolve(spec, model=model_name, provider=provider_name), config, environ, where
         )
         endpoints.append(provider.make_endpoint(_base_url(provider, environ, at), model))
     tables = [
@@ -102,7 +104,7 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
     window = min(context_tokens(endpoint.model, override) for endpoint in endpoints)
     return LLMJudge(
         endpoint=endpoints[0],
-        plan=plan._replace(context_tokens=window, answer_tokens=tuning.max_tokens),
+        plan=attrs.evolve(plan, context_tokens=window, answer_tokens=tuning.max_tokens),
         generation=Generation(
             max_tokens=tuning.max_tokens,
             temperature=tuning.temperature,
@@ -128,7 +130,7 @@ def prompt_digest(plan: PromptPlan) -> str:
     scale = plan.scale
     described = {
         "template": plan.template.source,
-        "references": [list(reference) for reference in plan.references],
+        "references": [[reference.name, reference.text] for reference in plan.references],
         "scale": scale.describe(),
         "schema": scale.schema(),
         "output_mode": plan.output_mode,

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import attrs
+
 from verifier.config import EvalConfig, JudgeConfig
-from verifier.named import NamedTuple
 from verifier.scale import JudgeValue, Scale, ScaleError
 
 OutputMode = Literal["tool", "json", "text"]
@@ -23,7 +24,8 @@ class AnswerError(ValueError):
     """The model answered, but not with a usable grade; the message says what was wrong."""
 
 
-class AnswerScale(NamedTuple):
+@attrs.frozen
+class AnswerScale:
     kind: Literal["pass_fail", "number"]
     low: float = 0.0
     high: float = 1.0

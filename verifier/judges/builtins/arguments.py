@@ -10,13 +10,15 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import attrs
+
 from verifier.config import Locator
 from verifier.config.fields import RelativePath
 from verifier.globs import Glob, GlobError, compile_glob
-from verifier.named import NamedTuple
 
 
-class CasePath(NamedTuple):
+@attrs.frozen
+class CasePath:
     """A path inside the case dir, as the agent left it (checked when the builtin runs)."""
 
     description: str = "a path relative to the case dir"
@@ -30,7 +32,8 @@ class CasePath(NamedTuple):
         return {"type": "string", "minLength": 1, "description": self.description}
 
 
-class Pattern(NamedTuple):
+@attrs.frozen
+class Pattern:
     description: str = "a Python regular expression"
 
     def parse(self, value: Any, at: Locator) -> str:
@@ -46,7 +49,8 @@ class Pattern(NamedTuple):
         return {"type": "string", "description": self.description}
 
 
-class CommandLine(NamedTuple):
+@attrs.frozen
+class CommandLine:
     description: str = "a shell string, or an argv list"
 
     def parse(self, value: Any, at: Locator) -> str | list[str]:
@@ -65,7 +69,8 @@ class CommandLine(NamedTuple):
         }
 
 
-class AnyValue(NamedTuple):
+@attrs.frozen
+class AnyValue:
     description: str = "any YAML value"
 
     def parse(self, value: Any, at: Locator) -> Any:
@@ -75,7 +80,8 @@ class AnyValue(NamedTuple):
         return {"description": self.description}
 
 
-class Environment(NamedTuple):
+@attrs.frozen
+class Environment:
     """Variables a command gets on top of the sandbox's allow-list: names to strings."""
 
     description: str = "variables for the command, on top of PATH, HOME, TMPDIR, LANG, TZ"
@@ -103,7 +109,8 @@ class Environment(NamedTuple):
         }
 
 
-class ReferencePath(NamedTuple):
+@attrs.frozen
+class ReferencePath:
     """A trusted file (or dir) the task author ships beside eval.yaml: checked at load
     time, copied by `task init`, hashed into a batch's resume key."""
 
@@ -127,7 +134,8 @@ class ReferencePath(NamedTuple):
         return {"type": "string", "minLength": 1, "description": self.description}
 
 
-class ProvidedFiles(NamedTuple):
+@attrs.frozen
+class ProvidedFiles:
     """Trusted files beside eval.yaml handed to a command (sandbox `provided`): a mapping
     of the name it finds each under in $VERIFIER_PROVIDED to the file, or a list of
     files, each under its own relative path."""
@@ -168,7 +176,8 @@ class ProvidedFiles(NamedTuple):
                 "description": self.description}  # fmt: skip
 
 
-class Globs(NamedTuple):
+@attrs.frozen
+class Globs:
     """One glob or a list of them (verifier.globs: `tests/**`, `conftest.py`, `*.pth`)."""
 
     description: str = "globs relative to the case dir, as in .gitignore"
@@ -194,7 +203,8 @@ class Globs(NamedTuple):
                 "description": self.description}  # fmt: skip
 
 
-class ColumnRef(NamedTuple):
+@attrs.frozen
+class ColumnRef:
     description: str = "a column number from 0, or a header name"
 
     def parse(self, value: Any, at: Locator) -> int | str:
@@ -209,7 +219,8 @@ class ColumnRef(NamedTuple):
                 "description": self.description}  # fmt: skip
 
 
-class PathOrGlob(NamedTuple):
+@attrs.frozen
+class PathOrGlob:
     """A path in the case, or a glob when it holds `*`, `?` or `[` (verifier.globs): a
     test runner writes one report, or one per suite (surefire's TEST-*.xml)."""
 
@@ -228,7 +239,8 @@ class PathOrGlob(NamedTuple):
         return {"type": "string", "minLength": 1, "description": self.description}
 
 
-class Words(NamedTuple):
+@attrs.frozen
+class Words:
     """A list of non-empty strings (a runner's extra arguments, its paths, plugin modules)."""
 
     description: str = "a list of strings"
@@ -252,7 +264,8 @@ MAX_TEST_LIST_BYTES = 32 * 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class TestIdList(NamedTuple):
+@attrs.frozen
+class TestIdList:
     """Test ids (pytest node ids, go's Package/TestName, CTRF or JUnit names): a list, or
     the path of a file beside eval.yaml with one id a line (blank lines and `#` comments
     skipped), or a `.json` file holding a list of strings (SWE-bench's FAIL_TO_PASS)."""

@@ -29,8 +29,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
-from verifier.batch.processes import fork, reap
+from verifier.batch.process_tree import fork, reap
 from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, interpret
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client
@@ -38,11 +40,11 @@ from verifier.judges.llm.gate import Gate, GateFigures
 from verifier.judges.llm.guard import Screening
 from verifier.judges.llm.judge import LLMJudge, Sample, Spend
 from verifier.judges.llm.prompt import Prompt
-from verifier.named import NamedTuple
 from verifier.results import JudgeResult, Status
 
 
-class LLMTask(NamedTuple):
+@attrs.frozen
+class LLMTask:
     """One LLM judge of one case: judge `index` in the config, its prompt, the seconds
     building it took (already spent of the judge's budget), the case's deadline
     (`--deadline`, a time.monotonic() instant: the clock is the machine's, shared by
@@ -55,7 +57,8 @@ class LLMTask(NamedTuple):
     screening: Screening | None = None
 
 
-class LLMDone(NamedTuple):
+@attrs.frozen
+class LLMDone:
     """A judge's result, and what its requests cost (one Spend per model it asked)."""
 
     index: int
@@ -68,8 +71,8 @@ START_IN_FLIGHT = 16  # a gate's first limit: small enough for a small endpoint'
 
 # What the parent and the LLM stage send each other (verifier.batch.channel).
 STAGE_TYPES = (
-    "verifier.batch.llm:LLMTask",
-    "verifier.batch.llm:LLMDone",
+    "verifier.batch.llm_stage:LLMTask",
+    "verifier.batch.llm_stage:LLMDone",
     "verifier.judges.llm.prompt:Prompt",
     "verifier.judges.llm.judge:Spend",
     "verifier.judges.llm.gate:GateFigures",
@@ -82,7 +85,8 @@ STAGE_TYPES = (
 _FIGURES_WAIT_S = 30.0
 
 
-class LLMSettings(NamedTuple):
+@attrs.frozen
+class LLMSettings:
     capacity: int  # requests in flight per endpoint, at most (--llm-concurrency)
     cache: ResponseCache | None
 
@@ -254,7 +258,7 @@ class _JudgeRun:
         samples = [sample for sample in self.samples if sample is not None]
         spends = self.judge.spends(samples)
         assert self.started is not None
-        fields = {
+        fields: dict[str, Any] = {
             "name": self.config.name,
             "kind": self.config.kind,
             "duration_s": time.monotonic() - self.started + self.task.prompt_s,

@@ -34,12 +34,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import attrs
+
 from verifier.casefiles import CaseFile, list_case, read_case_file, resolve_inside
 from verifier.config import Key, Locator
 from verifier.config.fields import Choice, Number, Text
 from verifier.globs import Glob
 from verifier.judges.base import JudgeAnswer
-from verifier.judges.builtins.fields import (
+from verifier.judges.builtins.arguments import (
     CommandLine,
     PathOrGlob,
     ReferencePath,
@@ -85,7 +87,6 @@ from verifier.judges.builtins.toolchain import (
     run_without_case,
 )
 from verifier.judges.sandbox import CommandRun, run_in_sandbox
-from verifier.named import NamedTuple
 from verifier.results import CTRF_DETAILS
 
 MAX_REPORTS = 1000  # files one glob may match
@@ -178,7 +179,8 @@ _ID_SHAPES = {"pytest": ("::", "a pytest node id (path::name)"),
 Identity = tuple[int, int, int]  # a file's (inode, size, mtime_ns): changed when rewritten
 
 
-class Reading(NamedTuple):
+@attrs.frozen
+class Reading:
     """What the report files say, or the fact that makes them unusable."""
 
     report: Report | None
@@ -187,7 +189,8 @@ class Reading(NamedTuple):
     tool: str = ""  # what ran the tests, for ctrf.json (the format when not known)
 
 
-class Graded(NamedTuple):
+@attrs.frozen
+class Graded:
     """The shared verdict of both builtins: passed of total (total 0: the report was
     unusable, or too few tests ran), the rationale, and judges.json details."""
 
@@ -315,7 +318,7 @@ def run_report_command(
     graded = judge(reading, details)
     if reading.report is None:
         said = describe_run(run, timeout, _COMMAND_CHARS)
-        return graded._replace(rationale=f"{graded.rationale}\nthe command: {said}")
+        return attrs.evolve(graded, rationale=f"{graded.rationale}\nthe command: {said}")
     return graded
 
 
@@ -348,7 +351,7 @@ def run_tests(
     graded = judge(reading, details)
     if reading.report is None or broken:
         said = describe_run(run, timeout, _COMMAND_CHARS)
-        return graded._replace(rationale=f"{graded.rationale}\n{plan.name}: {said}")
+        return attrs.evolve(graded, rationale=f"{graded.rationale}\n{plan.name}: {said}")
     return graded
 
 
@@ -634,7 +637,7 @@ def _details(reading: Reading, report: Report) -> dict[str, Any]:
     return {
         "reports": list(reading.files[:MAX_DETAIL_NAMES]),
         "format": report.format,
-        **report.counts._asdict(),
+        **attrs.asdict(report.counts, recurse=False),
         "failing": failing[:MAX_DETAIL_NAMES],
     }
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
+import attrs
+
 from verifier.console import warn_all
 from verifier.dataset import CASE_ID_PATTERN, Dataset, DatasetCase, read_dataset
 from verifier.errors import UsageError
@@ -153,7 +155,8 @@ def _entries(dataset: Dataset, case_ids: Sequence[str] | None) -> list[DatasetCa
     entries = []
     for case_id in wanted:
         entry = dataset.case(case_id)
-        assert entry is not None  # listed, and a usable id
+        if entry is None:  # listed a moment ago, with a usable id: removed since
+            raise UsageError(f"{dataset.root / case_id}: is no longer a case directory")
         entries.append(entry)
     return entries
 
@@ -164,4 +167,4 @@ def _with_entry(base: TestsPlan, dataset: Dataset, entry: DatasetCase) -> TestsP
     files = tuple(
         TestsFile(prefix / relative, entry.directory / relative) for relative in entry.files()
     )
-    return base._replace(files=base.files + files)
+    return attrs.evolve(base, files=base.files + files)
