@@ -7,8 +7,7 @@ of silently costing CPU or returning 0.0 on every case. Its cost is bounded at
 load: at most MAX_SOURCE_CHARS characters and MAX_NODES syntax nodes, and every
 arithmetic operation works on floats (its operands are converted when it runs),
 so no integer can grow without bound: `x = x * x` repeated stays cheap and
-overflows to inf, which the evaluation reports. The ast module is imported only
-when a formula is parsed: the grading path of an eval without one needs none.
+overflows to inf, which the evaluation reports.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """`check:` judges: an inline Python function body written by the task author.
 
 Compiled at load time, so a syntax error or a body that never says `return` fails
-the config (exit 2) once instead of erroring on every case. Compiled without the ast
-module, whose import would add to every grade's start-up.
+the config (exit 2) once instead of erroring on every case.
 """
 
 from __future__ import annotations
