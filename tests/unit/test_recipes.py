@@ -302,6 +302,7 @@ def test_a_recipe_names_every_member_of_what_it_fills_in(
         assert sorted(members - written) == [], f"{title}: {class_name}'s members it leaves out"
 
 
+@pytest.mark.slow
 def test_every_command_a_recipe_names_runs() -> None:
     commands = {
         tuple(word for word in span.split()[1:] if not word.startswith("-"))
