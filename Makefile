@@ -2,9 +2,10 @@
 #
 #   make image       build $(IMAGE) with $(ENGINE) (and copy it to the other engine)
 #   make demo        build the image and grade examples/case-pass and examples/case-fail
-#   make test        lint, then unit + integration tests (all of tests/) on podman and docker,
-#                    and real Harbor trials
-#   make test-fast   tests without the integration and harbor markers
+#   make test        lint, then every test in tests/: the unit tests (slow ones included), the
+#                    integration tests on podman and docker, the real Harbor trials (CI runs this)
+#   make test-fast   the tests not marked slow, integration or harbor (no image is built;
+#                    about two minutes on 2 cores); it lists its slowest tests at the end
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
 #                    image size and time
 #   make lint        ruff check + ruff format --check + import-linter (the layers) + mypy
@@ -228,8 +229,11 @@ test: prerequisites lint venv $(if $(filter 0,$(HARBOR_TRIALS)),,harbor-venv) im
 	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(if $(filter 0,$(HARBOR_TRIALS)),-m "not harbor") \
 	    $(PYTEST_ARGS)
 
+# A unit test that takes a second or more carries @pytest.mark.slow (pyproject's markers):
+# the durations printed at the end show one that should.
 test-fast: venv
-	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor and not slow" \
+	    --durations=10 $(PYTEST_ARGS)
 
 bench: bench-grade bench-batch bench-llm-batch bench-image
 

@@ -163,6 +163,9 @@ def agent_image_with_workdir(root: Path, tag: str) -> tuple[str, bool]:
     context.mkdir()
     (context / "Containerfile").write_text(
         f"FROM {base}\nUSER root\nRUN mkdir -p {WORKDIR} && chmod 0777 {WORKDIR}\n"
+        # Its PID 1 is Harbor's `sleep infinity`, deaf to SIGTERM: stop it at once, not
+        # after the engine's 10 s stop timeout.
+        "STOPSIGNAL SIGKILL\n"
     )
     built = podman("build", "--pull=never", "-t", tag, str(context), check=False)
     assert built.returncode == 0, built.stderr

@@ -135,6 +135,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
     return {"config": config, "cases": cases, "out": out, "log": log, "summary": summary}
 
 
+@pytest.mark.slow
 def test_every_case_graded_exactly_once(graded) -> None:
     names = sorted(path.name for path in graded["cases"].iterdir())
     summary = graded["summary"]
@@ -142,6 +143,7 @@ def test_every_case_graded_exactly_once(graded) -> None:
     assert calls(graded["log"]) == Counter(dict.fromkeys(names, 1))
 
 
+@pytest.mark.slow
 def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
     """The in-process grade path for every case, and the real CLI for a sample."""
     for case in sorted(graded["cases"].iterdir()):
@@ -269,6 +271,7 @@ def test_keep_errors_resumes_cases_whose_judges_errored(small) -> None:
     assert rows(second)["boom-0003"].errored_judges == ("mentions_fix",)
 
 
+@pytest.mark.slow
 def test_force_regrades_everything(small) -> None:
     again = batch(small["config"], small["cases"], small["out"], force=True)
     assert again.count(resumed=True) == 0
@@ -277,6 +280,7 @@ def test_force_regrades_everything(small) -> None:
     assert [row.reward for row in again.outcomes] == [row.reward for row in small["first"].outcomes]
 
 
+@pytest.mark.slow
 def test_a_changed_config_regrades(small) -> None:
     small["config"].write_text(small["config"].read_text() + "# edited\n")
     again = batch(small["config"], small["cases"], small["out"])
@@ -284,11 +288,13 @@ def test_a_changed_config_regrades(small) -> None:
     assert again.config_hash != small["first"].config_hash
 
 
+@pytest.mark.slow
 def test_the_memory_limit_is_part_of_the_resume_key(small) -> None:
     again = batch(small["config"], small["cases"], small["out"], limits=Limits(memory_mb=1024))
     assert again.count(resumed=True) == 0
 
 
+@pytest.mark.slow
 def test_no_llm_is_part_of_the_config_hash(small) -> None:
     again = batch(
         small["config"],
@@ -299,6 +305,7 @@ def test_no_llm_is_part_of_the_config_hash(small) -> None:
     assert again.count(resumed=True) == 0
 
 
+@pytest.mark.slow
 def test_reward_keys_shape_every_cases_reward_json_and_the_resume_key(small) -> None:
     """--reward-keys reward: reward.json holds the reward alone (Harbor's pass@k), in every
     case; a changed shape is a changed resume key, so no case keeps the old shape."""
@@ -327,6 +334,7 @@ def test_reward_keys_naming_no_judge_stop_the_batch_before_any_case(tmp_path: Pa
 # --- shards ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_shards_are_disjoint_and_complete(tmp_path: Path) -> None:
     config, cases, log = make_corpus(tmp_path, 120)
     out = tmp_path / "out"
@@ -366,6 +374,7 @@ def test_hidden_entries_and_the_out_dir_are_not_entries(tmp_path: Path) -> None:
     assert [(case.name, case.skipped) for case in found] == [("a", None), ("b", None)]
 
 
+@pytest.mark.slow
 def test_entries_that_are_not_cases_are_skipped_rows_with_a_reason(tmp_path: Path) -> None:
     """Every entry gives a row: plain files, dangling links and links leaving --cases are
     skipped rows; a link to a case dir inside --cases is a case."""
@@ -494,6 +503,7 @@ def test_harbor_trial_case_choice(tmp_path: Path) -> None:
 # --- one bad case never stops the batch --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_timed_out_judge_is_a_judge_error_not_a_stopped_batch(tmp_path: Path) -> None:
     config, cases, _ = make_corpus(tmp_path, 12, hang=2)
     summary = batch(config, cases, tmp_path / "out")
@@ -507,6 +517,7 @@ def test_a_timed_out_judge_is_a_judge_error_not_a_stopped_batch(tmp_path: Path) 
     assert document["cases"][0]["timed_out_judges"] == []
 
 
+@pytest.mark.slow
 def test_the_deadline_holds_for_each_case_of_a_batch(tmp_path: Path) -> None:
     """--deadline in a batch is each case's: a judge still running when its case's time
     is up is a timeout saying so, and the batch goes on to the next case."""
@@ -662,6 +673,7 @@ def slow_batch(tmp_path: Path, quick: int, marker: str) -> tuple[list[str], Path
     return [*command, "-j", "2"], out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stop", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_the_batch_keeps_what_finished_and_leaves_no_process(
     tmp_path: Path, stop: signal.Signals, code: int
@@ -702,6 +714,7 @@ def test_a_signal_stops_the_batch_keeps_what_finished_and_leaves_no_process(
     assert processes_with(marker) == []
 
 
+@pytest.mark.slow
 def test_a_finished_batch_leaves_no_process_behind(tmp_path: Path) -> None:
     """Judges that start processes in sessions of their own: when the batch ends, they
     are gone, and nothing holds its stdout/stderr (run() would wait for them)."""

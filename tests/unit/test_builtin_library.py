@@ -641,6 +641,7 @@ def test_outputs_tool_entries_choose_the_tool_calls_judges_see(run: Grader) -> N
 # --- a builtin that runs away on the case fails ---------------------------------------
 
 
+@pytest.mark.slow
 def test_a_regex_the_case_makes_backtrack_for_ever_fails_not_errors(run: Grader) -> None:
     result = run("file_contains_regex", "{path: a.txt, pattern: '^(a+)+$'}",
                  {"a.txt": "a" * 40 + "!"}, extra="    timeout: 1\n")  # fmt: skip

@@ -336,6 +336,7 @@ class CalcTest {
 """
 
 
+@pytest.mark.slow
 def test_pass_rate_of_a_real_maven_surefire_run(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:

@@ -96,6 +96,7 @@ def test_hanging_judge_times_out_and_the_rest_finish(
     assert by_name(grading)["good"].status is Status.OK
 
 
+@pytest.mark.slow
 def test_the_grade_deadline_stops_judges_still_running_as_timeouts(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
@@ -160,6 +161,7 @@ def test_a_container_too_small_for_a_judge_is_a_usage_error() -> None:
         container_share(2048, 200 * MIB, 20 * MIB, 4)
 
 
+@pytest.mark.slow
 def test_judges_over_the_containers_share_together_stop_the_largest(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
@@ -187,6 +189,7 @@ def test_a_judge_timeout_before_the_deadline_is_still_its_own(
     assert by_name(grading)["hang"].error == "timed out after 0.5s (judge timeout)"
 
 
+@pytest.mark.slow
 def test_timeout_kills_processes_the_judge_started(
     write_config: WriteConfig, make_case: MakeCase, tmp_path: Path
 ) -> None:
@@ -286,6 +289,7 @@ def test_judges_run_in_parallel(write_config: WriteConfig, make_case: MakeCase) 
     assert [result.value for result in grading.results] == [5.0] * 4
 
 
+@pytest.mark.slow
 def test_parallel_limit_is_respected(write_config: WriteConfig, make_case: MakeCase) -> None:
     sleepers = "".join(
         check_judge(f"s{i}", "import time\ntime.sleep(0.4)\nreturn 5") for i in range(3)

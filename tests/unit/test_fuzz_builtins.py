@@ -141,6 +141,7 @@ def assert_an_answer(name: str, returned: Any) -> None:
         assert math.isfinite(value) and 0.0 <= value <= 1.0, (name, value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(ARGUMENTS) - COMMANDS))
 def test_a_builtin_answers_whatever_the_file_holds(name: str) -> None:
     @settings(FUZZ, max_examples=60)

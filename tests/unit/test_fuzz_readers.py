@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -105,6 +106,7 @@ def write_tree(root: Path, tree: dict[str, bytes]) -> None:
             continue
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=60)
 @given(tree=TREES, specials=SPECIALS, logs_trail=st.one_of(st.none(), TRAILS, CONTENTS),
        choice=st.sampled_from([FROM_AGENT_LOGS, FROM_CASE, "trajectory.json", "x/y.json"]))  # fmt: skip
@@ -133,6 +135,7 @@ def test_the_case_reader_reads_any_tree(
         json_text(record)  # every value of the record can be shown
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=150)
 @given(trail=st.one_of(TRAILS, DOCUMENTS))
 def test_a_trajectory_of_any_shape_reads_or_is_a_fact(trail: bytes) -> None:

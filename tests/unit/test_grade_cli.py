@@ -164,6 +164,7 @@ def test_reward_keys_naming_no_judge_exit_2_before_grading(
     assert not (layout["out"] / "reward.json").exists()
 
 
+@pytest.mark.slow
 def test_a_grade_whose_judges_overrun_writes_its_reward_before_the_deadline(
     layout: dict[str, Path],
 ) -> None:
@@ -486,6 +487,7 @@ def harbor_task(root: Path, verifier_toml: str) -> Path:
     return task
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("verifier_toml", "warned"),
     [

@@ -58,6 +58,7 @@ def rewards(out: Path) -> dict[str, float | None]:
     return {row["case"]: row["reward"] for row in summary["cases"]}
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.parametrize("who", AS)
 def test_a_case_cannot_harm_its_sibling_in_a_batch(root_dir: Path, who: str) -> None:
@@ -103,6 +104,7 @@ def test_a_case_cannot_reach_the_batch_parent_through_its_pipes(
     assert not marker.exists()
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_judge_holding_every_process_of_the_grader_uid_leaves_the_grader_a_reserve(
     root_dir: Path,
@@ -132,6 +134,7 @@ def test_a_judge_holding_every_process_of_the_grader_uid_leaves_the_grader_a_res
     assert 100 < held < 300 - 60, bomb  # the ceiling: its limit less the grader's reserve
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_grader_that_cannot_fork_stops_with_exit_11_and_no_reward(root_dir: Path) -> None:
     tests, case, out = root_dir / "tests", root_dir / "case", root_dir / "out"

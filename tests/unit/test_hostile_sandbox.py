@@ -142,6 +142,7 @@ def check_honest(arena: dict[str, Path | str], completed: subprocess.CompletedPr
     assert secret not in written
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.parametrize("who", AS)
 def test_no_attack_reaches_the_answer_key_or_the_grader(root_dir: Path, who: str) -> None:
@@ -155,6 +156,7 @@ def test_no_attack_reaches_the_answer_key_or_the_grader(root_dir: Path, who: str
         assert "chmod, chown, ACLs and truncate only beneath its dirs" in confinement
 
 
+@pytest.mark.slow
 @needs_root
 def test_without_landlock_the_file_modes_hide_the_grader_from_the_sandbox_uid(
     root_dir: Path,
@@ -171,6 +173,7 @@ def test_without_landlock_the_file_modes_hide_the_grader_from_the_sandbox_uid(
     assert "hidden by their modes" in confinement["per_judge"]["direct"]["sandbox"]
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.parametrize("who", AS)
 def test_without_landlock_a_grade_that_runs_case_code_stops_before_grading(
@@ -211,6 +214,7 @@ def imported_before_the_package(python: str, env: dict[str, str], where: Path) -
     return {name.partition(".")[0] for name in listed.split()}
 
 
+@pytest.mark.slow
 def test_python_m_verifier_from_the_case_imports_nothing_of_it(root_dir: Path) -> None:
     """`python -m verifier` started in the case dir: every module of the standard library
     planted there (a urllib/ package too, whose daemon would rewrite reward.json) stays

@@ -158,6 +158,7 @@ def test_samples_of_a_judge_are_asked_side_by_side(tmp_path: Path, openai_server
     assert summary["llm"]["requests"] == 3
 
 
+@pytest.mark.slow
 def test_a_rerun_is_answered_from_the_cache_and_keys_never_reach_it(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:
@@ -183,6 +184,7 @@ def test_a_rerun_is_answered_from_the_cache_and_keys_never_reach_it(
     assert uncached["llm"]["cache"] is None and len(openai_server.received) == 16
 
 
+@pytest.mark.slow
 def test_a_new_judge_model_grades_again_and_misses_the_cache(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:
@@ -212,6 +214,7 @@ def test_an_unreachable_endpoint_is_judge_errors_not_failed_cases(tmp_path: Path
     assert quality["status"] == "error" and "connection refused" in quality["error"]
 
 
+@pytest.mark.slow
 def test_cases_whose_judges_errored_are_graded_again(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:
@@ -232,6 +235,7 @@ def test_cases_whose_judges_errored_are_graded_again(
     assert third["resumed"] == 4 and len(openai_server.received) == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("status", "headers", "backoff", "pause_s"),
     [
@@ -299,6 +303,7 @@ def test_a_model_that_rejects_temperature_is_remembered_for_the_batch(
     assert summary["llm"]["requests"] == 6
 
 
+@pytest.mark.slow
 def test_a_prompt_that_takes_the_whole_timeout_is_a_timeout_record(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:
@@ -365,6 +370,7 @@ def threads_of(pid: int) -> int:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
 
 
+@pytest.mark.slow
 def test_a_429_storm_is_met_by_fewer_requests_not_more(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:

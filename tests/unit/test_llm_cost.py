@@ -179,6 +179,7 @@ def test_the_summary_totals_the_cost(tmp_path: Path, openai_server: FakeLLM) -> 
     assert f"cost_usd={usd(2.5, 10, 6):.4f}" in completed.stdout
 
 
+@pytest.mark.slow
 def test_max_cost_usd_stops_handing_out_cases_and_keeps_what_finished(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:

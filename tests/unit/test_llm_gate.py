@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.llm_servers import FakeLLM, client_environment
 from verifier.batch import summary_paths
 from verifier.judges.llm.gate import WINDOW, Gate
@@ -138,6 +140,7 @@ def refused_share(server: FakeLLM) -> float:
     return server.refused / len(server.received)
 
 
+@pytest.mark.slow
 def test_a_batch_grows_to_a_large_endpoint_and_stays_below_its_refusals(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:
@@ -150,6 +153,7 @@ def test_a_batch_grows_to_a_large_endpoint_and_stays_below_its_refusals(
     assert refused_share(openai_server) < 0.10, (openai_server.refused, gate)
 
 
+@pytest.mark.slow
 def test_a_small_endpoint_sees_few_refusals(tmp_path: Path, llm_server: FakeLLM) -> None:
     llm_server.default = llm_server.grade(score=4)._replace(delay_s=0.2)
     llm_server.capacity = 16
@@ -159,6 +163,7 @@ def test_a_small_endpoint_sees_few_refusals(tmp_path: Path, llm_server: FakeLLM)
     assert gate["throttled"] == llm_server.refused  # every refusal slowed the gate
 
 
+@pytest.mark.slow
 def test_a_queueing_endpoint_is_not_flooded(tmp_path: Path, openai_server: FakeLLM) -> None:
     """Past its capacity the endpoint queues (vLLM's way): answers come later, never 429.
     The gate must hold where latency rises instead of growing to its ceiling."""
@@ -172,6 +177,7 @@ def test_a_queueing_endpoint_is_not_flooded(tmp_path: Path, openai_server: FakeL
     assert 24 <= gate["peak_in_flight"] < 24 * 4, gate  # held, not grown to 512
 
 
+@pytest.mark.slow
 def test_the_ceiling_bounds_a_batch(tmp_path: Path, openai_server: FakeLLM) -> None:
     openai_server.default = openai_server.grade(score=4)._replace(delay_s=0.2)
     summary = batch(tmp_path, openai_server, 200, "--llm-concurrency", "20")

@@ -186,6 +186,7 @@ def test_no_llm_skips_llm_judges(
     assert openai_server.received == []
 
 
+@pytest.mark.slow
 def test_hanging_endpoint_ends_before_the_judge_timeout_with_a_reason(
     openai_server: FakeLLM, layout: dict[str, Path]
 ) -> None:

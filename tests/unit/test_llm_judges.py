@@ -472,6 +472,7 @@ def test_samples_are_asked_side_by_side(llm_server: FakeLLM, judge_of) -> None:
     assert verdict.value == 3.0 and verdict.details["sample_values"] == [3.0] * 4
 
 
+@pytest.mark.slow
 def test_the_timeout_is_the_whole_budget_of_all_samples(
     openai_server: FakeLLM, judge_of, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -638,6 +639,7 @@ def test_case_text_arrives_fenced_whatever_expression_prints_it(
     assert trusted.startswith("Grade this.")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "template",
     [

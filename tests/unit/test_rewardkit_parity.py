@@ -217,6 +217,7 @@ def verifier_value(tmp_path: Path, index: int, criterion: str, arguments: dict[s
     return result.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("index", "row"), list(enumerate(ROWS)),
                          ids=[f"{row[0]}-{n}" for n, row in enumerate(ROWS)])  # fmt: skip
 def test_a_criterion_gives_what_rewardkit_gives(

@@ -125,6 +125,7 @@ def test_a_case_bigger_than_the_temp_space_fails_its_command_judge(
     assert not any(tmp.rglob("big"))
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.parametrize("who", AS)
 def test_a_command_filling_the_temp_space_is_stopped_and_its_neighbour_is_not(

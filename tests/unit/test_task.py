@@ -127,6 +127,7 @@ def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) 
     assert "ARG VERIFIER_IMAGE=quay.io/o/v:1.0\nFROM ${VERIFIER_IMAGE}\nCOPY . /tests/\n" in (
         dockerfile
     )
+    assert dockerfile.endswith("\nSTOPSIGNAL SIGKILL\n")  # Harbor's stop: at once, not in 10 s
     for rel in _files(source):
         assert (dest / "tests" / rel).read_bytes() == (source / rel).read_bytes(), rel
     assert "WORKDIR /work" in (dest / "environment/Dockerfile").read_text()

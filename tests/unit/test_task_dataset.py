@@ -89,6 +89,7 @@ def test_one_package_per_case_the_harness_way(tmp_path: Path, anova: Path) -> No
     ]
 
 
+@pytest.mark.slow
 def test_the_package_grades_its_case_with_its_own_entry(tmp_path: Path, anova: Path) -> None:
     (task,) = init_dataset_tasks(tmp_path / "tasks", anova, case_ids=["task-0031"])
     case = tmp_path / "app"
@@ -218,6 +219,7 @@ def run_init(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_command_line(tmp_path: Path, anova: Path) -> None:
     done = run_init(tmp_path / "tasks", "--config", anova, "--from-dataset", "--cases",
                     "task-0010,task-0034", "--name", "acme")  # fmt: skip

@@ -69,6 +69,7 @@ def test_the_environment_goes_to_both_sides(tmp_path: Path, calc: Path) -> None:
     )
     assert "chmod -R u=rwX,g=rX,o= /tests" in verifier_part
     assert "ENV VERIFIER_CONFIG=/tests/eval.yaml VERIFIER_CASE=/app" in verifier_part
+    assert "\nSTOPSIGNAL SIGKILL\n" in verifier_part  # Harbor's stop: at once, not in 10 s
     config = tomllib.loads((dest / "task.toml").read_text())
     assert "docker_image" not in config["environment"]
     assert config["verifier"]["user"] == "root"  # tests/pass_rate runs the agent's code

@@ -616,6 +616,7 @@ def test_go_runner_counts_the_listed_tests(
     assert "failed: example.com/calc/TestSub" in result.rationale
 
 
+@pytest.mark.slow
 def test_go_runner_pins_the_toolchain_and_a_planted_test_main_only_lowers(
     write_config: WriteConfig, make_case: MakeCase, go_tool: str
 ) -> None:
@@ -734,6 +735,7 @@ def check_module_cache() -> Iterator[tuple[Path, str]]:
         yield root / "modcache", go_sum
 
 
+@pytest.mark.slow
 def test_a_vendor_dir_planted_beside_a_module_cache_is_caught_by_the_documented_go_guards(
     write_config: WriteConfig, make_case: MakeCase, check_module_cache: tuple[Path, str]
 ) -> None:

@@ -323,6 +323,7 @@ def test_code_under_test_in_src_imports_through_the_trusted_ini(task: Task) -> N
 # --- what the agent leaves can only lower its reward ----------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_an_attack_scores_no_higher_than_the_untouched_repo(task: Task, attack: str) -> None:
     case = task.case(f"attack {attack}", extra=attack_files(attack, task.python))
@@ -347,6 +348,7 @@ REAL = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", REAL)
 def test_the_attack_raises_the_reward_of_an_unhardened_command(task: Task, attack: str) -> None:
     """The same case, graded by `python -m pytest` run from the repo root (the test list
@@ -364,6 +366,7 @@ def test_the_attack_raises_the_reward_of_an_unhardened_command(task: Task, attac
     assert reward > UNTOUCHED + 0.3, tests["rationale"]
 
 
+@pytest.mark.slow
 def test_padding_raises_the_pass_rate_without_a_test_list(task: Task) -> None:
     """Why `tests:` is in the gate: every test of the report counts without it."""
     arguments = {"runner": "pytest", "executable": str(task.python),
@@ -402,6 +405,7 @@ def test_mul(expected_product):
 """
 
 
+@pytest.mark.slow
 def test_plugins_of_the_toolchain_load_before_the_case_and_win(task: Task) -> None:
     """`plugins:` names a module of the toolchain (autoload is off); a module of the
     same name in the repo is not the one loaded."""
@@ -430,6 +434,7 @@ def test_the_launcher_drops_pytest_addopts_and_plugins_from_its_environment(task
     assert reward == pytest.approx(UNTOUCHED), tests["rationale"]
 
 
+@pytest.mark.slow
 def test_a_planted_pytest_rewrite_cache_is_never_read(task: Task) -> None:
     """pytest caches its rewritten test modules beside them, valid by the source's
     mtime and size: an agent who keeps both can plant passing byte code for the trusted
@@ -487,6 +492,7 @@ def grade_as_non_root(task: Task, config: Path, case: Path) -> dict[str, Any]:
     return json.loads((out / "reward.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "calc", "extra", "reward"),
     [
@@ -531,6 +537,7 @@ def test_a_missing_python_is_an_error_before_the_case_is_staged(task: Task) -> N
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "code",
     [
@@ -548,6 +555,7 @@ def test_whatever_the_code_under_test_does_to_the_run_is_a_failure(task: Task, c
     assert tests["value"] == 0.0
 
 
+@pytest.mark.slow
 def test_a_report_the_code_under_test_forges_does_not_count(task: Task) -> None:
     """The code under test writes an all-passed report where the launcher writes its
     own, and ends the run before the launcher could: it is not signed, so it fails."""
@@ -718,6 +726,7 @@ def add(a, b):
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", [*IN_PROCESS, *IN_PROCESS_CALLS])
 def test_code_under_test_that_rewrites_pytest_counts_nothing(task: Task, attack: str) -> None:
     """Without the launcher's pins each of these passes all three tests (1.0), or two."""

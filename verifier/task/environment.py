@@ -158,6 +158,10 @@ def verifier_dockerfile(
         f"ENV VERIFIER_CONFIG=/tests/eval.yaml VERIFIER_CASE={workdir} "
         "VERIFIER_OUT=/logs/verifier",
         "USER 1001:0",
+        "# Harbor keeps this container alive with `sleep infinity`, which as PID 1 ignores",
+        "# SIGTERM, and execs the grader in it: SIGKILL stops it at the end of the trial at",
+        "# once, not after the engine's 10 s stop timeout.",
+        "STOPSIGNAL SIGKILL",
         "ENTRYPOINT []",
         'CMD ["/tests/test.sh"]',
         "",

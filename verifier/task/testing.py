@@ -236,8 +236,11 @@ def _run_agent(package: Package, engine: Engine, image: str, root: Path, run_id:
     network = ["--network", engine.network] if engine.network else []
     user = ["--user", package.agent_user] if package.agent_user else []
     workdir = ["--workdir", package.exec_workdir] if package.exec_workdir else []
+    # `sleep infinity` as PID 1 ignores SIGTERM: with the default stop signal, podman's
+    # `rm --force` below would wait out its 10 s stop timeout before it kills.
     engine.checked("starting the environment", "run", "-d", "--name", container, *network,
-                   *workdir, "--entrypoint", "", image, "sh", "-c", "sleep infinity")  # fmt: skip
+                   *workdir, "--stop-signal", "KILL", "--entrypoint", "", image, "sh", "-c",
+                   "sleep infinity")  # fmt: skip
     try:
         if package.agent_image is not None and _uploads_environment(package.dest):
             engine.checked("uploading environment/", "exec", "--user", "root", container, "mkdir",
