@@ -122,7 +122,7 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
               "verifier.judges.kinds.agent", "verifier.judges.kinds.builtin",
               "verifier.judges.kinds.llm", "verifier.judges.kinds.module",
               "verifier.judges.llm", "verifier.judges.builtins",
-              }  # fmt: skip
+              "verifier.judges.supervisor", "verifier.judges.workcopy"}  # fmt: skip
     assert not costly & imported, sorted(costly & imported)
 
 
