@@ -3,7 +3,7 @@
 KINDS is the registry the loader asks, in order (eval-yaml.md: builtin > check >
 agent > llm_rubric/prompt/prompt_file > module + function). It names each kind's
 module, which is imported the first time an eval.yaml has an entry that may be of
-that kind (one with a key the kind claims by), so grading a config of `check`
+that kind (one with a key the kind claims entries by), so grading a config of `check`
 judges loads none of the LLM machinery. Adding a kind is one module here defining
 `KIND`, a `RunnableKind`, plus its place in KINDS.
 """
@@ -42,9 +42,9 @@ class KindRegistry:
     """The kinds by name, in precedence order, each imported when first needed."""
 
     def __init__(self, triggers: Mapping[str, tuple[str, ...]]) -> None:
-        """triggers: each kind's name (its module here is that name) and the keys
-        without all of which an entry is never of that kind (its claim keys, and any key
-        its `claims` looks at besides them)."""
+        """triggers: each kind's name (its module here is that name) and the keys an
+        entry of that kind sets at least one of (its claim keys, and any other key its
+        `claims` looks at); the kind is not asked about an entry with none of them."""
         self._triggers = dict(triggers)
 
     @property
