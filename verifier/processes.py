@@ -10,15 +10,12 @@ fork bomb cannot outrun the kill).
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import os
 import signal
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
-
-import attrs
 
 JUDGE_TOKEN_ENV = "VERIFIER_JUDGE_TOKEN"
 _PR_SET_PDEATHSIG = 1
@@ -261,104 +258,3 @@ def confine_with_landlock(
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     finally:
         os.close(ruleset)
-
-
-# --- seccomp: syscalls a supervisor answers, and syscalls refused outright ----------------
-
-_SECCOMP_SET_MODE_FILTER = 1
-_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
-_SECCOMP_RET_ALLOW = 0x7FFF0000
-_SECCOMP_RET_USER_NOTIF = 0x7FC00000
-_SECCOMP_RET_ERRNO = 0x00050000
-_BPF_LD_W_ABS = 0x20
-_BPF_JEQ_K = 0x15
-_BPF_AND_K = 0x54
-_BPF_RET_K = 0x06
-X32_SYSCALL_BIT = 0x40000000
-
-
-@attrs.frozen
-class Architecture:
-    """This machine's syscall ABI: its audit arch, and that of the compat ABI its
-    programs may also call (32-bit x86 through int 0x80, 32-bit ARM)."""
-
-    name: str
-    audit_arch: int
-    compat_arch: int
-    seccomp: int  # the seccomp syscall's number
-
-
-ARCHITECTURES = {
-    "x86_64": Architecture("x86_64", 0xC000003E, 0x40000003, 317),
-    "aarch64": Architecture("aarch64", 0xC00000B7, 0x40000028, 277),
-}
-
-
-@functools.cache
-def machine_architecture() -> Architecture | None:
-    """The syscall ABI seccomp filters are written for; None on other machines."""
-    return ARCHITECTURES.get(os.uname().machine)
-
-
-def seccomp_program(
-    notify: Iterable[int] = (),
-    refuse: Mapping[int, int] | None = None,
-    compat_refuse: Mapping[int, int] | None = None,
-) -> bytes:
-    """A classic BPF program for seccomp: the native syscalls in `notify` go to a
-    user-space supervisor, those in `refuse` (number -> errno) fail with that errno, and
-    so do the compat ABI's in `compat_refuse`; everything else is allowed. x32 calls (the
-    native numbers with X32_SYSCALL_BIT set) are treated as the native ones."""
-    import struct
-
-    arch = machine_architecture()
-    if arch is None:
-        raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
-    instruction = struct.Struct("=HBBI")
-
-    def checks(rules: Iterable[tuple[int, int]]) -> list[bytes]:
-        code = []
-        for number, action in rules:
-            code.append(instruction.pack(_BPF_JEQ_K, 0, 1, number))
-            code.append(instruction.pack(_BPF_RET_K, 0, 0, action))
-        code.append(instruction.pack(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
-        return code
-
-    native = checks(
-        [(number, _SECCOMP_RET_USER_NOTIF) for number in notify]
-        + [(number, _SECCOMP_RET_ERRNO | error) for number, error in (refuse or {}).items()]
-    )
-    compat = checks(
-        [(number, _SECCOMP_RET_ERRNO | error) for number, error in (compat_refuse or {}).items()]
-    )
-    head = [
-        instruction.pack(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
-        instruction.pack(_BPF_JEQ_K, 0, 2 + len(native), arch.audit_arch),
-        instruction.pack(_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-        instruction.pack(_BPF_AND_K, 0, 0, ~X32_SYSCALL_BIT & 0xFFFFFFFF),
-    ]
-    tail = [instruction.pack(_BPF_LD_W_ABS, 0, 0, 0)]
-    return b"".join(head + native + tail + compat)
-
-
-def install_seccomp(program: bytes, *, listener: bool = False) -> int:
-    """Install a seccomp filter on this process and everything it starts (no_new_privs
-    must be set); with `listener`, the descriptor its supervisor reads notifications
-    from (else 0). OSError when the kernel refuses."""
-    import ctypes
-
-    arch = machine_architecture()
-    if arch is None:
-        raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
-
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
-    flags = _SECCOMP_FILTER_FLAG_NEW_LISTENER if listener else 0
-    result = libc().syscall(arch.seccomp, _SECCOMP_SET_MODE_FILTER, flags, ctypes.byref(fprog))
-    if result < 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"seccomp: {os.strerror(error)}")
-    return int(result) if listener else 0

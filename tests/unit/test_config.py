@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -206,6 +208,48 @@ def test_judge_kind_follows_the_documented_precedence(load: Callable[[str], obje
     warnings = "\n".join(config.warnings)  # type: ignore[attr-defined]
     assert "judges[0] (a).check: ignored: this is a builtin judge" in warnings
     assert "judges[1] (b).module: ignored: this is a check judge" in warnings
+
+
+def test_every_kind_claims_the_entries_its_own_keys_make_without_the_others() -> None:
+    """The registry imports a kind only for an entry with a key it names for it: an entry
+    setting a kind's claim key alone is that kind's, also when the registry is asked
+    first, in a fresh interpreter."""
+    script = (
+        "import sys\n"
+        "from verifier.judges.kinds import KINDS\n"
+        "for name in KINDS.names:\n"
+        "    for key in KINDS.named(name).claim_keys:\n"
+        "        claimed = KINDS.claiming({'name': 'j', key: 'file_exists'})\n"
+        "        assert claimed is not None and claimed.name == name, (key, claimed)\n"
+        "    assert KINDS.named(name).name == name\n"
+        "entry = {'name': 'j', 'builtin': 'no_harmful_content'}\n"
+        "assert KINDS.claiming(entry).name == 'llm'\n"
+    )
+    fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert fresh.returncode == 0, fresh.stderr
+
+
+def test_a_check_only_eval_imports_no_other_judge_kind(tmp_path: Path) -> None:
+    config = tmp_path / "eval.yaml"
+    config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from verifier.grading import load_eval\n"
+        f"load_eval(Path({str(config)!r}))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('verifier.judges.kinds.')))\n"
+    )
+    fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.strip() == "['verifier.judges.kinds.check']"
+
+
+def test_a_key_of_another_kind_is_known_and_a_typo_is_not(load: Callable[[str], object]) -> None:
+    """Keys outside the judge's own kind are checked against every kind's keys."""
+    config = load("judges:\n  - {name: a, check: 'return 1', prompt: 'x'}\n")
+    assert "judges[0] (a).prompt: ignored: this is a check judge" in config.warnings[0]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigErrors, match=r"judges\[0\] \(a\)\.promt: unknown judge key"):
+        load("judges:\n  - {name: a, check: 'return 1', promt: 'x'}\n")
 
 
 def test_annotations_may_be_a_yaml_file_beside_eval_yaml(

@@ -442,8 +442,11 @@ class ConstantKind(KindDefaults):
 def test_a_toy_judge_kind_grades_a_case(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
     toy = ConstantKind()
-    replace_registry(monkeypatch, kinds, "KINDS", (*kinds.KINDS, toy))
-    monkeypatch.setitem(kinds.KINDS_BY_NAME, toy.name, toy)
+    module = ModuleType(f"{kinds.__name__}.{toy.name}")  # verifier/judges/kinds/constant.py
+    module.KIND = toy  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    extended = kinds.KindRegistry({**kinds.KINDS.triggers, toy.name: toy.claim_keys})
+    replace_registry(monkeypatch, kinds, "KINDS", extended)
     config = write_eval(tmp_path / "config", """judges:
   - {name: fixed, constant: 0.25, score_range: [0, 1]}
   - {name: passed, check: 'return True'}

@@ -9,6 +9,7 @@ from verifier.config.records import (
     EvalConfig,
     JudgeConfig,
     JudgeKind,
+    JudgeKinds,
     KindDefaults,
     TaskInput,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "EvalConfig",
     "JudgeConfig",
     "JudgeKind",
+    "JudgeKinds",
     "Key",
     "KindDefaults",
     "Locator",

@@ -27,7 +27,7 @@ from verifier.config.fields import (
     object_schema,
     parse_keys,
 )
-from verifier.config.records import DEFAULT_TIMEOUT_S, JudgeConfig, JudgeKind
+from verifier.config.records import DEFAULT_TIMEOUT_S, JudgeConfig, JudgeKind, JudgeKinds
 from verifier.errors import ConfigError, did_you_mean
 from verifier.formula import FUNCTIONS
 
@@ -88,7 +88,7 @@ COMMON_KEYS: tuple[Key, ...] = (
 
 
 def parse_judges(
-    value: Any, at: Locator, kinds: Sequence[JudgeKind], warnings: list[str], problems: Any
+    value: Any, at: Locator, kinds: JudgeKinds, warnings: list[str], problems: Any
 ) -> tuple[tuple[JudgeConfig, ...], set[str]]:
     """The valid judges, and the names of entries that failed (so that the reward block's
     references to them are not reported a second time)."""
@@ -117,14 +117,14 @@ def parse_judges(
 
 
 def parse_judge(
-    entry: Any, position: Locator, kinds: Sequence[JudgeKind], warnings: list[str]
+    entry: Any, position: Locator, kinds: JudgeKinds, warnings: list[str]
 ) -> JudgeConfig:
     if not isinstance(entry, dict):
         raise position.error("must be a mapping with a 'name'")
     name = JudgeName().parse(entry.get("name"), position.child("name"))
     at = Locator(position.source, f"{position.key} ({name})", position.base_dir)
     JudgeName().refuse_reserved(name, at.child("name"))
-    kind = next((kind for kind in kinds if kind.claims(entry)), None)
+    kind = kinds.claiming(entry)
     for ignored in _check_keys(entry, kind, kinds, at):
         warnings.append(
             f"{at.source}: {at.key}.{ignored}: ignored: this is a {kind.name} judge "  # type: ignore[union-attr]
@@ -165,21 +165,23 @@ def parse_judge(
 
 
 def _check_keys(
-    entry: Mapping[str, Any], kind: JudgeKind | None, kinds: Sequence[JudgeKind], at: Locator
+    entry: Mapping[str, Any], kind: JudgeKind | None, kinds: JudgeKinds, at: Locator
 ) -> list[str]:
     """Every key is a judge key (else an error); those of another kind than the judge's
-    are returned: the kind's precedence makes them ignored (eval-yaml.md)."""
+    are returned: the kind's precedence makes them ignored (eval-yaml.md). The other
+    kinds are asked only about a key that is not the judge's own."""
     common = {key.name for key in COMMON_KEYS}
     own = {key.name for key in kind.keys} if kind is not None else set()
-    everything = common.union(*({key.name for key in other.keys} for other in kinds))
-    for name in entry:
+    foreign = [name for name in entry if name not in common and name not in own]
+    if not foreign:
+        return []
+    everything = common.union(*({key.name for key in other.keys} for other in kinds.every()))
+    for name in foreign:
         if name not in everything:
             raise at.child(str(name)).error(
                 f"unknown judge key{did_you_mean(str(name), everything)}"
             )
-    if kind is None:
-        return []
-    return [name for name in entry if name not in common and name not in own]
+    return foreign if kind is not None else []
 
 
 def judges_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import attrs
 
 from verifier.config.fields import RELATIVE_PATH_PATTERN, Locator, RelativePath, Text, nullable
 from verifier.config.judges import judges_schema, parse_judges
-from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKind, TaskInput
+from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKinds, TaskInput
 from verifier.config.reward_block import parse_reward, reward_schema
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
 from verifier.references import ANNOTATION_PREFIX, TASK_INPUT_FILE
@@ -95,7 +95,7 @@ class Problems:
             raise ConfigErrors(self.errors)
 
 
-def load_config(path: Path, kinds: Sequence[JudgeKind]) -> EvalConfig:
+def load_config(path: Path, kinds: JudgeKinds) -> EvalConfig:
     """Read and validate eval.yaml; raise ConfigErrors (exit 2) listing every problem found.
 
     `kinds` is the judge-kind registry (verifier.judges.kinds.KINDS).
@@ -319,7 +319,7 @@ def _task_input(value: Any, at: Locator) -> TaskInput:
     return NO_TASK_INPUT
 
 
-def eval_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
+def eval_schema(kinds: JudgeKinds) -> dict[str, Any]:
     """eval.yaml as JSON Schema (`verifier schema`), from the declarations the loader
     checks files with: the judge keys and kinds, the builtins' arguments, the reward block.
 
@@ -350,7 +350,7 @@ def eval_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:
             "items": OutputEntry().schema(),
             "description": "what the judges see of the case (default: all of it)",
         }),
-        "judges": judges_schema(kinds),
+        "judges": judges_schema(kinds.every()),
         "reward": reward_schema(),
         "annotations": {
             "description": "ground truth for the judges: a mapping, or a YAML file's path",

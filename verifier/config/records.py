@@ -67,6 +67,19 @@ class JudgeKind(Protocol):
         ...
 
 
+class JudgeKinds(Protocol):
+    """The judge-kind registry the loader asks (verifier.judges.kinds.KINDS), in the
+    kinds' order of precedence."""
+
+    def claiming(self, entry: Mapping[str, Any]) -> JudgeKind | None:
+        """The kind of an entry: the first that claims it; None when none does."""
+        ...
+
+    def every(self) -> Sequence[JudgeKind]:
+        """All the kinds (for the keys of other kinds, and the schema)."""
+        ...
+
+
 class KindDefaults:
     """What most kinds share: an entry is of the kind when one of its claim keys is set (a
     kind whose claim depends on a value, like an LLM builtin's name, overrides claims),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from verifier.config import EvalConfig, JudgeConfig, Problems
 from verifier.judges.base import PreparedJudge
-from verifier.judges.kinds import KINDS, KINDS_BY_NAME
+from verifier.judges.kinds import KINDS
 
 __all__ = ["KINDS", "PreparedJudge", "describe_judge", "prepare_judges", "runs_case_code"]
 
@@ -34,7 +34,7 @@ def runs_case_code(judge: JudgeConfig) -> bool:
 
 
 def describe_judge(judge: JudgeConfig, config: EvalConfig) -> str:
-    return KINDS_BY_NAME[judge.kind].describe(judge, config)
+    return KINDS.named(judge.kind).describe(judge, config)
 
 
 def _prepare(judge: JudgeConfig, config: EvalConfig) -> PreparedJudge:
@@ -46,7 +46,7 @@ def _prepare(judge: JudgeConfig, config: EvalConfig) -> PreparedJudge:
             raise config.locator(f"{judge.key}.if").error(
                 f"is not a Python expression: {error.msg}"
             ) from None
-    kind = KINDS_BY_NAME[judge.kind]
+    kind = KINDS.named(judge.kind)
     return PreparedJudge(
         config=judge,
         call=kind.prepare(judge, config),

@@ -54,20 +54,11 @@ import attrs
 
 from verifier.casefiles import CaseFile, read_case_file, resolve_inside
 from verifier.errors import OutOfProcessesError
-from verifier.judges.supervisor import Supervisor, supervised_program
-from verifier.judges.workcopy import (
-    CaseCopyError,
-    allocated_bytes,
-    copy_case,
-    free_bytes,
-    parents,
-)
 from verifier.processes import (
     JUDGE_TOKEN_ENV,
     confine_with_landlock,
     die_with_parent,
     forbid_new_privileges,
-    install_seccomp,
     kill_trees,
     landlock_abi,
 )
@@ -76,6 +67,8 @@ from verifier.system import cgroup_pids_max
 if TYPE_CHECKING:
     import socket
     import subprocess
+
+    from verifier.judges.supervisor import Supervisor
 
 SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"
 DEFAULT_SANDBOX_UID = 65534  # nobody; a batch's other workers count down from it
@@ -309,6 +302,8 @@ def readable_around(hidden: Collection[str]) -> list[str]:
         return ["/"]
     if "/" in hidden:
         return []
+    from verifier.judges.workcopy import parents
+
     ancestors = {parent for path in hidden for parent in parents(path)}
     granted = []
     pending = ["/"]
@@ -394,6 +389,8 @@ def denies_entry(path: str, uid: int, gid: int) -> bool:
     """Whether a process of uid and gid (no other groups) cannot enter path: some dir
     on the way, or path itself, it may not search, owned by someone else (an owner could
     chmod it back) and without an ACL (which could grant it)."""
+    from verifier.judges.workcopy import parents
+
     for component in [path, *parents(path)]:
         try:
             info = os.stat(component)
@@ -442,6 +439,8 @@ def _supervision_works() -> bool:
     """Whether this kernel (and the container's seccomp profile) lets a command install
     the supervisor's filter: tried once, in a forked child (OutOfProcessesError when no
     child can be forked)."""
+    from verifier.judges.supervisor import install_seccomp, supervised_program
+
     try:
         pid = os.fork()
     except BlockingIOError as error:
@@ -516,6 +515,8 @@ def run_in_sandbox(
                 os.chown(results, uid, uid)
         if names:
             _provide(given, names)
+        from verifier.judges.workcopy import CaseCopyError, copy_case
+
         try:
             copy_case(str(case_dir), str(workdir), uid, policy.hidden_ids)
         except (OSError, CaseCopyError) as error:
@@ -528,7 +529,8 @@ def run_in_sandbox(
         own = (str(workdir), str(home), *([str(results)] if returned else []))
         readable = (*policy.readable, *([str(given)] if names else []))
         channel = _listener_channel() if policy.supervised else None
-        confine = functools.partial(_confine, policy, own, readable, channel)
+        listen = _supervision_installer() if channel is not None else None
+        confine = functools.partial(_confine, policy, own, readable, channel, listen)
         if probe is not None:
             probe.before(workdir)
         environment = _environment(home, env or {}, given if names else None,
@@ -704,6 +706,8 @@ def _supervisor(channel: tuple[socket.socket, socket.socket] | None,
         return None
     import socket
 
+    from verifier.judges.supervisor import Supervisor
+
     ours, theirs = channel
     theirs.close()
     try:
@@ -713,14 +717,23 @@ def _supervisor(channel: tuple[socket.socket, socket.socket] | None,
     return Supervisor(descriptors[0], own)
 
 
+def _supervision_installer() -> Callable[[], int]:
+    """What installs the supervisor's filter in the command's process, returning its
+    listener: made before the fork, so that the child imports nothing."""
+    from verifier.judges.supervisor import install_seccomp, supervised_program
+
+    return functools.partial(install_seccomp, supervised_program(), listener=True)
+
+
 def _confine(policy: SandboxPolicy, writable: tuple[str, ...], readable: tuple[str, ...],
-             channel: tuple[socket.socket, socket.socket] | None) -> None:  # fmt: skip
+             channel: tuple[socket.socket, socket.socket] | None,
+             listen: Callable[[], int] | None) -> None:  # fmt: skip
     """In the command's process, before exec (already as the sandbox user when root): no
     privileges to gain, death with its judge, first in line for the OOM killer, a
     ceiling on its processes, Landlock
     (reads beneath `readable` and its own dirs, writes beneath its own dirs; no signals
     out of its domain), and the supervisor's filter, whose listener goes back to the
-    judge's process."""
+    judge's process (`listen`, which installs it)."""
     forbid_new_privileges()
     die_with_parent()
     adjust = "/proc/self/oom_score_adj"  # the OOM killer takes the command before the grader
@@ -731,10 +744,10 @@ def _confine(policy: SandboxPolicy, writable: tuple[str, ...], readable: tuple[s
     resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
     if policy.landlock:
         confine_with_landlock(policy.landlock, writable, readable=readable)
-    if channel is not None:
+    if channel is not None and listen is not None:
         import socket
 
-        listener = install_seccomp(supervised_program(), listener=True)
+        listener = listen()
         socket.send_fds(channel[1], [b"L"], [listener])
         os.close(listener)
 
@@ -786,6 +799,8 @@ def _filling_the_temp_space(policy: SandboxPolicy, scratch: Path) -> str | None:
     command's copy and HOME are, and on a tmpfs the memory the cgroup may use) is at its
     margin, and this command's dirs hold at least its share of what is used there (so
     that the one filling it is stopped, not the commands beside it)."""
+    from verifier.judges.workcopy import allocated_bytes, free_bytes
+
     if free_bytes(str(scratch)) >= 0:
         return None
     info = os.statvfs(scratch)

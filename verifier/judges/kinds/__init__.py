@@ -1,22 +1,21 @@
 """The judge kinds: how an entry is recognized, what its own keys are, how it runs.
 
 KINDS is the registry the loader asks, in order (eval-yaml.md: builtin > check >
-agent > llm_rubric/prompt/prompt_file > module + function). Adding a kind is one
-module here defining a `RunnableKind`, plus its place in KINDS.
+agent > llm_rubric/prompt/prompt_file > module + function). It names each kind's
+module, which is imported the first time an eval.yaml has an entry that may be of
+that kind (one with a key the kind claims entries by), so grading a config of `check`
+judges loads none of the LLM machinery. Adding a kind is one module here defining
+`KIND`, a `RunnableKind`, plus its place in KINDS.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from verifier.config import EvalConfig, JudgeConfig, JudgeKind
 from verifier.judges.base import Pool, Record
-from verifier.judges.kinds.agent import AGENT
-from verifier.judges.kinds.builtin import BUILTIN
-from verifier.judges.kinds.check import CHECK
-from verifier.judges.kinds.llm import LLM
-from verifier.judges.kinds.module import MODULE
 
 
 class RunnableKind(JudgeKind, Protocol):
@@ -39,5 +38,42 @@ class RunnableKind(JudgeKind, Protocol):
         ...
 
 
-KINDS: tuple[RunnableKind, ...] = (BUILTIN, CHECK, AGENT, LLM, MODULE)
-KINDS_BY_NAME = {kind.name: kind for kind in KINDS}
+class KindRegistry:
+    """The kinds by name, in precedence order, each imported when first needed."""
+
+    def __init__(self, triggers: Mapping[str, tuple[str, ...]]) -> None:
+        """triggers: each kind's name (its module here is that name) and the keys an
+        entry of that kind sets at least one of (its claim keys, and any other key its
+        `claims` looks at); the kind is not asked about an entry with none of them."""
+        self._triggers = dict(triggers)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._triggers)
+
+    @property
+    def triggers(self) -> dict[str, tuple[str, ...]]:
+        """What the registry was made from, to make a registry with one more kind."""
+        return dict(self._triggers)
+
+    def named(self, name: str) -> RunnableKind:
+        kind: RunnableKind = importlib.import_module(f"{__name__}.{name}").KIND
+        return kind
+
+    def claiming(self, entry: Mapping[str, Any]) -> RunnableKind | None:
+        for name, keys in self._triggers.items():
+            if any(key in entry for key in keys) and self.named(name).claims(entry):
+                return self.named(name)
+        return None
+
+    def every(self) -> Sequence[RunnableKind]:
+        return tuple(self.named(name) for name in self._triggers)
+
+
+KINDS = KindRegistry({
+    "builtin": ("builtin",),
+    "check": ("check",),
+    "agent": ("agent",),
+    "llm": ("llm_rubric", "prompt", "prompt_file", "criteria", "builtin"),
+    "module": ("module", "function"),
+})  # fmt: skip

@@ -33,4 +33,4 @@ class AgentKind(KindDefaults):
         return "agent"
 
 
-AGENT = AgentKind()
+KIND = AgentKind()

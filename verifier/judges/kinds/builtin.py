@@ -89,7 +89,7 @@ class BuiltinKind(KindDefaults):
         return f"builtin {judge.spec.name}"
 
 
-BUILTIN = BuiltinKind()
+KIND = BuiltinKind()
 
 
 def _arguments_schema(found: Any) -> dict[str, Any]:

@@ -64,7 +64,7 @@ class CheckKind(KindDefaults):
         return "check"
 
 
-CHECK = CheckKind()
+KIND = CheckKind()
 _RETURN = re.compile(r"\breturn\b")  # the rule `verifier schema` gives editors, too
 
 

@@ -228,4 +228,4 @@ def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
     }
 
 
-LLM = LLMKind()
+KIND = LLMKind()

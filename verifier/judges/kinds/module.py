@@ -80,4 +80,4 @@ class ModuleKind(KindDefaults):
         return f"module {judge.spec.module}.{judge.spec.function}"
 
 
-MODULE = ModuleKind()
+KIND = ModuleKind()
