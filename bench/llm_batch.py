@@ -5,8 +5,8 @@ OpenAI-style endpoints (tests/llm_servers.py) that answer after a fixed latency
 (default 1 s) and serve at most so many requests at once, refusing the rest with a
 429 (the capacity model). In the same run, side by side, it measures this tree's
 `verifier batch --jobs J` (its default: gates that grow up to --llm-concurrency
-512) and the same command of a baseline revision (default `main`, today's fixed
-default of 32 in flight, installed from `git archive` in its own venv):
+512) and the same command of a baseline revision (default: main just before the
+adaptive gate, a fixed 32 in flight; installed from `git archive` in its own venv):
 
 - against an endpoint serving 256 at once, 1,000 cases: cases/s, the requests in
   flight at the endpoint's peak, the share it refused;
@@ -18,7 +18,7 @@ Issue 20's targets: >= 100 cases/s against the 256-request, 1 s endpoint on 2 co
 and fewer than 10% of the 16-request endpoint's requests refused.
 
     python bench/llm_batch.py [--cases 1000] [--small-cases 300] [--jobs 2]
-        [--latency 1.0] [--sample 20] [--baseline main]
+        [--latency 1.0] [--sample 20] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from tests.llm_servers import FakeLLM, client_environment  # the test servers, n
 
 TARGET_CASES_PER_S = 100.0
 TARGET_REFUSED = 0.10
+# main before issue 20 (the merge of the adaptive gate, 946de50): a fixed 32 in flight.
+FIXED_GATE = "fc86099421bc78bd722d99b73431531702ce3dff"
 LARGE, SMALL = 256, 16
 EVAL_YAML = """\
 name: bench-llm
@@ -139,7 +141,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--latency", type=float, default=1.0, help="seconds the endpoint takes")
     parser.add_argument("--sample", type=int, default=20, help="cases graded one per CPU")
-    parser.add_argument("--baseline", default="main", help="the git revision measured beside")
+    parser.add_argument("--baseline", default=FIXED_GATE, help="the git revision measured beside")
     options = parser.parse_args()
     verifier = installed_verifier()
     baseline, commit = installed_revision(options.baseline)
@@ -182,7 +184,9 @@ def report(
 ) -> None:
     cores = len(os.sched_getaffinity(0))
     labels = {
-        "baseline": f"{options.baseline} {commit[:10]} (fixed 32 in flight)",
+        "baseline": f"{commit[:10]}, before the gate (fixed 32 in flight)"
+        if options.baseline == FIXED_GATE
+        else f"{options.baseline} {commit[:10]}",
         "this": "this tree (gates grow, ceiling 512)",
     }
     print(f"`verifier batch --jobs {options.jobs}`, one llm_rubric judge, endpoint latency "
@@ -196,7 +200,7 @@ def report(
                   f"{run.refused:9.1%}")  # fmt: skip
         this, before = runs["this", capacity], runs["baseline", capacity]
         gate = next(iter(this.summary["llm"]["endpoints"].values()))
-        print(f"  this tree / {options.baseline}: {this.rate / before.rate:.2f}x the cases/s; "
+        print(f"  this tree / {commit[:10]}: {this.rate / before.rate:.2f}x the cases/s; "
               f"its gate: peak {gate['peak_in_flight']}, ended at {gate['limit']}, "
               f"{gate['throttled']} throttled answers of {this.sent} requests")  # fmt: skip
     large = runs["this", LARGE]
