@@ -165,13 +165,7 @@ def parse_seconds(text: str) -> float:
 
 def parse_fraction(text: str) -> float:
     """A number in [0, 1] (a reward)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not 0 <= value <= 1:
-        raise ValueError(f"{value} must be in [0, 1]")
-    return value
+    return _parse_number(text, lambda v: 0 <= v <= 1, "must be in [0, 1]")
 
 
 def parse_choice(*choices: str) -> Callable[[str], str]:

@@ -62,8 +62,8 @@ class KindRegistry:
 
     def claiming(self, entry: Mapping[str, Any]) -> RunnableKind | None:
         for name, keys in self._triggers.items():
-            if any(key in entry for key in keys) and self.named(name).claims(entry):
-                return self.named(name)
+            if any(key in entry for key in keys) and (kind := self.named(name)).claims(entry):
+                return kind
         return None
 
     def every(self) -> Sequence[RunnableKind]:
