@@ -3,10 +3,12 @@
 Prints the median wall time and peak memory of `verifier grade` and, measured in
 the same run and interleaved with it (so machine noise hits both alike), of the
 reference's reward bridge (`python -m agent_eval.harbor.reward`) on the same
-eval.yaml and case, with a bare interpreter start and an import of the CLI
-framework as yardsticks. The ratio to the reference is the figure that counts
-(targets: at most 0.6x its wall time; peak memory below 20 MiB). Without REF_DIR
-(the reference's source tree) the reference is not run and no ratio is printed.
+eval.yaml and case, with yardsticks: a bare interpreter start, an import of the CLI
+framework, and the floor the stack sets (importing attrs and PyYAML; importing attrs
+and building as many attrs classes as a grade of these judges builds, counted in the
+same run). The ratio to the reference is the figure that counts (targets: at most
+0.6x its wall time; peak memory below 20 MiB). Without REF_DIR (the reference's
+source tree) the reference is not run and no ratio is printed.
 
     REF_DIR=/path/to/agent-eval-harness python bench/grade.py [--runs 21] [--baseline main]
 
@@ -73,10 +75,13 @@ def main() -> None:
         report.parent.mkdir(parents=True)
         report.write_text("The bug is fixed. " * 30)
         grade_args = ["grade", "--config", str(root / "eval.yaml"), "--case", str(root / "case")]
+        records = count_records(python, grade_args, root / "out-count")
         commands: dict[str, tuple[list[str], dict[str, str] | None]] = {
             "verifier grade": ([verifier, *grade_args, "--out", str(root / "out")], None),
             "python -c pass": ([python, "-c", "pass"], None),
             "python -c 'import typer'": ([python, "-c", "import typer"], None),
+            STACK_ROW: ([python, "-c", STACK], None),
+            RECORDS_ROW.format(records): ([python, "-c", BUILD_RECORDS, str(records)], None),
         }  # fmt: skip
         if options.baseline:
             baseline, commit = installed_revision(options.baseline)
@@ -103,13 +108,42 @@ def main() -> None:
         theirs = (
             json.loads((root / "out-reference" / "reward.json").read_text()) if reference else None
         )
-    report_figures(options.runs, samples, ours, theirs)
+    report_figures(options.runs, records, samples, ours, theirs)
     grade_ms = 1000 * statistics.median(wall for wall, _ in samples["verifier grade"])
     print(
         f"  durable outputs (fsync of the four files and the dir): {durable_ms:.2f} ms per "
         f"grade against {plain_ms:.2f} ms without, {durable_ms - plain_ms:.2f} ms "
         f"({(durable_ms - plain_ms) / grade_ms:.1%} of a grade) on this disk"
     )
+
+
+STACK = "import attrs, yaml"
+STACK_ROW = f"python -c '{STACK}'"
+RECORDS_ROW = "python -c 'import attrs' + {} records"
+# As many attrs classes as the grade builds, each with three fields like a small record.
+BUILD_RECORDS = """
+import sys, attrs
+fields = {"__annotations__": {"a": "int", "b": "str", "c": "float"}}
+for number in range(int(sys.argv[1])):
+    attrs.frozen(type(f"Record{number}", (), dict(fields)))
+"""
+# The attrs classes a grade builds: every class of a verifier module, once its imports are done.
+COUNT_RECORDS = """
+import sys, attrs
+from verifier.cli.fast import run_grade
+run_grade(sys.argv[1:])
+count = sum(1 for name, module in list(sys.modules.items()) if name.startswith("verifier")
+            for value in vars(module).values()
+            if isinstance(value, type) and attrs.has(value) and value.__module__ == name)
+print(count, file=sys.stderr)
+"""
+
+
+def count_records(python: str, grade_args: list[str], out: Path) -> int:
+    """How many attrs classes `verifier grade` builds on the bench's case."""
+    completed = subprocess.run([python, "-c", COUNT_RECORDS, *grade_args[1:], "--out", str(out)],
+                               capture_output=True, text=True, check=False)  # fmt: skip
+    return int(completed.stderr.split()[-1])
 
 
 WRITES = """
@@ -141,6 +175,7 @@ def time_output_writes(python: str, out: Path) -> tuple[float, float]:
 
 def report_figures(
     runs: int,
+    records: int,
     samples: dict[str, list[tuple[float, float]]],
     ours: dict[str, float],
     theirs: dict[str, float] | None,
@@ -151,7 +186,7 @@ def report_figures(
     for name, timings in samples.items():
         wall = statistics.median(w for w, _ in timings)
         peak = max(p for _, p in timings)
-        print(f"  {name:30s} {wall * 1000:7.1f} ms  peak {peak:5.1f} MiB  "
+        print(f"  {name:42s} {wall * 1000:7.1f} ms  peak {peak:5.1f} MiB  "
               f"({wall / grade_wall:4.2f}x grade)")  # fmt: skip
     if theirs is None:
         print("  reference: not measured (set REF_DIR to its source tree); no ratio to quote")
@@ -165,6 +200,13 @@ def report_figures(
                 wall = statistics.median(w for w, _ in timings)
                 print(f"  ratio to the reference of {name[len('verifier grade at '):]}: "
                       f"{wall / ref_wall:.2f}x")  # fmt: skip
+        stack = statistics.median(w for w, _ in samples[STACK_ROW]) / ref_wall
+        built = statistics.median(w for w, _ in samples[RECORDS_ROW.format(records)]) / ref_wall
+        print(
+            f"  the stack's floor: importing attrs and PyYAML {stack:.2f}x the reference; "
+            f"attrs and the grade's {records} records, without YAML, {built:.2f}x (before "
+            "reading a file or running a judge)"
+        )
         same = "same" if ours == theirs else f"DIFFERENT (ours {ours}, reference {theirs})"
         print(f"  reward.json of both: {same}")
     verdict = "PASS" if grade_peak < TARGET_PEAK_MIB else "FAIL"

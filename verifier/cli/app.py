@@ -20,7 +20,7 @@ import click
 import typer
 
 from verifier import __version__
-from verifier.commands import batch, check, grade, schema, task
+from verifier.commands import batch, check_config, grade, schema, task
 from verifier.console import guarded
 from verifier.errors import EXIT_CONFIG, EXIT_OK
 from verifier.options import COMMANDS, OPTIONS, Command, Options, build_options
@@ -110,7 +110,7 @@ def _register(parent: typer.Typer, name: str, spec: Command, run: Callable[[Opti
 
 
 _register(app, "grade", COMMANDS["grade"], grade.run)
-_register(app, "check", COMMANDS["check"], check.run)
+_register(app, "check", COMMANDS["check"], check_config.run)
 _register(app, "batch", COMMANDS["batch"], batch.run)
 _register(app, "schema", COMMANDS["schema"], schema.run)
 _register(task_app, "init", COMMANDS["task init"], task.run_init)
