@@ -43,6 +43,11 @@ TARGET_RATIO = 0.6
 TARGET_PEAK_MIB = 20
 
 
+def median_wall(timings: list[tuple[float, float]]) -> float:
+    """The median wall seconds of (wall, peak) samples."""
+    return statistics.median(wall for wall, _ in timings)
+
+
 def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one run of command.
 
@@ -109,7 +114,7 @@ def main() -> None:
             json.loads((root / "out-reference" / "reward.json").read_text()) if reference else None
         )
     report_figures(options.runs, records, samples, ours, theirs)
-    grade_ms = 1000 * statistics.median(wall for wall, _ in samples["verifier grade"])
+    grade_ms = 1000 * median_wall(samples["verifier grade"])
     print(
         f"  durable outputs (fsync of the four files and the dir): {durable_ms:.2f} ms per "
         f"grade against {plain_ms:.2f} ms without, {durable_ms - plain_ms:.2f} ms "
@@ -127,7 +132,7 @@ fields = {"__annotations__": {"a": "int", "b": "str", "c": "float"}}
 for number in range(int(sys.argv[1])):
     attrs.frozen(type(f"Record{number}", (), dict(fields)))
 """
-# The attrs classes a grade builds: every class of a verifier module, once its imports are done.
+# The attrs classes a grade builds: those at the top level of the verifier modules it imported.
 COUNT_RECORDS = """
 import sys, attrs
 from verifier.cli.fast import run_grade
@@ -142,7 +147,7 @@ print(count, file=sys.stderr)
 def count_records(python: str, grade_args: list[str], out: Path) -> int:
     """How many attrs classes `verifier grade` builds on the bench's case."""
     completed = subprocess.run([python, "-c", COUNT_RECORDS, *grade_args[1:], "--out", str(out)],
-                               capture_output=True, text=True, check=False)  # fmt: skip
+                               capture_output=True, text=True, check=True)  # fmt: skip
     return int(completed.stderr.split()[-1])
 
 
@@ -180,28 +185,28 @@ def report_figures(
     ours: dict[str, float],
     theirs: dict[str, float] | None,
 ) -> None:
-    grade_wall = statistics.median(wall for wall, _ in samples["verifier grade"])
+    grade_wall = median_wall(samples["verifier grade"])
     grade_peak = max(peak for _, peak in samples["verifier grade"])
     print(f"verifier grade benchmark: 3 inline judges, median of {runs} interleaved runs")
     for name, timings in samples.items():
-        wall = statistics.median(w for w, _ in timings)
+        wall = median_wall(timings)
         peak = max(p for _, p in timings)
         print(f"  {name:42s} {wall * 1000:7.1f} ms  peak {peak:5.1f} MiB  "
               f"({wall / grade_wall:4.2f}x grade)")  # fmt: skip
     if theirs is None:
         print("  reference: not measured (set REF_DIR to its source tree); no ratio to quote")
     else:
-        ref_wall = statistics.median(w for w, _ in samples["reference reward bridge"])
+        ref_wall = median_wall(samples["reference reward bridge"])
         ratio = grade_wall / ref_wall
         verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
         print(f"  ratio to the reference: {ratio:.2f}x (target <= {TARGET_RATIO}x): {verdict}")
         for name, timings in samples.items():
             if name.startswith("verifier grade at "):
-                wall = statistics.median(w for w, _ in timings)
+                wall = median_wall(timings)
                 print(f"  ratio to the reference of {name[len('verifier grade at '):]}: "
                       f"{wall / ref_wall:.2f}x")  # fmt: skip
-        stack = statistics.median(w for w, _ in samples[STACK_ROW]) / ref_wall
-        built = statistics.median(w for w, _ in samples[RECORDS_ROW.format(records)]) / ref_wall
+        stack = median_wall(samples[STACK_ROW]) / ref_wall
+        built = median_wall(samples[RECORDS_ROW.format(records)]) / ref_wall
         print(
             f"  the stack's floor: importing attrs and PyYAML {stack:.2f}x the reference; "
             f"attrs and the grade's {records} records, without YAML, {built:.2f}x (before "
