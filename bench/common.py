@@ -60,14 +60,17 @@ def installed_revision(revision: str) -> tuple[str, str]:
     what a change is measured against side by side (e.g. `main`), in its own venv."""
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--verify", f"{revision}^{{commit}}"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     venv = REPO / ".cache" / f"bench-venv-{commit[:12]}"
     if (venv / "installed-from").exists():
         return str(venv / "bin" / "verifier"), commit
     with tempfile.TemporaryDirectory(prefix="bench-revision-") as scratch:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit],
-                                 capture_output=True, check=True).stdout  # fmt: skip
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", scratch], input=archive, check=True)
         return _installed(venv, Path(scratch), commit), commit
 
@@ -76,8 +79,7 @@ def _installed(venv: Path, source: Path, stamp_text: str) -> str:
     stamp = venv / "installed-from"
     if not stamp.exists() or stamp.read_text() != stamp_text:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(source)],
-                       check=True)  # fmt: skip
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(source)], check=True)
         stamp.write_text(stamp_text)
     return str(venv / "bin" / "verifier")
 
@@ -99,7 +101,8 @@ def reference_python() -> str:
     stamp = REF_VENV / "installed"
     if not stamp.exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(REF_VENV)], check=True)
-        subprocess.run([str(REF_VENV / "bin" / "pip"), "install", "--quiet", *REF_REQUIREMENTS],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            [str(REF_VENV / "bin" / "pip"), "install", "--quiet", *REF_REQUIREMENTS], check=True
+        )
         stamp.write_text("\n".join(REF_REQUIREMENTS))
     return str(python)

@@ -56,9 +56,13 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
     """
     started = time.perf_counter()
     completed = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *command], stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True, check=False, env=env,
-    )  # fmt: skip
+        ["/usr/bin/time", "-f", "%M", *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        env=env,
+    )
     elapsed = time.perf_counter() - started
     if completed.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed: {completed.stderr}")
@@ -87,7 +91,7 @@ def main() -> None:
             "python -c 'import typer'": ([python, "-c", "import typer"], None),
             STACK_ROW: ([python, "-c", STACK], None),
             RECORDS_ROW.format(records): ([python, "-c", BUILD_RECORDS, str(records)], None),
-        }  # fmt: skip
+        }
         if options.baseline:
             baseline, commit = installed_revision(options.baseline)
             commands[f"verifier grade at {commit[:12]}"] = (
@@ -97,11 +101,19 @@ def main() -> None:
         if reference is not None:
             environment = {**os.environ, "PYTHONPATH": str(reference)}
             commands["reference reward bridge"] = (
-                [reference_python(), "-m", "agent_eval.harbor.reward", "--config",
-                 str(root / "eval.yaml"), "--case-dir", str(root / "case"),
-                 "--out-dir", str(root / "out-reference")],
+                [
+                    reference_python(),
+                    "-m",
+                    "agent_eval.harbor.reward",
+                    "--config",
+                    str(root / "eval.yaml"),
+                    "--case-dir",
+                    str(root / "case"),
+                    "--out-dir",
+                    str(root / "out-reference"),
+                ],
                 environment,
-            )  # fmt: skip
+            )
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for command, env in commands.values():
             measure(command, env)  # warm the page cache and byte code
@@ -146,8 +158,12 @@ print(count, file=sys.stderr)
 
 def count_records(python: str, grade_args: list[str], out: Path) -> int:
     """How many attrs classes `verifier grade` builds on the bench's case."""
-    completed = subprocess.run([python, "-c", COUNT_RECORDS, *grade_args[1:], "--out", str(out)],
-                               capture_output=True, text=True, check=True)  # fmt: skip
+    completed = subprocess.run(
+        [python, "-c", COUNT_RECORDS, *grade_args[1:], "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(completed.stderr.split()[-1])
 
 
@@ -172,8 +188,9 @@ for durable in (True, False):
 def time_output_writes(python: str, out: Path) -> tuple[float, float]:
     """Median ms of output.write_outputs with and without fsync, in one process."""
     out.mkdir()
-    completed = subprocess.run([python, "-c", WRITES, str(out)], capture_output=True, text=True,
-                               check=True)  # fmt: skip
+    completed = subprocess.run(
+        [python, "-c", WRITES, str(out)], capture_output=True, text=True, check=True
+    )
     durable, plain = (float(line) for line in completed.stdout.split())
     return durable, plain
 
@@ -191,8 +208,10 @@ def report_figures(
     for name, timings in samples.items():
         wall = median_wall(timings)
         peak = max(p for _, p in timings)
-        print(f"  {name:42s} {wall * 1000:7.1f} ms  peak {peak:5.1f} MiB  "
-              f"({wall / grade_wall:4.2f}x grade)")  # fmt: skip
+        print(
+            f"  {name:42s} {wall * 1000:7.1f} ms  peak {peak:5.1f} MiB  "
+            f"({wall / grade_wall:4.2f}x grade)"
+        )
     if theirs is None:
         print("  reference: not measured (set REF_DIR to its source tree); no ratio to quote")
     else:
@@ -203,8 +222,10 @@ def report_figures(
         for name, timings in samples.items():
             if name.startswith("verifier grade at "):
                 wall = median_wall(timings)
-                print(f"  ratio to the reference of {name[len('verifier grade at '):]}: "
-                      f"{wall / ref_wall:.2f}x")  # fmt: skip
+                print(
+                    f"  ratio to the reference of {name[len('verifier grade at ') :]}: "
+                    f"{wall / ref_wall:.2f}x"
+                )
         stack = median_wall(samples[STACK_ROW]) / ref_wall
         built = median_wall(samples[RECORDS_ROW.format(records)]) / ref_wall
         print(

@@ -123,8 +123,21 @@ print(json.dumps({"parts": figures, "packages": packages}))
 
 
 def bundle_figures(engine: str, image: str) -> dict:
-    proc = sh([engine, "run", "--rm", "--network", "none", "--entrypoint",
-               "/opt/verifier/python/python3.11", image, "-I", "-c", BUNDLE_SCRIPT])  # fmt: skip
+    proc = sh(
+        [
+            engine,
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "/opt/verifier/python/python3.11",
+            image,
+            "-I",
+            "-c",
+            BUNDLE_SCRIPT,
+        ]
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{engine}: measuring /opt/verifier failed:\n{proc.stderr}")
     return json.loads(proc.stdout)
@@ -250,8 +263,10 @@ def main() -> int:
         verdict = "ok" if runtime_mb <= RUNTIME_PACKAGES_TARGET_MB else "OVER TARGET"
         targets_met &= runtime_mb <= RUNTIME_PACKAGES_TARGET_MB
         print()
-        print(f"runtime packages (site-packages, unpacked): {runtime_mb:.2f} MB"
-              f"  [target <= {RUNTIME_PACKAGES_TARGET_MB:.0f} MB: {verdict}]")  # fmt: skip
+        print(
+            f"runtime packages (site-packages, unpacked): {runtime_mb:.2f} MB"
+            f"  [target <= {RUNTIME_PACKAGES_TARGET_MB:.0f} MB: {verdict}]"
+        )
         for name, size in sorted(packages.items(), key=lambda item: -item[1]):
             print(f"  {name:<38} {size / MB:6.2f} MB")
     print()

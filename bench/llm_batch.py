@@ -107,8 +107,9 @@ def measure(
         env = {**client_environment(server), "OPENAI_API_KEY": "sk-bench-0123456789abcdef"}
         out = Path(tempfile.mkdtemp(prefix="out-", dir=root))
         count = sum(1 for _ in cases.iterdir())
-        seconds, summary = time_batch(verifier, root / "eval.yaml", cases, out, env,
-                                      "--jobs", str(jobs), "--no-llm-cache")  # fmt: skip
+        seconds, summary = time_batch(
+            verifier, root / "eval.yaml", cases, out, env, "--jobs", str(jobs), "--no-llm-cache"
+        )
         return Run(seconds, count, summary, server)
     finally:
         server.stop()
@@ -153,19 +154,28 @@ def main() -> None:
         large, small = make_cases(root, options.cases), make_cases(root, options.small_cases)
         for capacity, cases in ((LARGE, large), (SMALL, small)):
             for name, command in (("baseline", baseline), ("this", verifier)):
-                runs[name, capacity] = measure(command, root, cases, capacity, options.latency,
-                                               options.jobs)  # fmt: skip
+                runs[name, capacity] = measure(
+                    command, root, cases, capacity, options.latency, options.jobs
+                )
         server = endpoint(LARGE, options.latency)
         try:
             env = client_environment(server)
-            per_cpu = time_grade_per_cpu(verifier, root / "eval.yaml", large, root / "grade",
-                                         env, options.jobs, options.sample)  # fmt: skip
+            per_cpu = time_grade_per_cpu(
+                verifier,
+                root / "eval.yaml",
+                large,
+                root / "grade",
+                env,
+                options.jobs,
+                options.sample,
+            )
             shutil.rmtree(root / "grade")
             jobs = ("--jobs", str(options.jobs))
             time_batch(verifier, root / "eval.yaml", large, root / "cached", env, *jobs)
             sent = len(server.received)
-            cached_s, _ = time_batch(verifier, root / "eval.yaml", large, root / "cached", env,
-                                     *jobs, "--force")  # fmt: skip
+            cached_s, _ = time_batch(
+                verifier, root / "eval.yaml", large, root / "cached", env, *jobs, "--force"
+            )
             if len(server.received) != sent:
                 raise SystemExit("the cached rerun sent requests")
         finally:
@@ -189,31 +199,41 @@ def report(
         else f"{options.baseline} {commit[:10]}",
         "this": "this tree (gates grow, ceiling 512)",
     }
-    print(f"`verifier batch --jobs {options.jobs}`, one llm_rubric judge, endpoint latency "
-          f"{options.latency:g} s, {cores} CPUs, one run each")  # fmt: skip
+    print(
+        f"`verifier batch --jobs {options.jobs}`, one llm_rubric judge, endpoint latency "
+        f"{options.latency:g} s, {cores} CPUs, one run each"
+    )
     for capacity, count in ((LARGE, options.cases), (SMALL, options.small_cases)):
         print(f"\nendpoint serving {capacity} at once (429 past it), {count} cases:")
         print(f"  {'':48}{'cases/s':>9}{'seconds':>9}{'in flight':>11}{'refused':>9}")
         for name in ("baseline", "this"):
             run = runs[name, capacity]
-            print(f"  {labels[name]:48}{run.rate:9.1f}{run.seconds:9.1f}{run.peak:11d}"
-                  f"{run.refused:9.1%}")  # fmt: skip
+            print(
+                f"  {labels[name]:48}{run.rate:9.1f}{run.seconds:9.1f}{run.peak:11d}"
+                f"{run.refused:9.1%}"
+            )
         this, before = runs["this", capacity], runs["baseline", capacity]
         gate = next(iter(this.summary["llm"]["endpoints"].values()))
-        print(f"  this tree / {commit[:10]}: {this.rate / before.rate:.2f}x the cases/s; "
-              f"its gate: peak {gate['peak_in_flight']}, ended at {gate['limit']}, "
-              f"{gate['throttled']} throttled answers of {this.sent} requests")  # fmt: skip
+        print(
+            f"  this tree / {commit[:10]}: {this.rate / before.rate:.2f}x the cases/s; "
+            f"its gate: peak {gate['peak_in_flight']}, ended at {gate['limit']}, "
+            f"{gate['throttled']} throttled answers of {this.sent} requests"
+        )
     large = runs["this", LARGE]
-    print(f"\none case per CPU (grade x {options.jobs} at a time, {options.sample} cases): "
-          f"{per_cpu:.1f} cases/s, this tree's batch {large.rate / per_cpu:.0f}x that; "
-          f"the rerun from the answer cache: {cached_rate:.0f} cases/s, no request")  # fmt: skip
+    print(
+        f"\none case per CPU (grade x {options.jobs} at a time, {options.sample} cases): "
+        f"{per_cpu:.1f} cases/s, this tree's batch {large.rate / per_cpu:.0f}x that; "
+        f"the rerun from the answer cache: {cached_rate:.0f} cases/s, no request"
+    )
     print(f"load average {load[0]:.1f} before, {load[1]:.1f} after (other load slows it)")
     rate_ok = large.rate >= TARGET_CASES_PER_S
     refused = runs["this", SMALL].refused
-    print(f"target >= {TARGET_CASES_PER_S:.0f} cases/s against the {LARGE} endpoint: "
-          f"{'meets' if rate_ok else 'MISSES'} ({large.rate:.1f}); < {TARGET_REFUSED:.0%} "
-          f"refused by the {SMALL} endpoint: {'meets' if refused < TARGET_REFUSED else 'MISSES'} "
-          f"({refused:.1%})")  # fmt: skip
+    print(
+        f"target >= {TARGET_CASES_PER_S:.0f} cases/s against the {LARGE} endpoint: "
+        f"{'meets' if rate_ok else 'MISSES'} ({large.rate:.1f}); < {TARGET_REFUSED:.0%} "
+        f"refused by the {SMALL} endpoint: {'meets' if refused < TARGET_REFUSED else 'MISSES'} "
+        f"({refused:.1%})"
+    )
 
 
 if __name__ == "__main__":

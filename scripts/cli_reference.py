@@ -37,8 +37,16 @@ def _synopsis(command: Command) -> str:
 
 
 def _command_section(command: Command) -> list[str]:
-    lines = [f"### `verifier {command.name}`", "", command.help, "", "```", _synopsis(command),
-             "```", ""]  # fmt: skip
+    lines = [
+        f"### `verifier {command.name}`",
+        "",
+        command.help,
+        "",
+        "```",
+        _synopsis(command),
+        "```",
+        "",
+    ]
     lines += ["| flag | what | when not given |", "|---|---|---|"]
     for name in command.options:
         option = OPTIONS[name]
@@ -60,8 +68,12 @@ def _command_section(command: Command) -> list[str]:
 
 
 def _variables() -> list[str]:
-    lines = ["## Environment variables", "",
-             "| variable | flag | commands | default |", "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "## Environment variables",
+        "",
+        "| variable | flag | commands | default |",
+        "|---|---|---|---|",
+    ]
     for option in sorted(OPTIONS.values(), key=lambda option: option.env or ""):
         if option.env is None:
             continue
@@ -70,8 +82,10 @@ def _variables() -> list[str]:
         default = option.default_label().removeprefix(f"${option.env}").removeprefix(", else ")
         if option.is_flag:
             default = "off"
-        lines.append(f"| `{option.env}` | {_code(flag)} | {', '.join(commands)} | "
-                     f"{_cell(default or 'unset')} |")  # fmt: skip
+        lines.append(
+            f"| `{option.env}` | {_code(flag)} | {', '.join(commands)} | "
+            f"{_cell(default or 'unset')} |"
+        )
     return [*lines, ""]
 
 

@@ -34,8 +34,7 @@ def remove_world_dir(path: Path) -> None:
     attack took away, delete it."""
     with open("/proc/self/mounts", encoding="utf-8") as handle:
         mounted = [line.split()[1] for line in handle]
-    for point in sorted((point for point in mounted if point.startswith(f"{path}/")),
-                        reverse=True):  # fmt: skip
+    for point in sorted((point for point in mounted if point.startswith(f"{path}/")), reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True)
     subprocess.run(["chmod", "-R", "u+rwx", str(path)], capture_output=True)
     shutil.rmtree(path, ignore_errors=True)
@@ -53,24 +52,29 @@ def _world_runnable(path: str) -> bool:
 @functools.cache
 def world_verifier() -> tuple[str, Mapping[str, str]]:
     """(python, environment) with which any UID can run `python -m verifier`."""
-    candidates = [os.path.realpath(sys.executable), f"/usr/bin/python{sys.version_info[0]}."
-                  f"{sys.version_info[1]}"]  # fmt: skip
-    python = next((path for path in candidates if os.path.exists(path) and _world_runnable(path)),
-                  None)  # fmt: skip
+    candidates = [
+        os.path.realpath(sys.executable),
+        f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}",
+    ]
+    python = next(
+        (path for path in candidates if os.path.exists(path) and _world_runnable(path)), None
+    )
     if python is None:
         raise RuntimeError(f"no Python {sys.version_info[:2]} that any UID may run")
     root = world_dir("verifier-world-")
     atexit.register(shutil.rmtree, root, True)
-    shutil.copytree(REPO / "verifier", root / "verifier",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(
+        REPO / "verifier", root / "verifier", ignore=shutil.ignore_patterns("__pycache__")
+    )
     copy_packages(_DEPENDENCIES, root)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return python, {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def grader_command(uid: int | None, *arguments: str, landlock: bool = True,
-                   nproc: int | None = None) -> list[str]:  # fmt: skip
+def grader_command(
+    uid: int | None, *arguments: str, landlock: bool = True, nproc: int | None = None
+) -> list[str]:
     """`verifier ARGUMENTS...` as root (uid None: this process's UID) or as uid (group 0,
     no other groups), where Landlock is missing unless `landlock`, with RLIMIT_NPROC
     `nproc` when given."""
@@ -97,12 +101,21 @@ def run_grader(
 ) -> subprocess.CompletedProcess[str]:
     """The grader run to the end: its exit code, stdout and stderr."""
     _, environment = world_verifier()
-    full = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp",
-            **environment, **(env or {})}  # fmt: skip
+    full = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": "/tmp",
+        **environment,
+        **(env or {}),
+    }
     return subprocess.run(
         grader_command(uid, *arguments, landlock=landlock, nproc=nproc),
-        capture_output=True, text=True, env=full, cwd=cwd, timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def give(uid: int | None, *paths: Path) -> None:

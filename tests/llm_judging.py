@@ -29,10 +29,22 @@ KEY = "sk-unit-test-0123456789abcdefghijklmnop"
 def set_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "EVAL_JUDGE_MODEL",
-                 "VERIFIER_LLM_RETRIES", "VERIFIER_LLM_TEMPERATURE", "VERIFIER_LLM_OUTPUT",
-                 "VERIFIER_LLM_MAX_CASE_CHARS", "VERIFIER_LLM_PRICES", "VERIFIER_LLM_CONTEXT_TOKENS",
-                 "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):  # fmt: skip
+    for name in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "EVAL_JUDGE_MODEL",
+        "VERIFIER_LLM_RETRIES",
+        "VERIFIER_LLM_TEMPERATURE",
+        "VERIFIER_LLM_OUTPUT",
+        "VERIFIER_LLM_MAX_CASE_CHARS",
+        "VERIFIER_LLM_PRICES",
+        "VERIFIER_LLM_CONTEXT_TOKENS",
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

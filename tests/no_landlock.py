@@ -24,17 +24,19 @@ _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
 def without_landlock() -> None:
     arch, seccomp = _ARCHES[os.uname().machine]
     op = struct.Struct("=HBBI").pack
-    program = b"".join([
-        op(_LD_W_ABS, 0, 0, 4),  # 0: arch
-        op(_JEQ_K, 0, 6, arch),  # 1: another ABI: allow (8)
-        op(_LD_W_ABS, 0, 0, 0),  # 2: nr
-        op(_JEQ_K, 3, 0, _LANDLOCK[0]),  # 3: -> 7
-        op(_JEQ_K, 2, 0, _LANDLOCK[1]),  # 4: -> 7
-        op(_JEQ_K, 1, 0, _LANDLOCK[2]),  # 5: -> 7
-        op(_RET_K, 0, 0, _ALLOW),  # 6
-        op(_RET_K, 0, 0, _ERRNO | errno.ENOSYS),  # 7
-        op(_RET_K, 0, 0, _ALLOW),  # 8
-    ])  # fmt: skip
+    program = b"".join(
+        [
+            op(_LD_W_ABS, 0, 0, 4),  # 0: arch
+            op(_JEQ_K, 0, 6, arch),  # 1: another ABI: allow (8)
+            op(_LD_W_ABS, 0, 0, 0),  # 2: nr
+            op(_JEQ_K, 3, 0, _LANDLOCK[0]),  # 3: -> 7
+            op(_JEQ_K, 2, 0, _LANDLOCK[1]),  # 4: -> 7
+            op(_JEQ_K, 1, 0, _LANDLOCK[2]),  # 5: -> 7
+            op(_RET_K, 0, 0, _ALLOW),  # 6
+            op(_RET_K, 0, 0, _ERRNO | errno.ENOSYS),  # 7
+            op(_RET_K, 0, 0, _ALLOW),  # 8
+        ]
+    )
 
     class Program(ctypes.Structure):
         _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))

@@ -25,9 +25,17 @@ from pathlib import Path
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 # What the verifier itself imports, for a grader that is not root (typer-slim: no rich).
 VERIFIER_PACKAGES = (
-    "verifier", "yaml", "_yaml", "jinja2", "markupsafe", "attr", "attrs", "typer", "click",
+    "verifier",
+    "yaml",
+    "_yaml",
+    "jinja2",
+    "markupsafe",
+    "attr",
+    "attrs",
+    "typer",
+    "click",
     "annotated_doc",
-)  # fmt: skip
+)
 
 
 def world_dir(prefix: str) -> Path:
@@ -62,8 +70,12 @@ def portable_python(root: Path, packages: Sequence[str]) -> Path:
     if not os.access(base, os.X_OK):
         base = Path(sys.executable).resolve()
     venv = root / "venv"
-    subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True,
-                   capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [str(base), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     site = venv / "lib" / version / "site-packages"
     owners = importlib.metadata.packages_distributions()

@@ -75,10 +75,19 @@ def viewer_accepts(details: Any) -> bool:
 CTRF_STATUSES = ("passed", "failed", "skipped", "pending", "other")
 _CTRF_SUMMARY = ("tests", "passed", "failed", "skipped", "pending", "other", "start", "stop")
 _CTRF_OPTIONAL = {
-    "id": str, "message": str, "trace": str, "snippet": str, "rawStatus": str, "type": str,
-    "filePath": str, "start": (int, float), "stop": (int, float), "line": (int, float),
-    "retries": (int, float), "flaky": bool,
-}  # fmt: skip
+    "id": str,
+    "message": str,
+    "trace": str,
+    "snippet": str,
+    "rawStatus": str,
+    "type": str,
+    "filePath": str,
+    "start": (int, float),
+    "stop": (int, float),
+    "line": (int, float),
+    "retries": (int, float),
+    "flaky": bool,
+}
 
 
 def ctrf_viewer_accepts(document: Any) -> bool:
@@ -110,8 +119,9 @@ def ctrf_viewer_accepts(document: Any) -> bool:
                 not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))
             ):
                 return False
-        return all(entry.get(key) is None or strings(entry[key]) for key in
-                   ("tags", "stdout", "stderr"))  # fmt: skip
+        return all(
+            entry.get(key) is None or strings(entry[key]) for key in ("tags", "stdout", "stderr")
+        )
 
     if not isinstance(document, dict) or document.get("reportFormat", "CTRF") != "CTRF":
         return False

@@ -64,8 +64,11 @@ def signal_name(number: int) -> str:
         pass
     low, high = getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", -1)
     if low <= number <= high:
-        return f"SIGRTMIN+{number - low}" if number - low <= (high - low) // 2 else \
-            f"SIGRTMAX-{high - number}"  # fmt: skip
+        return (
+            f"SIGRTMIN+{number - low}"
+            if number - low <= (high - low) // 2
+            else f"SIGRTMAX-{high - number}"
+        )
     return f"signal {number}"
 
 

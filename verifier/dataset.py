@@ -238,9 +238,12 @@ def survey(dataset: Dataset) -> DatasetSurvey:
         if entry.input_file is None:
             without_input.append(case_id)
     return DatasetSurvey(
-        tuple(ids), tuple(sorted(keys)), tuple(sorted(file_keys)), tuple(without_input),
+        tuple(ids),
+        tuple(sorted(keys)),
+        tuple(sorted(file_keys)),
+        tuple(without_input),
         tuple(problems),
-    )  # fmt: skip
+    )
 
 
 def _present(path: Path) -> bool:
@@ -265,9 +268,11 @@ def _refuse_symlink(path: Path, root: Path, where: str, key: str, shown: str) ->
     while current != root and current.is_relative_to(root):
         if current.is_symlink():
             raise ConfigError(
-                where, key, f"{shown} is a symlink; dataset files must be regular files inside "
+                where,
+                key,
+                f"{shown} is a symlink; dataset files must be regular files inside "
                 "the dataset (copy the file in)",
-            )  # fmt: skip
+            )
         current = current.parent
 
 
@@ -277,9 +282,11 @@ def _content(path: Path) -> Any:
         size = path.stat().st_size
         if size > MAX_ANNOTATION_FILE_BYTES:
             raise ConfigError(
-                str(path), "", f"is {size} bytes, over the {MAX_ANNOTATION_FILE_BYTES}-byte cap "
+                str(path),
+                "",
+                f"is {size} bytes, over the {MAX_ANNOTATION_FILE_BYTES}-byte cap "
                 "for an annotation file",
-            )  # fmt: skip
+            )
         data = path.read_bytes()
     except OSError as error:
         raise ConfigError(str(path), "", f"cannot be read ({error.strerror})") from None

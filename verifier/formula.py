@@ -50,14 +50,39 @@ def _allowed_nodes() -> tuple[type[ast.AST], ...]:
     import ast
 
     return (
-        ast.Module, ast.Expr, ast.Assign, ast.Name, ast.Constant,
-        ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Call,
-        ast.List, ast.Tuple,
-        ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
-        ast.UAdd, ast.USub, ast.Not, ast.And, ast.Or,
-        ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-        ast.Load, ast.Store,
-    )  # fmt: skip
+        ast.Module,
+        ast.Expr,
+        ast.Assign,
+        ast.Name,
+        ast.Constant,
+        ast.BinOp,
+        ast.UnaryOp,
+        ast.BoolOp,
+        ast.Compare,
+        ast.IfExp,
+        ast.Call,
+        ast.List,
+        ast.Tuple,
+        ast.Add,
+        ast.Sub,
+        ast.Mult,
+        ast.Div,
+        ast.FloorDiv,
+        ast.Mod,
+        ast.UAdd,
+        ast.USub,
+        ast.Not,
+        ast.And,
+        ast.Or,
+        ast.Eq,
+        ast.NotEq,
+        ast.Lt,
+        ast.LtE,
+        ast.Gt,
+        ast.GtE,
+        ast.Load,
+        ast.Store,
+    )
 
 
 class FormulaError(ValueError):

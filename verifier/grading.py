@@ -290,10 +290,15 @@ def read(
     case_id = case_id if case_id is not None else Path(os.path.abspath(case_dir)).name
     sources = case_sources(config, case_id)
     case = read_case(
-        resolved, config.outputs, sources.annotations, sources.task_input,
-        annotation_contents=sources.annotation_contents, agent_logs=agent_logs,
-        tool_outputs=config.tool_outputs, trajectory_from=config.trajectory,
-    )  # fmt: skip
+        resolved,
+        config.outputs,
+        sources.annotations,
+        sources.task_input,
+        annotation_contents=sources.annotation_contents,
+        agent_logs=agent_logs,
+        tool_outputs=config.tool_outputs,
+        trajectory_from=config.trajectory,
+    )
     context = CaseContext(
         warnings=(*sources.warnings, *case.warnings),
         task_input=attrs.evolve(case.task_input, value=None),
@@ -312,11 +317,15 @@ def conclude(loaded: LoadedEval, results: tuple[JudgeResult, ...], context: Case
     composition = compose(plan.reward, results, config.scales())
     if context.step is not None and not plan.judges:
         composition = Composition(
-            reward=0.0, mode=plan.reward.mode, gate_enabled=False, gate_failed=(),
+            reward=0.0,
+            mode=plan.reward.mode,
+            gate_enabled=False,
+            gate_failed=(),
             contributions={},
-            warnings=(f"no judge grades step {context.step!r}: the step is unjudged, its "
-                      "reward 0.0",),
-        )  # fmt: skip
+            warnings=(
+                f"no judge grades step {context.step!r}: the step is unjudged, its reward 0.0",
+            ),
+        )
     if config.reward.on_error == "fail" and composition.errored:
         reasons = "; ".join(
             f"{result.name}: {result.status.value}: {result.error}"

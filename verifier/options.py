@@ -159,8 +159,12 @@ def parse_reward_keys(text: str) -> tuple[str, ...] | None:
 
 def parse_seconds(text: str) -> float:
     """A positive, finite number of seconds."""
-    return _parse_number(text, lambda v: 0 < v < float("inf"),
-                         "must be a positive number of seconds", "a number of seconds")  # fmt: skip
+    return _parse_number(
+        text,
+        lambda v: 0 < v < float("inf"),
+        "must be a positive number of seconds",
+        "a number of seconds",
+    )
 
 
 def parse_fraction(text: str) -> float:
@@ -208,137 +212,370 @@ class Option:
 OPTIONS: dict[str, Option] = {
     option.name: option
     for option in (
-        Option("config", ("--config",), "the eval.yaml", parse_path, "VERIFIER_CONFIG",
-               DEFAULT_CONFIG, metavar="FILE"),
-        Option("case", ("--case",), "the agent's work dir (read only, never imported)",
-               parse_path, "VERIFIER_CASE", DEFAULT_CASE, metavar="DIR"),
-        Option("out", ("--out",), "where the reward files go", parse_path, "VERIFIER_OUT",
-               DEFAULT_OUT, metavar="DIR"),
-        Option("case_id", ("--case-id",),
-               "the case's entry in eval.yaml's dataset: its annotations and input",
-               parse_name, "VERIFIER_CASE_ID", default_text="the case dir's name",
-               metavar="ID"),
-        Option("step", ("--step",),
-               "grade only this execution step's judges (a multi-step task's verifier)",
-               parse_name, "VERIFIER_STEP", metavar="STEP"),
-        Option("agent_logs", ("--agent-logs",),
-               "Harbor's agent logs dir: its trajectory.json (ATIF), when there, is the "
-               "agent's conversation", parse_path, "VERIFIER_AGENT_LOGS", DEFAULT_AGENT_LOGS,
-               metavar="DIR"),
-        Option("cases", ("--cases",), "a dir of case dirs, or a Harbor job dir (its trials)",
-               parse_path, metavar="DIR"),
-        Option("jobs", ("--jobs", "-j"), "worker processes", parse_positive_int,
-               default_text="the CPU count", metavar="N"),
-        Option("shard", ("--shard",), "grade only shard I of N (by a hash of the case name)",
-               parse_shard, metavar="I/N"),
-        Option("force", ("--force",), "re-grade cases already graded with this config",
-               is_flag=True, default=False),
-        Option("memory_mb", ("--memory-mb",), "memory limit of each judge process, in MiB",
-               parse_memory_mb, "VERIFIER_JUDGE_MEMORY_MB", DEFAULT_MEMORY_MB, metavar="N"),
-        Option("llm_parallel", ("--llm-parallel",), "LLM judges of one case run at once",
-               parse_positive_int, "VERIFIER_LLM_PARALLEL", DEFAULT_LLM_PARALLEL, metavar="N"),
-        Option("no_llm", ("--no-llm",), "skip LLM judges (skipped records), for dry runs",
-               parse_bool, "VERIFIER_NO_LLM", False, is_flag=True),
-        Option("llm_concurrency", ("--llm-concurrency",),
-               "the most LLM requests in flight per endpoint, shared by every case: a "
-               "ceiling, under which the batch finds the endpoint's pace",
-               parse_positive_int, "VERIFIER_LLM_CONCURRENCY", DEFAULT_LLM_CONCURRENCY,
-               metavar="N"),
-        Option("llm_cache", ("--llm-cache",), "keep model answers in DIR and reuse them",
-               parse_path, "VERIFIER_LLM_CACHE", metavar="DIR"),
-        Option("no_llm_cache", ("--no-llm-cache",), "neither read nor write the answer cache",
-               parse_bool, "VERIFIER_NO_LLM_CACHE", False, is_flag=True),
-        Option("llm_cache_mb", ("--llm-cache-mb",), "size bound of the answer cache, in MiB",
-               parse_positive_int, "VERIFIER_LLM_CACHE_MB", DEFAULT_LLM_CACHE_MB, metavar="N"),
-        Option("max_cost_usd", ("--max-cost-usd",),
-               "stop handing out cases once the LLM judges' requests have cost this much "
-               "(USD, by the price table); the cases begun still finish",
-               parse_positive_number, "VERIFIER_MAX_COST_USD", metavar="USD"),
-        Option("calibrate", ("--calibrate",),
-               "report each labelled judge's agreement with human labels (Spearman for "
-               "scores, Cohen's kappa for pass/fail)", is_flag=True, default=False),
-        Option("labels", ("--labels",),
-               "the human labels, {case: {judge: label}} (YAML/JSON); else the dataset's "
-               "`labels` annotation", parse_path, metavar="FILE"),
-        Option("min_agreement", ("--min-agreement",),
-               "with --calibrate: fail the run (exit 7) when a labelled judge agrees less",
-               parse_agreement, metavar="X"),
-        Option("keep_errors", ("--keep-errors",),
-               "do not re-grade cases graded with this config whose judges errored",
-               is_flag=True, default=False),
-        Option("reward_keys", ("--reward-keys",),
-               "what reward.json holds: `reward` alone (Harbor's pass@k needs it), `all` "
-               "(the reward and every judge with a value), or `NAME,...` (the reward and "
-               "these judges, always present); judges.json has every judge either way",
-               # Not VERIFIER_REWARD_KEYS: Harbor scrubs the value of every [verifier] env
-               # name with KEY in it from every file of the trial, reward.json included.
-               parse_reward_keys, "VERIFIER_REWARD_JSON", ALL_REWARD_KEYS, default_text="all",
-               metavar="reward|all|NAME,..."),
-        Option("deadline", ("--deadline",),
-               "seconds the whole grade may take: judges still running when it nears are "
-               "stopped as timeouts and the reward is written before it (a batch: per case)",
-               parse_seconds, "VERIFIER_DEADLINE", default_text="none", metavar="S"),
-        Option("termination_log", ("--termination-log",),
-               "also write the summary line here (/dev/termination-log in Kubernetes)",
-               parse_path, "VERIFIER_TERMINATION_LOG", metavar="FILE"),
-        Option("write_back", ("--write-back",),
-               "with a Harbor job dir as --cases: write each trial's new reward into the "
-               "trial (its verifier/ dir and result.json), as Harbor's regrade records one",
-               is_flag=True, default=False),
-        Option("weak_sandbox", ("--weak-sandbox",),
-               "run code from the case even where the sandbox cannot hide the grader's files "
-               "from it (no Landlock; README, Safety)", parse_bool, "VERIFIER_WEAK_SANDBOX",
-               False, is_flag=True),
+        Option(
+            "config",
+            ("--config",),
+            "the eval.yaml",
+            parse_path,
+            "VERIFIER_CONFIG",
+            DEFAULT_CONFIG,
+            metavar="FILE",
+        ),
+        Option(
+            "case",
+            ("--case",),
+            "the agent's work dir (read only, never imported)",
+            parse_path,
+            "VERIFIER_CASE",
+            DEFAULT_CASE,
+            metavar="DIR",
+        ),
+        Option(
+            "out",
+            ("--out",),
+            "where the reward files go",
+            parse_path,
+            "VERIFIER_OUT",
+            DEFAULT_OUT,
+            metavar="DIR",
+        ),
+        Option(
+            "case_id",
+            ("--case-id",),
+            "the case's entry in eval.yaml's dataset: its annotations and input",
+            parse_name,
+            "VERIFIER_CASE_ID",
+            default_text="the case dir's name",
+            metavar="ID",
+        ),
+        Option(
+            "step",
+            ("--step",),
+            "grade only this execution step's judges (a multi-step task's verifier)",
+            parse_name,
+            "VERIFIER_STEP",
+            metavar="STEP",
+        ),
+        Option(
+            "agent_logs",
+            ("--agent-logs",),
+            "Harbor's agent logs dir: its trajectory.json (ATIF), when there, is the "
+            "agent's conversation",
+            parse_path,
+            "VERIFIER_AGENT_LOGS",
+            DEFAULT_AGENT_LOGS,
+            metavar="DIR",
+        ),
+        Option(
+            "cases",
+            ("--cases",),
+            "a dir of case dirs, or a Harbor job dir (its trials)",
+            parse_path,
+            metavar="DIR",
+        ),
+        Option(
+            "jobs",
+            ("--jobs", "-j"),
+            "worker processes",
+            parse_positive_int,
+            default_text="the CPU count",
+            metavar="N",
+        ),
+        Option(
+            "shard",
+            ("--shard",),
+            "grade only shard I of N (by a hash of the case name)",
+            parse_shard,
+            metavar="I/N",
+        ),
+        Option(
+            "force",
+            ("--force",),
+            "re-grade cases already graded with this config",
+            is_flag=True,
+            default=False,
+        ),
+        Option(
+            "memory_mb",
+            ("--memory-mb",),
+            "memory limit of each judge process, in MiB",
+            parse_memory_mb,
+            "VERIFIER_JUDGE_MEMORY_MB",
+            DEFAULT_MEMORY_MB,
+            metavar="N",
+        ),
+        Option(
+            "llm_parallel",
+            ("--llm-parallel",),
+            "LLM judges of one case run at once",
+            parse_positive_int,
+            "VERIFIER_LLM_PARALLEL",
+            DEFAULT_LLM_PARALLEL,
+            metavar="N",
+        ),
+        Option(
+            "no_llm",
+            ("--no-llm",),
+            "skip LLM judges (skipped records), for dry runs",
+            parse_bool,
+            "VERIFIER_NO_LLM",
+            False,
+            is_flag=True,
+        ),
+        Option(
+            "llm_concurrency",
+            ("--llm-concurrency",),
+            "the most LLM requests in flight per endpoint, shared by every case: a "
+            "ceiling, under which the batch finds the endpoint's pace",
+            parse_positive_int,
+            "VERIFIER_LLM_CONCURRENCY",
+            DEFAULT_LLM_CONCURRENCY,
+            metavar="N",
+        ),
+        Option(
+            "llm_cache",
+            ("--llm-cache",),
+            "keep model answers in DIR and reuse them",
+            parse_path,
+            "VERIFIER_LLM_CACHE",
+            metavar="DIR",
+        ),
+        Option(
+            "no_llm_cache",
+            ("--no-llm-cache",),
+            "neither read nor write the answer cache",
+            parse_bool,
+            "VERIFIER_NO_LLM_CACHE",
+            False,
+            is_flag=True,
+        ),
+        Option(
+            "llm_cache_mb",
+            ("--llm-cache-mb",),
+            "size bound of the answer cache, in MiB",
+            parse_positive_int,
+            "VERIFIER_LLM_CACHE_MB",
+            DEFAULT_LLM_CACHE_MB,
+            metavar="N",
+        ),
+        Option(
+            "max_cost_usd",
+            ("--max-cost-usd",),
+            "stop handing out cases once the LLM judges' requests have cost this much "
+            "(USD, by the price table); the cases begun still finish",
+            parse_positive_number,
+            "VERIFIER_MAX_COST_USD",
+            metavar="USD",
+        ),
+        Option(
+            "calibrate",
+            ("--calibrate",),
+            "report each labelled judge's agreement with human labels (Spearman for "
+            "scores, Cohen's kappa for pass/fail)",
+            is_flag=True,
+            default=False,
+        ),
+        Option(
+            "labels",
+            ("--labels",),
+            "the human labels, {case: {judge: label}} (YAML/JSON); else the dataset's "
+            "`labels` annotation",
+            parse_path,
+            metavar="FILE",
+        ),
+        Option(
+            "min_agreement",
+            ("--min-agreement",),
+            "with --calibrate: fail the run (exit 7) when a labelled judge agrees less",
+            parse_agreement,
+            metavar="X",
+        ),
+        Option(
+            "keep_errors",
+            ("--keep-errors",),
+            "do not re-grade cases graded with this config whose judges errored",
+            is_flag=True,
+            default=False,
+        ),
+        Option(
+            "reward_keys",
+            ("--reward-keys",),
+            "what reward.json holds: `reward` alone (Harbor's pass@k needs it), `all` "
+            "(the reward and every judge with a value), or `NAME,...` (the reward and "
+            "these judges, always present); judges.json has every judge either way",
+            # Not VERIFIER_REWARD_KEYS: Harbor scrubs the value of every [verifier] env
+            # name with KEY in it from every file of the trial, reward.json included.
+            parse_reward_keys,
+            "VERIFIER_REWARD_JSON",
+            ALL_REWARD_KEYS,
+            default_text="all",
+            metavar="reward|all|NAME,...",
+        ),
+        Option(
+            "deadline",
+            ("--deadline",),
+            "seconds the whole grade may take: judges still running when it nears are "
+            "stopped as timeouts and the reward is written before it (a batch: per case)",
+            parse_seconds,
+            "VERIFIER_DEADLINE",
+            default_text="none",
+            metavar="S",
+        ),
+        Option(
+            "termination_log",
+            ("--termination-log",),
+            "also write the summary line here (/dev/termination-log in Kubernetes)",
+            parse_path,
+            "VERIFIER_TERMINATION_LOG",
+            metavar="FILE",
+        ),
+        Option(
+            "write_back",
+            ("--write-back",),
+            "with a Harbor job dir as --cases: write each trial's new reward into the "
+            "trial (its verifier/ dir and result.json), as Harbor's regrade records one",
+            is_flag=True,
+            default=False,
+        ),
+        Option(
+            "weak_sandbox",
+            ("--weak-sandbox",),
+            "run code from the case even where the sandbox cannot hide the grader's files "
+            "from it (no Landlock; README, Safety)",
+            parse_bool,
+            "VERIFIER_WEAK_SANDBOX",
+            False,
+            is_flag=True,
+        ),
         Option("debug", ("--debug",), "show tracebacks", is_flag=True, default=False),
-        Option("strict", ("--strict",), "treat warnings as errors (exit 2)", is_flag=True,
-               default=False),
+        Option(
+            "strict",
+            ("--strict",),
+            "treat warnings as errors (exit 2)",
+            is_flag=True,
+            default=False,
+        ),
         Option("dest", (), "the task package dir to create", parse_path, metavar="DEST"),
-        Option("image", ("--image",),
-               "the verifier image tests/Dockerfile builds FROM (or copies /opt/verifier from)",
-               env="VERIFIER_IMAGE", default=DEFAULT_IMAGE, metavar="IMAGE"),
-        Option("agent_image", ("--agent-image",),
-               "the agent's image ([environment].docker_image); else environment/Dockerfile",
-               metavar="IMAGE"),
-        Option("name", ("--name",), "the task's org/name", default_text="local/<DEST name>",
-               metavar="ORG/NAME"),
-        Option("workdir", ("--workdir",), "the agent's work dir: artifacts and VERIFIER_CASE",
-               default=DEFAULT_WORKDIR, metavar="DIR"),
-        Option("instruction", ("--instruction",), "a file to use as instruction.md",
-               parse_path, metavar="FILE"),
-        Option("task_input", ("--input",),
-               "a YAML file: the task's input, baked into tests/input.yaml (trusted); "
-               "default: the instruction as its prompt", parse_path, metavar="FILE"),
-        Option("from_dataset", ("--from-dataset",),
-               "one task per case of eval.yaml's dataset, in DEST/<case-id>/, and "
-               "DEST/dataset.toml", is_flag=True, default=False),
-        Option("case_ids", ("--cases",), "with --from-dataset: only these cases",
-               parse_names, default_text="every case", metavar="ID,..."),
-        Option("protect", ("--protect",),
-               "copy the agent's files these globs match (those the environment's "
-               "Dockerfile copies into the work dir) into tests/protected/: the trusted "
-               "copies guard/files_unchanged compares the case with",
-               parse_globs, metavar="GLOB,..."),
-        Option("environment", ("--environment",),
-               "the task's environment (a Dockerfile and its build context): the agent's "
-               "image, and the verifier's with the verifier on top", parse_path,
-               default_text="a placeholder environment/Dockerfile", metavar="DIR"),
-        Option("verifier_network", ("--verifier-network",),
-               "the verifier's network: auto (no-network, or the LLM endpoint's host), "
-               "no-network or public", parse_choice(*VERIFIER_NETWORKS), default="auto",
-               metavar="MODE"),
-        Option("min_reward", ("--min-reward",),
-               "multi-step: a step whose reward is below it stops the trial (eval.yaml's "
-               "execution.steps[].min_reward first)", parse_fraction, metavar="R"),
-        Option("engine", ("--engine",), "the container engine: podman or docker",
-               parse_choice("podman", "docker"), env="VERIFIER_ENGINE",
-               default_text="podman when installed, else docker", metavar="ENGINE"),
-        Option("expect", ("--expect",), "the reward the solution must get",
-               parse_fraction, default=1.0, metavar="R"),
-        Option("build_network", ("--build-network",),
-               "the network of the image builds and of the solution's run (e.g. host)",
-               parse_text, default_text="the engine's default", metavar="MODE"),
+        Option(
+            "image",
+            ("--image",),
+            "the verifier image tests/Dockerfile builds FROM (or copies /opt/verifier from)",
+            env="VERIFIER_IMAGE",
+            default=DEFAULT_IMAGE,
+            metavar="IMAGE",
+        ),
+        Option(
+            "agent_image",
+            ("--agent-image",),
+            "the agent's image ([environment].docker_image); else environment/Dockerfile",
+            metavar="IMAGE",
+        ),
+        Option(
+            "name",
+            ("--name",),
+            "the task's org/name",
+            default_text="local/<DEST name>",
+            metavar="ORG/NAME",
+        ),
+        Option(
+            "workdir",
+            ("--workdir",),
+            "the agent's work dir: artifacts and VERIFIER_CASE",
+            default=DEFAULT_WORKDIR,
+            metavar="DIR",
+        ),
+        Option(
+            "instruction",
+            ("--instruction",),
+            "a file to use as instruction.md",
+            parse_path,
+            metavar="FILE",
+        ),
+        Option(
+            "task_input",
+            ("--input",),
+            "a YAML file: the task's input, baked into tests/input.yaml (trusted); "
+            "default: the instruction as its prompt",
+            parse_path,
+            metavar="FILE",
+        ),
+        Option(
+            "from_dataset",
+            ("--from-dataset",),
+            "one task per case of eval.yaml's dataset, in DEST/<case-id>/, and DEST/dataset.toml",
+            is_flag=True,
+            default=False,
+        ),
+        Option(
+            "case_ids",
+            ("--cases",),
+            "with --from-dataset: only these cases",
+            parse_names,
+            default_text="every case",
+            metavar="ID,...",
+        ),
+        Option(
+            "protect",
+            ("--protect",),
+            "copy the agent's files these globs match (those the environment's "
+            "Dockerfile copies into the work dir) into tests/protected/: the trusted "
+            "copies guard/files_unchanged compares the case with",
+            parse_globs,
+            metavar="GLOB,...",
+        ),
+        Option(
+            "environment",
+            ("--environment",),
+            "the task's environment (a Dockerfile and its build context): the agent's "
+            "image, and the verifier's with the verifier on top",
+            parse_path,
+            default_text="a placeholder environment/Dockerfile",
+            metavar="DIR",
+        ),
+        Option(
+            "verifier_network",
+            ("--verifier-network",),
+            "the verifier's network: auto (no-network, or the LLM endpoint's host), "
+            "no-network or public",
+            parse_choice(*VERIFIER_NETWORKS),
+            default="auto",
+            metavar="MODE",
+        ),
+        Option(
+            "min_reward",
+            ("--min-reward",),
+            "multi-step: a step whose reward is below it stops the trial (eval.yaml's "
+            "execution.steps[].min_reward first)",
+            parse_fraction,
+            metavar="R",
+        ),
+        Option(
+            "engine",
+            ("--engine",),
+            "the container engine: podman or docker",
+            parse_choice("podman", "docker"),
+            env="VERIFIER_ENGINE",
+            default_text="podman when installed, else docker",
+            metavar="ENGINE",
+        ),
+        Option(
+            "expect",
+            ("--expect",),
+            "the reward the solution must get",
+            parse_fraction,
+            default=1.0,
+            metavar="R",
+        ),
+        Option(
+            "build_network",
+            ("--build-network",),
+            "the network of the image builds and of the solution's run (e.g. host)",
+            parse_text,
+            default_text="the engine's default",
+            metavar="MODE",
+        ),
     )
-}  # fmt: skip
+}
 
 
 @attrs.frozen
@@ -374,16 +611,45 @@ COMMANDS: dict[str, Command] = {
             "grade",
             "Grade one case dir and write reward.json, reward.txt, judges.json and "
             "reward-details.json.",
-            ("config", "case", "out", "case_id", "step", "agent_logs", "reward_keys",
-             "deadline", "memory_mb", "llm_parallel", "no_llm", "llm_cache", "no_llm_cache",
-             "llm_cache_mb", "termination_log", "weak_sandbox", "debug"),
-            help_overrides={"llm_cache": "keep model answers in DIR and reuse them (off unless "
-                                         "given)"},
-            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_CASE, EXIT_OUTPUT, EXIT_JUDGE_ERROR,
-                        EXIT_STALE_REWARD, EXIT_SANDBOX, EXIT_NO_PROCESSES, EXIT_INTERRUPTED,
-                        EXIT_TERMINATED, EXIT_INTERNAL),
-            exit_meanings={EXIT_OK: "reward written (0.0 included); no reward file is written "
-                                    "unless the exit code is 0"},
+            (
+                "config",
+                "case",
+                "out",
+                "case_id",
+                "step",
+                "agent_logs",
+                "reward_keys",
+                "deadline",
+                "memory_mb",
+                "llm_parallel",
+                "no_llm",
+                "llm_cache",
+                "no_llm_cache",
+                "llm_cache_mb",
+                "termination_log",
+                "weak_sandbox",
+                "debug",
+            ),
+            help_overrides={
+                "llm_cache": "keep model answers in DIR and reuse them (off unless given)"
+            },
+            exit_codes=(
+                EXIT_OK,
+                EXIT_CONFIG,
+                EXIT_CASE,
+                EXIT_OUTPUT,
+                EXIT_JUDGE_ERROR,
+                EXIT_STALE_REWARD,
+                EXIT_SANDBOX,
+                EXIT_NO_PROCESSES,
+                EXIT_INTERRUPTED,
+                EXIT_TERMINATED,
+                EXIT_INTERNAL,
+            ),
+            exit_meanings={
+                EXIT_OK: "reward written (0.0 included); no reward file is written "
+                "unless the exit code is 0"
+            },
         ),
         Command(
             "check",
@@ -393,11 +659,13 @@ COMMANDS: dict[str, Command] = {
             required=("config",),
             help_overrides={
                 "config": "the eval.yaml, or a Harbor task dir (its task.toml's timeouts "
-                          "and tests/eval.yaml)",
+                "and tests/eval.yaml)",
                 "deadline": "warn when the judges' timeouts can add up past this --deadline",
             },
-            exit_meanings={EXIT_OK: "valid (warnings included, unless --strict)",
-                           EXIT_CONFIG: "invalid, a warning under --strict, or a usage error"},
+            exit_meanings={
+                EXIT_OK: "valid (warnings included, unless --strict)",
+                EXIT_CONFIG: "invalid, a warning under --strict, or a usage error",
+            },
         ),
         Command(
             "schema",
@@ -407,35 +675,82 @@ COMMANDS: dict[str, Command] = {
         Command(
             "batch",
             "Grade every case under --cases in parallel workers; resumable, shardable.",
-            ("cases", "out", "config", "jobs", "shard", "force", "keep_errors", "reward_keys",
-             "deadline", "write_back", "memory_mb", "llm_concurrency", "no_llm", "llm_cache",
-             "no_llm_cache", "llm_cache_mb", "max_cost_usd", "calibrate", "labels",
-             "min_agreement", "termination_log", "weak_sandbox", "debug"),
+            (
+                "cases",
+                "out",
+                "config",
+                "jobs",
+                "shard",
+                "force",
+                "keep_errors",
+                "reward_keys",
+                "deadline",
+                "write_back",
+                "memory_mb",
+                "llm_concurrency",
+                "no_llm",
+                "llm_cache",
+                "no_llm_cache",
+                "llm_cache_mb",
+                "max_cost_usd",
+                "calibrate",
+                "labels",
+                "min_agreement",
+                "termination_log",
+                "weak_sandbox",
+                "debug",
+            ),
             required=("cases", "out"),
             help_overrides={
                 "out": "OUT/<case>/reward.json ..., OUT/.batch/summary.{json,csv}",
                 "llm_cache": "keep model answers in DIR and reuse them (default OUT/.llm-cache)",
             },
-            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_CASE, EXIT_OUTPUT, EXIT_DISAGREES, EXIT_BUDGET,
-                        EXIT_SANDBOX, EXIT_NO_PROCESSES, EXIT_INTERRUPTED, EXIT_TERMINATED,
-                        EXIT_INTERNAL),
+            exit_codes=(
+                EXIT_OK,
+                EXIT_CONFIG,
+                EXIT_CASE,
+                EXIT_OUTPUT,
+                EXIT_DISAGREES,
+                EXIT_BUDGET,
+                EXIT_SANDBOX,
+                EXIT_NO_PROCESSES,
+                EXIT_INTERRUPTED,
+                EXIT_TERMINATED,
+                EXIT_INTERNAL,
+            ),
             exit_meanings={
                 EXIT_OK: "every case graded (a case that could not be graded is an error row "
-                         "of the summary)",
+                "of the summary)",
                 EXIT_CASE: "the --cases dir not found",
                 EXIT_OUTPUT: "--out not writable, or another batch holds its lock",
                 EXIT_INTERRUPTED: "stopped by SIGINT, after writing the summary of the cases "
-                                  "graded",
+                "graded",
                 EXIT_TERMINATED: "stopped by SIGTERM, after writing the summary of the cases "
-                                 "graded",
+                "graded",
             },
         ),
         Command(
             "task init",
             "Render a Harbor task package whose separate verifier is this image.",
-            ("dest", "config", "image", "agent_image", "environment", "name", "workdir",
-             "instruction", "task_input", "from_dataset", "case_ids", "protect",
-             "verifier_network", "min_reward", "reward_keys", "force", "debug"),
+            (
+                "dest",
+                "config",
+                "image",
+                "agent_image",
+                "environment",
+                "name",
+                "workdir",
+                "instruction",
+                "task_input",
+                "from_dataset",
+                "case_ids",
+                "protect",
+                "verifier_network",
+                "min_reward",
+                "reward_keys",
+                "force",
+                "debug",
+            ),
             positional=("dest",),
             required=("dest", "config"),
             help_overrides={
@@ -443,7 +758,7 @@ COMMANDS: dict[str, Command] = {
                 "force": "write into a non-empty DEST (its other files stay)",
                 "name": "the task's org/name (with --from-dataset: the org)",
                 "reward_keys": "what the package's reward.json holds: its [verifier] env "
-                               "VERIFIER_REWARD_JSON (reward, all, NAME,...)",
+                "VERIFIER_REWARD_JSON (reward, all, NAME,...)",
             },
         ),
         Command(
@@ -455,11 +770,12 @@ COMMANDS: dict[str, Command] = {
             required=("dest",),
             help_overrides={"dest": "the task package dir (made by task init)"},
             exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_INTERNAL),
-            exit_meanings={EXIT_OK: "the solution gets --expect and the untouched environment "
-                                    "less"},
+            exit_meanings={
+                EXIT_OK: "the solution gets --expect and the untouched environment less"
+            },
         ),
     )
-}  # fmt: skip
+}
 
 
 @attrs.frozen

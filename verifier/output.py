@@ -154,8 +154,12 @@ def reward_details(grading: Grading) -> dict[str, Any]:
     for result in grading.results:
         row = _judge_row(grading, result, weights[result.name])
         rows[result.name] = row
-        criterion = {"name": result.name, "value": row["score"], "weight": weights[result.name],
-                     "raw": result.value}  # fmt: skip
+        criterion = {
+            "name": result.name,
+            "value": row["score"],
+            "weight": weights[result.name],
+            "raw": result.value,
+        }
         short = {"kind": row["kind"], "score": row["score"], "criteria": [criterion]}
         components.append({"name": result.name, "weight": weights[result.name], "detail": short})
     composition = grading.composition
@@ -203,10 +207,15 @@ def _judge_row(grading: Grading, result: JudgeResult, weight: float) -> dict[str
     criteria = [criterion]
     if isinstance(result.details.get("criteria"), list):  # an LLM judge's criteria, each
         criteria = [
-            {"name": row["name"], "value": row["value"], "weight": row["weight"],
-             "raw": row["verdict"], **({"reasoning": row["rationale"]} if row["rationale"] else {})}
+            {
+                "name": row["name"],
+                "value": row["value"],
+                "weight": row["weight"],
+                "raw": row["verdict"],
+                **({"reasoning": row["rationale"]} if row["rationale"] else {}),
+            }
             for row in result.details["criteria"]
-        ]  # fmt: skip
+        ]
     row: dict[str, Any] = {"kind": result.kind, "score": score, "criteria": criteria}
     if result.status.value != "ok":
         row["warnings"] = [f"status: {result.status.value}"]

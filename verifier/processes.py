@@ -242,8 +242,12 @@ def confine_with_landlock(
             if not stat.S_ISDIR(mode):
                 allowed &= _FILE_RIGHTS
             rule = PathBeneath(allowed & handled, descriptor)
-            if library.syscall(_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
-                            ctypes.byref(rule), 0) != 0:  # fmt: skip
+            if (
+                library.syscall(
+                    _LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0
+                )
+                != 0
+            ):
                 raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
         finally:
             os.close(descriptor)

@@ -205,10 +205,12 @@ class DefaultReward:
         numeric = {name for name, value in judged.values.items() if not isinstance(value, bool)}
         scores = {name: _scaled(name, judged, None) for name in sorted(numeric)}
         scores.update(
-            _zeroed(judged, self.on_error, frozenset(
-                name for name in judged.errored if not judged.is_boolean(name)
-            ))
-        )  # fmt: skip
+            _zeroed(
+                judged,
+                self.on_error,
+                frozenset(name for name in judged.errored if not judged.is_boolean(name)),
+            )
+        )
         failed = [result.name for result in judged.results if result.failed]
         warnings: tuple[str, ...] = ()
         if failed_gates(judged, self.on_error):  # compose() zeroes it; nothing else to say
@@ -347,9 +349,10 @@ class WeightedReward:
         weights = _weights(block.get("weights"), context)
         if not weights or sum(weight for _, weight in weights) <= 0:
             raise context.error(
-                "weights", "formula 'weighted' needs at least one positive weight; "
-                "add weights or drop the reward block for the default composition"
-            )  # fmt: skip
+                "weights",
+                "formula 'weighted' needs at least one positive weight; "
+                "add weights or drop the reward block for the default composition",
+            )
         return cls(
             weights=weights,
             raw=raw,

@@ -123,6 +123,8 @@ def cgroup_number(path: Path) -> int | None:
 
 def _memory_file(unified: bool, which: str) -> str:
     """The name of the memory controller's limit or usage file, in v2 or v1."""
-    names = {"limit": ("memory.max", "memory.limit_in_bytes"),
-             "usage": ("memory.current", "memory.usage_in_bytes")}  # fmt: skip
+    names = {
+        "limit": ("memory.max", "memory.limit_in_bytes"),
+        "usage": ("memory.current", "memory.usage_in_bytes"),
+    }
     return names[which][0 if unified else 1]

@@ -136,28 +136,39 @@ def _agent_logs_trail(agent_logs: Path | None) -> Trail:
     """Harbor's trajectory.json in the agent logs dir: a symlink, a FIFO, a dir, an
     unreadable, oversized or invalid file is unusable; a missing one is absent."""
     if agent_logs is None:
-        return Trail(None, "no agent logs: Harbor's /logs/agent was not collected for this "
-                           "case (declare /logs/agent/trajectory.json an artifact)")  # fmt: skip
+        return Trail(
+            None,
+            "no agent logs: Harbor's /logs/agent was not collected for this "
+            "case (declare /logs/agent/trajectory.json an artifact)",
+        )
     shown = agent_logs / AGENT_LOGS_TRAJECTORY
     try:
         logs_mode = os.lstat(agent_logs).st_mode
     except OSError:
-        return Trail(None, f"no agent logs dir {agent_logs} (Harbor's agent logs; outside "
-                           "Harbor, eval.yaml's `trajectory: case` reads the case's own "
-                           "trail, which the agent writes)")  # fmt: skip
+        return Trail(
+            None,
+            f"no agent logs dir {agent_logs} (Harbor's agent logs; outside "
+            "Harbor, eval.yaml's `trajectory: case` reads the case's own "
+            "trail, which the agent writes)",
+        )
     if not stat.S_ISDIR(logs_mode):
-        return Trail(None, f"{agent_logs}: the agent logs are not a directory; no trajectory "
-                           "read", unusable=True)  # fmt: skip
+        return Trail(
+            None,
+            f"{agent_logs}: the agent logs are not a directory; no trajectory read",
+            unusable=True,
+        )
     try:
         file_mode = os.lstat(shown).st_mode
     except FileNotFoundError:
         return Trail(None, f"{shown} does not exist: no trajectory in Harbor's agent logs")
     except OSError as error:
-        return Trail(None, f"{shown}: cannot be read ({error.strerror}); no trajectory read",
-                     unusable=True)  # fmt: skip
+        return Trail(
+            None, f"{shown}: cannot be read ({error.strerror}); no trajectory read", unusable=True
+        )
     if stat.S_ISLNK(file_mode):
-        return Trail(None, f"{shown}: is a symlink; not followed, no trajectory read",
-                     unusable=True)  # fmt: skip
+        return Trail(
+            None, f"{shown}: is a symlink; not followed, no trajectory read", unusable=True
+        )
     trajectory, problem = read_trajectory(agent_logs, (AGENT_LOGS_TRAJECTORY,))
     if trajectory is None:
         return Trail(None, f"{agent_logs}/{problem}", unusable=True)
@@ -178,8 +189,10 @@ def read_trajectory(
         text = found.data.decode("utf-8", errors="replace")
         containers = text.count("[") + text.count("{")
         if containers > MAX_TRAJECTORY_CONTAINERS:
-            return None, (f"{relative}: holds {containers} arrays and objects, over the "
-                          f"{MAX_TRAJECTORY_CONTAINERS} cap; no trajectory read")  # fmt: skip
+            return None, (
+                f"{relative}: holds {containers} arrays and objects, over the "
+                f"{MAX_TRAJECTORY_CONTAINERS} cap; no trajectory read"
+            )
         try:
             trajectory = parse_trajectory(text, relative)
         except (ValueError, RecursionError, MemoryError) as error:
@@ -222,8 +235,9 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
         for call in _items(step.get("tool_calls")):
             if isinstance(call, dict) and isinstance(call.get("function_name"), str):
                 result = results.get(_id(call.get("tool_call_id")))
-                calls.append(_tool_call(call["function_name"], call.get("arguments"),
-                                        len(turns), result))  # fmt: skip
+                calls.append(
+                    _tool_call(call["function_name"], call.get("arguments"), len(turns), result)
+                )
         metrics = step.get("metrics")
         if isinstance(metrics, dict):
             has_metrics = True
@@ -239,10 +253,11 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
         tool_calls=tuple(calls),
         cost_usd=_first(_amount(final.get("total_cost_usd")), summed_cost),
         input_tokens=_first(_count(final.get("total_prompt_tokens")), prompt_tokens or None),
-        output_tokens=_first(_count(final.get("total_completion_tokens")),
-                             completion_tokens or None),
+        output_tokens=_first(
+            _count(final.get("total_completion_tokens")), completion_tokens or None
+        ),
         tool_names=tuple(names),
-    )  # fmt: skip
+    )
 
 
 def _from_events(events: Iterable[Any], source: str) -> Trajectory:
@@ -265,8 +280,9 @@ def _from_events(events: Iterable[Any], source: str) -> Trajectory:
             for tool in _items(event.get("tools")):
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                     result = results.get(_id(tool.get("id")))
-                    calls.append(_tool_call(tool["name"], tool.get("input"), len(turns),
-                                            result, subagent))  # fmt: skip
+                    calls.append(
+                        _tool_call(tool["name"], tool.get("input"), len(turns), result, subagent)
+                    )
         elif event.get("type") == "result" and _amount(event.get("cost_usd")) is not None:
             cost = _amount(event["cost_usd"])
     names = tuple(call.name for call in calls)
@@ -316,14 +332,19 @@ def _stream_events(text: str) -> Iterator[dict[str, Any]]:
                 "type": "assistant",
                 "parent_tool_use_id": event.get("parent_tool_use_id"),
                 "text": _text([b for b in blocks if b.get("type") == "text"]),
-                "tools": [{"name": b.get("name"), "id": b.get("id"), "input": b.get("input")}
-                          for b in blocks if b.get("type") == "tool_use"],
-            }  # fmt: skip
+                "tools": [
+                    {"name": b.get("name"), "id": b.get("id"), "input": b.get("input")}
+                    for b in blocks
+                    if b.get("type") == "tool_use"
+                ],
+            }
         elif event.get("type") == "user":
             for block in blocks:
                 if block.get("type") == "tool_result":
-                    yield {"type": "tool_result", **{key: block.get(key) for key in
-                           ("tool_use_id", "content", "is_error")}}  # fmt: skip
+                    yield {
+                        "type": "tool_result",
+                        **{key: block.get(key) for key in ("tool_use_id", "content", "is_error")},
+                    }
         elif event.get("type") == "result":
             yield {"type": "result", "cost_usd": event.get("total_cost_usd")}
 
@@ -333,9 +354,10 @@ def _text(message: Any) -> str:
         return message
     if isinstance(message, list):  # content parts
         return "\n".join(
-            part.get("text", "") for part in message
+            part.get("text", "")
+            for part in message
             if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )  # fmt: skip
+        )
     return ""
 
 

@@ -32,10 +32,11 @@ def _loaders() -> tuple[type[yaml.SafeLoader], type[yaml.SafeLoader]]:
                     continue  # unhashable: the base constructor reports it
                 if key in seen:
                     raise yaml.MarkedYAMLError(
-                        "while constructing a mapping", node.start_mark,
+                        "while constructing a mapping",
+                        node.start_mark,
                         f"duplicate key {key!r} (the later one would silently win)",
                         key_node.start_mark,
-                    )  # fmt: skip
+                    )
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 

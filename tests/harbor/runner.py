@@ -103,10 +103,25 @@ def run_job(
     """`harbor run -p PATH --agent oracle -e podman --no-delete [-k N]`: {task dir name:
     trial} (with attempts, one of each task's trials)."""
     run = harbor(
-        "run", "-p", str(path), "--agent", "oracle", "-e", "podman", "--no-delete",
-        "-n", str(concurrent), "-k", str(attempts), "-o", str(jobs), "--job-name", job_name,
-        cwd=jobs.parent, timeout=JOB_TIMEOUT_S,
-    )  # fmt: skip
+        "run",
+        "-p",
+        str(path),
+        "--agent",
+        "oracle",
+        "-e",
+        "podman",
+        "--no-delete",
+        "-n",
+        str(concurrent),
+        "-k",
+        str(attempts),
+        "-o",
+        str(jobs),
+        "--job-name",
+        job_name,
+        cwd=jobs.parent,
+        timeout=JOB_TIMEOUT_S,
+    )
     assert run.returncode == 0, f"harbor run failed:\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
     trials = {}
     for trial in sorted((jobs / job_name).iterdir()):
@@ -138,10 +153,25 @@ def host_grade(
 ) -> dict[str, float]:
     """What `verifier grade` gives on the host: reward.json."""
     subprocess.run(
-        [sys.executable, "-m", "verifier", "grade", "--config", str(config), "--case", str(case),
-         "--out", str(out), *args],
-        check=True, capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "verifier",
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(case),
+            "--out",
+            str(out),
+            *args,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
     return json.loads((out / "reward.json").read_text())
 
 
@@ -149,8 +179,9 @@ def warm_cache(context: Path, tag: str) -> None:
     """Build context (e.g. a package's tests/) with the host's network, as `tag`, which the
     caller removes: the layers that install the environment's toolchain (apt-get) stay in
     podman's cache for the builds Harbor and `task test` run on their own network."""
-    built = podman("build", "--pull=never", "--network", "host", "-q", "-t", tag, str(context),
-                   check=False)  # fmt: skip
+    built = podman(
+        "build", "--pull=never", "--network", "host", "-q", "-t", tag, str(context), check=False
+    )
     assert built.returncode == 0, built.stderr[-3000:]
 
 

@@ -117,11 +117,15 @@ def _with_llm(task: Path, port: int) -> None:
     toml = task / "task.toml"
     text = toml.read_text()
     for old, new in (
-        ('ANTHROPIC_BASE_URL = "https://api.anthropic.com"',
-         f'ANTHROPIC_BASE_URL = "http://host.containers.internal:{port}"'),
-        ('ANTHROPIC_API_KEY = "${ANTHROPIC_API_KEY}"',
-         f'ANTHROPIC_API_KEY = "{API_KEY}", VERIFIER_LLM_RETRIES = "0"'),
-    ):  # fmt: skip
+        (
+            'ANTHROPIC_BASE_URL = "https://api.anthropic.com"',
+            f'ANTHROPIC_BASE_URL = "http://host.containers.internal:{port}"',
+        ),
+        (
+            'ANTHROPIC_API_KEY = "${ANTHROPIC_API_KEY}"',
+            f'ANTHROPIC_API_KEY = "{API_KEY}", VERIFIER_LLM_RETRIES = "0"',
+        ),
+    ):
         assert text.count(old) == 1, text
         text = text.replace(old, new)
     toml.write_text(text)
@@ -132,21 +136,29 @@ def _dataset_tasks(root: Path, image: str, as_root: bool, port: int) -> dict[str
     suite = root / "anova-example"
     shutil.copytree(ANOVA, suite)
     tasks = init_dataset_tasks(
-        root / "tasks", suite / "eval.yaml", image=VERIFIER_IMAGE, agent_image=image,
-        org="issue10-anova", case_ids=list(SCORES), verifier_network=VERIFIER_NETWORK,
-    )  # fmt: skip
+        root / "tasks",
+        suite / "eval.yaml",
+        image=VERIFIER_IMAGE,
+        agent_image=image,
+        org="issue10-anova",
+        case_ids=list(SCORES),
+        verifier_network=VERIFIER_NETWORK,
+    )
     left: dict[str, dict[str, str]] = {}
     for task in tasks:
         case_id = task.name
         first_line = _entry(case_id, "instruction.txt").splitlines()[0]
         files = {"output/solution.diff": f"# agent's fix for {case_id}\n"}
         # The gate passes only when Harbor gave the agent its case's input in /app.
-        (task / "solution" / "solve.sh").write_text(_solve_sh(
-            "mkdir -p output", _heredoc("output/solution.diff", files["output/solution.diff"]),
-            f"if grep -qF {json.dumps(first_line)} /app/input.yaml; then",
-            "  echo '{\"passed\": true}' > output/tests.json",
-            "else echo '{\"passed\": false, \"skipped\": \"no input\"}' > output/tests.json; fi",
-        ))  # fmt: skip
+        (task / "solution" / "solve.sh").write_text(
+            _solve_sh(
+                "mkdir -p output",
+                _heredoc("output/solution.diff", files["output/solution.diff"]),
+                f"if grep -qF {json.dumps(first_line)} /app/input.yaml; then",
+                "  echo '{\"passed\": true}' > output/tests.json",
+                'else echo \'{"passed": false, "skipped": "no input"}\' > output/tests.json; fi',
+            )
+        )
         files["output/tests.json"] = '{"passed": true}\n'
         files["input.yaml"] = _entry(case_id, "input.yaml")
         left[case_id] = files
@@ -160,21 +172,30 @@ def _two_step_task(root: Path, image: str, as_root: bool, port: int) -> Path:
     suite = root / "two-steps"
     shutil.copytree(TWO_STEPS, suite)
     task = init_task(
-        root / "issue10-two-steps", suite / "eval.yaml", image=VERIFIER_IMAGE, agent_image=image,
-        name="issue10/two-steps", verifier_network=VERIFIER_NETWORK,
-    )  # fmt: skip
+        root / "issue10-two-steps",
+        suite / "eval.yaml",
+        image=VERIFIER_IMAGE,
+        agent_image=image,
+        name="issue10/two-steps",
+        verifier_network=VERIFIER_NETWORK,
+    )
     (task / "steps" / "plan" / "solution" / "solve.sh").write_text(
         _solve_sh(_heredoc("plan.md", PLAN))
     )
     # The final step's agent leaves its trajectory where Harbor's agents leave theirs.
-    (task / "steps" / "build" / "solution" / "solve.sh").write_text(_solve_sh(
-        "echo 42 > answer.txt", _heredoc("/logs/agent/trajectory.json", ATIF.read_text()),
-    ))  # fmt: skip
+    (task / "steps" / "build" / "solution" / "solve.sh").write_text(
+        _solve_sh(
+            "echo 42 > answer.txt",
+            _heredoc("/logs/agent/trajectory.json", ATIF.read_text()),
+        )
+    )
     toml = task / "task.toml"
     toml.write_text(
-        toml.read_text().replace('artifacts = ["/app"]', f'artifacts = ["/app", "{TRAJECTORY_ARTIFACT}"]')
+        toml.read_text().replace(
+            'artifacts = ["/app"]', f'artifacts = ["/app", "{TRAJECTORY_ARTIFACT}"]'
+        )
         + '\n[metadata.harbor.lint]\nignore = ["artifact-log-overlap"]\n'
-    )  # fmt: skip
+    )
     _with_llm(task, port)
     if as_root:
         run_as_root(task)
@@ -207,18 +228,28 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         for case_id, files in left.items():
             host[case_id] = host_grade(
                 root / "tasks" / case_id / "tests" / "eval.yaml",
-                _write(root / "host" / case_id, files), root / "host-out" / case_id,
-                "--case-id", case_id, env=env,
-            )  # fmt: skip
+                _write(root / "host" / case_id, files),
+                root / "host-out" / case_id,
+                "--case-id",
+                case_id,
+                env=env,
+            )
         logs = _write(root / "host-logs", {"trajectory.json": ATIF.read_text()})
-        steps = {"plan": ({"plan.md": PLAN}, root / "no-logs"),
-                 "build": ({"plan.md": PLAN, "answer.txt": "42\n"}, logs)}  # fmt: skip
+        steps = {
+            "plan": ({"plan.md": PLAN}, root / "no-logs"),
+            "build": ({"plan.md": PLAN, "answer.txt": "42\n"}, logs),
+        }
         for step, (files, agent_logs) in steps.items():
             host[f"issue10-two-steps/{step}"] = host_grade(
-                two_steps / "tests" / "eval.yaml", _write(root / "host" / step, files),
-                root / "host-out" / step, "--step", step, "--agent-logs", str(agent_logs),
+                two_steps / "tests" / "eval.yaml",
+                _write(root / "host" / step, files),
+                root / "host-out" / step,
+                "--step",
+                step,
+                "--agent-logs",
+                str(agent_logs),
                 env=env,
-            )  # fmt: skip
+            )
         trials = run_job(root / "tasks", jobs, "issue10-dataset")
         trials.update(run_job(two_steps, jobs, "issue10-two-steps", concurrent=1))
         configs = {
@@ -256,11 +287,17 @@ def test_dataset_toml_is_what_harbor_dataset_init_writes(tmp_path: Path) -> None
         key: harbors["dataset"][key] for key in ("name", "version")
     }
     parsed = subprocess.run(
-        [str(HARBOR_VENV / "bin" / "python"), "-c",
-         "import sys; from harbor.models.dataset.manifest import DatasetManifest as M; "
-         "print(M.from_toml_file(sys.argv[1]).task_count)", str(ours)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            str(HARBOR_VENV / "bin" / "python"),
+            "-c",
+            "import sys; from harbor.models.dataset.manifest import DatasetManifest as M; "
+            "print(M.from_toml_file(sys.argv[1]).task_count)",
+            str(ours),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert parsed.stdout.strip() == "4", parsed.stderr
 
 
@@ -288,8 +325,10 @@ def test_each_step_is_graded_as_that_step_left_the_workdir(run: Run) -> None:
     for name, step in steps.items():
         assert step["verifier_result"]["rewards"] == run.host[f"issue10-two-steps/{name}"]
     assert steps["plan"]["verifier_result"]["rewards"] == {
-        "reward": 0.5, "has_plan": 1.0, "plan_words": 5.0,
-    }  # fmt: skip
+        "reward": 0.5,
+        "has_plan": 1.0,
+        "plan_words": 5.0,
+    }
     build = steps["build"]["verifier_result"]["rewards"]
     assert build["agent_turns"] == 3.0 and build["reported"] == 1.0  # the ATIF trajectory
     assert trial.rewards == build  # multi_step_reward_strategy = final
@@ -302,12 +341,27 @@ def test_batch_over_the_jobs_gives_the_trials_rewards(run: Run) -> None:
     for job, config in run.configs.items():
         out = run.root / "batch" / job
         done = subprocess.run(
-            [sys.executable, "-m", "verifier", "batch", "--config", str(config), "--cases",
-             str(run.jobs / job), "--out", str(out)],
-            capture_output=True, text=True, check=False,
-            env={"PATH": "/usr/bin:/bin", "ANTHROPIC_BASE_URL": run.server.url,
-                 "ANTHROPIC_API_KEY": API_KEY},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "verifier",
+                "batch",
+                "--config",
+                str(config),
+                "--cases",
+                str(run.jobs / job),
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "ANTHROPIC_BASE_URL": run.server.url,
+                "ANTHROPIC_API_KEY": API_KEY,
+            },
+        )
         assert done.returncode == 0, done.stderr
         rows = {
             row["case"]: row

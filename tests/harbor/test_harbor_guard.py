@@ -67,10 +67,17 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             for relative, text in ENVIRONMENT.items():
                 (task / "environment" / relative).parent.mkdir(parents=True, exist_ok=True)
                 (task / "environment" / relative).write_text(text)
-            init_task(task, source / "eval.yaml", image=VERIFIER_IMAGE, agent_image=image,
-                      name=f"harbor-verifier-tests/guard-{name}", workdir=WORKDIR,
-                      protect=("tests/**",), force=True,
-                      verifier_network=VERIFIER_NETWORK)  # fmt: skip
+            init_task(
+                task,
+                source / "eval.yaml",
+                image=VERIFIER_IMAGE,
+                agent_image=image,
+                name=f"harbor-verifier-tests/guard-{name}",
+                workdir=WORKDIR,
+                protect=("tests/**",),
+                force=True,
+                verifier_network=VERIFIER_NETWORK,
+            )
             (task / "solution" / "solve.sh").write_text(
                 f"#!/bin/bash\nset -euo pipefail\ncd {WORKDIR}\n{solution}"
             )

@@ -91,10 +91,16 @@ def harbor_native_task(dest: Path, config: Path, image: str, as_root: bool, solv
     """A package from init_task, whose [verifier] grades with the reward alone and a
     deadline below Harbor's timeout (what the README tells an RL user to set): here a
     shorter timeout and deadline than task init derives, so that the overrun is quick."""
-    init_task(dest, config, image=VERIFIER_IMAGE, agent_image=image,
-              name=f"harbor-verifier-tests/{dest.name}", workdir=WORKDIR,
-              verifier_env={"VERIFIER_REWARD_JSON": "reward"},
-              verifier_network="public")  # fmt: skip  # no egress sidecar image here
+    init_task(
+        dest,
+        config,
+        image=VERIFIER_IMAGE,
+        agent_image=image,
+        name=f"harbor-verifier-tests/{dest.name}",
+        workdir=WORKDIR,
+        verifier_env={"VERIFIER_REWARD_JSON": "reward"},
+        verifier_network="public",
+    )  # no egress sidecar image here
     (dest / "solution" / "solve.sh").write_text(solve)
     toml = dest / "task.toml"
     derived = tomllib.loads(toml.read_text())["verifier"]
@@ -134,8 +140,11 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         harbor_native_task(tasks / name, source / "eval.yaml", image, as_root, solve_sh(files))
     checked = subprocess.run(
         [sys.executable, "-m", "verifier", "check", str(tasks / "overruns"), "--strict"],
-        capture_output=True, text=True, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     jobs = root / "jobs"
     try:
         run_job(tasks, jobs, "native", attempts=ATTEMPTS)
@@ -144,8 +153,13 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             for path in sorted((jobs / "native").iterdir())
             if path.is_dir() and (path / "result.json").is_file()
         ]
-        yield {"root": root, "jobs": jobs, "dir": jobs / "native", "trials": trials,
-               "check": checked}  # fmt: skip
+        yield {
+            "root": root,
+            "jobs": jobs,
+            "dir": jobs / "native",
+            "trials": trials,
+            "check": checked,
+        }
     finally:
         remove_trial_images(jobs)
 
@@ -212,11 +226,31 @@ def regraded(job: dict[str, Any]) -> dict[str, Any]:
     """`verifier batch --write-back` over the job dir with the eval.yaml accepting 41."""
     out = job["root"] / "regrade-out"
     completed = subprocess.run(
-        [sys.executable, "-m", "verifier", "batch", "--config", str(job["root"] / "regrade.yaml"),
-         "--cases", str(job["dir"]), "--out", str(out), "--reward-keys", "reward",
-         "--deadline", str(DEADLINE_S), "--write-back", "-j", "2"],
-        capture_output=True, text=True, cwd=REPO, timeout=600, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "verifier",
+            "batch",
+            "--config",
+            str(job["root"] / "regrade.yaml"),
+            "--cases",
+            str(job["dir"]),
+            "--out",
+            str(out),
+            "--reward-keys",
+            "reward",
+            "--deadline",
+            str(DEADLINE_S),
+            "--write-back",
+            "-j",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     return {"out": out, "stdout": completed.stdout}
 
@@ -241,8 +275,9 @@ def test_the_regrade_is_written_back_into_the_trials(
     stats = job_stats(job["dir"])
     assert stats["pass_at_k"] == {"2": 1.0}
     assert stats["metrics"] == [{"mean": 1.0}]
-    assert stats["reward_stats"] == {"reward": {"1.0": sorted(t.directory.name
-                                                            for t in job["trials"])}}  # fmt: skip
+    assert stats["reward_stats"] == {
+        "reward": {"1.0": sorted(t.directory.name for t in job["trials"])}
+    }
 
 
 def test_the_job_report_says_where_grpo_gets_no_signal(
@@ -271,11 +306,24 @@ def test_harbor_view_shows_the_written_back_rewards(
 ) -> None:
     port = free_port()
     server = subprocess.Popen(
-        [str(HARBOR), "view", str(job["jobs"]), "--host", "127.0.0.1", "--port", str(port),
-         "--jobs", "--no-build"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={"PATH": f"{HARBOR_VENV / 'bin'}:/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-    )  # fmt: skip
+        [
+            str(HARBOR),
+            "view",
+            str(job["jobs"]),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--jobs",
+            "--no-build",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={
+            "PATH": f"{HARBOR_VENV / 'bin'}:/usr/bin:/bin",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        },
+    )
     base = f"http://127.0.0.1:{port}/api"
 
     def get(path: str) -> Any:

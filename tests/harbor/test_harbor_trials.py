@@ -110,10 +110,17 @@ judges:
     builtin: cost_budget
     arguments: {max_cost_usd: 1}
 """
-FORGED_ATIF = json.dumps({"steps": [{"source": "agent", "message": "done by hand"}],
-                          "final_metrics": {"total_cost_usd": 0.0}})  # fmt: skip
-FORGED_TRAIL = {"trajectory.json": FORGED_ATIF, "events.json": '[{"type": "result", '
-                '"cost_usd": 0.0}]', "answer.txt": "42\n"}  # fmt: skip
+FORGED_ATIF = json.dumps(
+    {
+        "steps": [{"source": "agent", "message": "done by hand"}],
+        "final_metrics": {"total_cost_usd": 0.0},
+    }
+)
+FORGED_TRAIL = {
+    "trajectory.json": FORGED_ATIF,
+    "events.json": '[{"type": "result", "cost_usd": 0.0}]',
+    "answer.txt": "42\n",
+}
 
 
 def _solve_sh(files: dict[str, str], extra: str = "") -> str:
@@ -267,8 +274,11 @@ def test_planted_reward_and_fake_eval_yaml_do_not_count(trials: dict[str, Any]) 
 def test_a_trail_the_agent_forged_in_its_workdir_does_not_count(trials: dict[str, Any]) -> None:
     trial, result, host = trials["forged-trail"]
     assert result["exception_info"] is None
-    assert result["verifier_result"]["rewards"] == host == {"reward": 0.0, "no_bash": 0.0,
-                                                              "cheap": 0.0}  # fmt: skip
+    assert (
+        result["verifier_result"]["rewards"]
+        == host
+        == {"reward": 0.0, "no_bash": 0.0, "cheap": 0.0}
+    )
     judges = json.loads((trial / "verifier" / "judges.json").read_text())
     assert "no agent logs" in judges["per_judge"]["no_bash"]["rationale"]
     assert judges["per_judge"]["cheap"]["rationale"] == "No cost data available"

@@ -61,9 +61,13 @@ def test_the_walkthrough_has_its_steps() -> None:
     steps = walkthrough_steps((REPO / "README.md").read_text())
     commands = [command.split()[0] for command, _ in steps]
     assert commands.count("verifier") == 2 and commands.count("harbor") == 2, commands
-    assert all(expected or command.startswith(("export", "mkdir", "cp", "cat >", "echo",
-                                               "podman build", "harbor lint", "harbor run"))
-               for command, expected in steps)  # fmt: skip
+    assert all(
+        expected
+        or command.startswith(
+            ("export", "mkdir", "cp", "cat >", "echo", "podman build", "harbor lint", "harbor run")
+        )
+        for command, expected in steps
+    )
 
 
 def test_the_walkthrough_and_the_coding_trials_grade_with_the_recommended_gate() -> None:
@@ -74,13 +78,19 @@ def test_the_walkthrough_and_the_coding_trials_grade_with_the_recommended_gate()
     recommended = (REPO / "docs" / "builtins.md").read_text()
     recommended = recommended.split("## The recommended gate for a coding task", 1)[1]
     recommended = recommended.split("```yaml\n", 1)[1].split("\n```", 1)[0]
-    walkthrough = next(command for command, _ in walkthrough_steps(readme)
-                       if command.startswith("cat > calc-task/eval.yaml"))  # fmt: skip
+    walkthrough = next(
+        command
+        for command, _ in walkthrough_steps(readme)
+        if command.startswith("cat > calc-task/eval.yaml")
+    )
     walkthrough = walkthrough.split("\n", 1)[1].rsplit("\nEOF", 1)[0]
     trials = (CALC.parent / "eval.yaml").read_text()
     gates = [yaml.safe_load(text) for text in (recommended, walkthrough, trials)]
-    assert all({key: gate[key] for key in ("judges", "reward")} ==
-               {key: gates[0][key] for key in ("judges", "reward")} for gate in gates)  # fmt: skip
+    assert all(
+        {key: gate[key] for key in ("judges", "reward")}
+        == {key: gates[0][key] for key in ("judges", "reward")}
+        for gate in gates
+    )
 
 
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
@@ -99,8 +109,9 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     # with the host's network first: builds here may have none of their own.
     warm_cache(CALC, "localhost/walkthrough-warm")
     try:
-        subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env, check=True,
-                       timeout=TIMEOUT_S)  # fmt: skip
+        subprocess.run(
+            ["bash", "-c", "\n".join(script)], cwd=work, env=env, check=True, timeout=TIMEOUT_S
+        )
         for index, (command, expected) in enumerate(steps):
             output = (work / f".out-{index}").read_text()
             code = int((work / f".rc-{index}").read_text())

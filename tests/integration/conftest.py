@@ -257,9 +257,12 @@ class SdkEngine(Engine):
 
         try:
             _, log = self.client.images.build(
-                path=str(context), dockerfile="Containerfile", tag=tag, rm=True,
+                path=str(context),
+                dockerfile="Containerfile",
+                tag=tag,
+                rm=True,
                 network_mode="none",
-            )  # fmt: skip
+            )
         except docker.errors.BuildError as error:
             return Result(1, "", f"{error}\n" + "".join(str(line) for line in error.build_log))
         return Result(0, "".join(str(line.get("stream", "")) for line in log), "")
@@ -352,8 +355,20 @@ class CliEngine(Engine):
         return json.loads(result.stdout)[0]
 
     def build(self, context, tag) -> Result:
-        return self._cli(["build", "--pull=never", "--network", "none", "-t", tag,
-                          "-f", str(context / "Containerfile"), str(context)], timeout=600)  # fmt: skip
+        return self._cli(
+            [
+                "build",
+                "--pull=never",
+                "--network",
+                "none",
+                "-t",
+                tag,
+                "-f",
+                str(context / "Containerfile"),
+                str(context),
+            ],
+            timeout=600,
+        )
 
     def remove_image(self, tag) -> None:
         self._cli(["rmi", "--force", tag])

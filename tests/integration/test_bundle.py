@@ -37,8 +37,19 @@ def test_the_verifier_needs_nothing_of_the_image(
 ) -> None:
     """FROM scratch: no libc, no dynamic loader, no shell, no Python; only the layer."""
     image = image_of(f"FROM scratch\nCOPY --from={IMAGE} /opt/verifier /opt/verifier\n")
-    command = [BUNDLED_PYTHON, "-I", "-m", "verifier", "grade", "--config", "/tests/eval.yaml",
-               "--case", "/case", "--out", "/logs/verifier"]  # fmt: skip
+    command = [
+        BUNDLED_PYTHON,
+        "-I",
+        "-m",
+        "verifier",
+        "grade",
+        "--config",
+        "/tests/eval.yaml",
+        "--case",
+        "/case",
+        "--out",
+        "/logs/verifier",
+    ]
     result = engine.run(
         command,
         mounts=grade_mounts(EXAMPLES / "case-pass", out_dir),
@@ -77,14 +88,22 @@ def test_the_images_python_and_variables_do_not_reach_the_verifier(
     config = shared_file(shared_dir(tmp_path / "tests") / "eval.yaml", PATH_EVAL)
     case = shared_dir(tmp_path / "case")
     shared_file(case / "notes.txt", "the agent's work\n")
-    hostile = {"PYTHONPATH": "/evil", "PYTHONHOME": "/evil", "PYTHONSTARTUP": "/evil/x.py",
-               "PYTHONSAFEPATH": "", "PYTHONNOUSERSITE": ""}  # fmt: skip
+    hostile = {
+        "PYTHONPATH": "/evil",
+        "PYTHONHOME": "/evil",
+        "PYTHONSTARTUP": "/evil/x.py",
+        "PYTHONSAFEPATH": "",
+        "PYTHONNOUSERSITE": "",
+    }
     result = engine.run(
-        mounts=[Mount(str(case), "/case", read_only=True), Mount(str(out_dir), "/logs/verifier"),
-                Mount(str(config), "/tests/eval.yaml", read_only=True)],
+        mounts=[
+            Mount(str(case), "/case", read_only=True),
+            Mount(str(out_dir), "/logs/verifier"),
+            Mount(str(config), "/tests/eval.yaml", read_only=True),
+        ],
         options=RunOptions(env=hostile),
         image=image,
-    )  # fmt: skip
+    )
     assert result.exit_code == 0, str(result)
     assert read_reward(out_dir)["image_python"] == 1.0
     assert read_reward(out_dir)["no_verifier_python"] == 1.0
@@ -109,8 +128,11 @@ def test_https_trusts_the_bundles_own_ca_bundle(
     config = shared_file(shared_dir(tmp_path / "tests") / "eval.yaml", CA_EVAL)
     case = shared_dir(tmp_path / "case")
     shared_file(case / "a.txt", "x\n")
-    mounts = [Mount(str(case), "/case", read_only=True), Mount(str(out_dir), "/logs/verifier"),
-              Mount(str(config), "/tests/eval.yaml", read_only=True)]  # fmt: skip
+    mounts = [
+        Mount(str(case), "/case", read_only=True),
+        Mount(str(out_dir), "/logs/verifier"),
+        Mount(str(config), "/tests/eval.yaml", read_only=True),
+    ]
     result = engine.run(mounts=mounts, options=RunOptions.restricted())
     assert result.exit_code == 0, str(result)
     assert read_reward(out_dir)["trusts_public_cas"] == 1.0

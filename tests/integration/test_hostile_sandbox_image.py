@@ -41,12 +41,14 @@ pytestmark = pytest.mark.integration
 RESTRICTED_UID = 1000680000
 NO_LANDLOCK_PROFILE = {
     "defaultAction": "SCMP_ACT_ALLOW",
-    "syscalls": [{
-        "names": ["landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"],
-        "action": "SCMP_ACT_ERRNO",
-        "errnoRet": 38,
-    }],
-}  # fmt: skip
+    "syscalls": [
+        {
+            "names": ["landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"],
+            "action": "SCMP_ACT_ERRNO",
+            "errnoRet": 38,
+        }
+    ],
+}
 AFTERWARDS = r"""
 sleep 1
 for p in /proc/[0-9]*; do
@@ -61,8 +63,9 @@ WHO = {"restricted-v2 UID": RunOptions.restricted, "root": lambda: RunOptions(us
 @pytest.fixture
 def toolchain(image_of: Callable[[str], str]) -> str:
     """The verifier's image with a python3 for the commands (its own interpreter)."""
-    return image_of(f"FROM {IMAGE}\nUSER 0\nRUN ln -s {BUNDLED_PYTHON} /usr/local/bin/python3\n"
-                    "USER 1001:0\n")  # fmt: skip
+    return image_of(
+        f"FROM {IMAGE}\nUSER 0\nRUN ln -s {BUNDLED_PYTHON} /usr/local/bin/python3\nUSER 1001:0\n"
+    )
 
 
 def arena(tmp_path: Path, *, out_owner: int | None) -> tuple[list[Mount], str, Path]:
@@ -94,8 +97,9 @@ def arena(tmp_path: Path, *, out_owner: int | None) -> tuple[list[Mount], str, P
     return mounts, key, out
 
 
-def grade_in(engine: Engine, image: str, mounts: list[Mount], key: str, options: RunOptions,
-             *extra: str) -> tuple[int, str]:  # fmt: skip
+def grade_in(
+    engine: Engine, image: str, mounts: list[Mount], key: str, options: RunOptions, *extra: str
+) -> tuple[int, str]:
     """`verifier grade` in image as test.sh runs it (the key in its parent shell's
     environment, /tests its cwd); its exit code and everything printed."""
     options.env.update(OPENAI_API_KEY=key, HF_TOKEN=key)
@@ -120,8 +124,11 @@ def check_honest(code: int, output: str, out: Path, key: str) -> None:
     assert values == HONEST, json.dumps(judges, indent=1)
     assert [line for line in output.splitlines() if line.startswith("left: ")] == [], output
     assert sorted(path.name for path in out.iterdir()) == [
-        "judges.json", "reward-details.json", "reward.json", "reward.txt"
-    ]  # fmt: skip
+        "judges.json",
+        "reward-details.json",
+        "reward.json",
+        "reward.txt",
+    ]
     assert key not in output + "".join(path.read_text() for path in out.iterdir())
 
 
@@ -177,12 +184,15 @@ def test_without_landlock_the_image_stops_before_grading_unless_told(
     assert "WEAK sandbox accepted (--weak-sandbox)" in sandbox
 
 
-def batch_mounts(tmp_path: Path, command: str, cases: dict[str, dict[str, str]],
-                 out_owner: int | None) -> tuple[list[Mount], Path]:  # fmt: skip
+def batch_mounts(
+    tmp_path: Path, command: str, cases: dict[str, dict[str, str]], out_owner: int | None
+) -> tuple[list[Mount], Path]:
     tests, root, out = (shared_dir(tmp_path / name) for name in ("tests", "cases", "out"))
-    shared_file(tests / "eval.yaml",
-                "judges:\n  - name: tests\n    builtin: command_succeeds\n"
-                f"    arguments: {{cmd: {json.dumps(command)}, timeout: 40}}\n")  # fmt: skip
+    shared_file(
+        tests / "eval.yaml",
+        "judges:\n  - name: tests\n    builtin: command_succeeds\n"
+        f"    arguments: {{cmd: {json.dumps(command)}, timeout: 40}}\n",
+    )
     for name, files in cases.items():
         shared_dir(root / name)
         for relative, text in files.items():
@@ -194,16 +204,22 @@ def batch_mounts(tmp_path: Path, command: str, cases: dict[str, dict[str, str]],
     out.chmod(0o777)
     if out_owner is not None:
         os.chown(out, out_owner, 0)
-    mounts = [Mount(str(tests), "/tests", read_only=True), Mount(str(root), "/cases"),
-              Mount(str(out), "/logs/verifier")]  # fmt: skip
+    mounts = [
+        Mount(str(tests), "/tests", read_only=True),
+        Mount(str(root), "/cases"),
+        Mount(str(out), "/logs/verifier"),
+    ]
     return mounts, out
 
 
-def batch_in(engine: Engine, image: str, mounts: list[Mount], options: RunOptions, out: Path,
-             *, jobs: int) -> Result:  # fmt: skip
+def batch_in(
+    engine: Engine, image: str, mounts: list[Mount], options: RunOptions, out: Path, *, jobs: int
+) -> Result:
     """`verifier batch` of /cases in image, then what is left running; it exits 0."""
-    script = (f"verifier batch --cases /cases --out /logs/verifier --jobs {jobs}; echo rc=$?; "
-              f"{AFTERWARDS}")  # fmt: skip
+    script = (
+        f"verifier batch --cases /cases --out /logs/verifier --jobs {jobs}; echo rc=$?; "
+        f"{AFTERWARDS}"
+    )
     result = engine.run(["sh", "-c", script], mounts=mounts, options=options, image=image)
     assert "rc=0" in result.stdout, str(result)
     return result
@@ -217,10 +233,15 @@ def test_a_case_cannot_harm_its_sibling_in_the_image(
     container's nproc limit), which its sibling, under a UID of its own, never sees."""
     owner = RESTRICTED_UID if who != "root" else None
     hold = "hold" if who == "root" else ""
-    mounts, out = batch_mounts(tmp_path, f"sh run.sh /cases /logs/verifier {hold}", {
-        "attacker": {"run.sh": (BATCH / "attacker.sh").read_text()},
-        "victim": {"run.sh": (BATCH / "victim.sh").read_text(), "answer.txt": "42\n"},
-    }, owner)  # fmt: skip
+    mounts, out = batch_mounts(
+        tmp_path,
+        f"sh run.sh /cases /logs/verifier {hold}",
+        {
+            "attacker": {"run.sh": (BATCH / "attacker.sh").read_text()},
+            "victim": {"run.sh": (BATCH / "victim.sh").read_text(), "answer.txt": "42\n"},
+        },
+        owner,
+    )
     options = WHO[who]()
     options.ulimits = ("nofile=1024:1024", "nproc=400:400")  # one --ulimit replaces them all
     result = batch_in(engine, toolchain, mounts, options, out, jobs=2)
@@ -238,9 +259,15 @@ def test_a_case_bigger_than_the_containers_tmp_fails_its_judge_and_a_sparse_one_
     """restricted-v2 with a 64 MiB /tmp: a 900 MiB sparse file is copied for the command
     (its holes stay holes); 96 MiB of data is a fact about the case, not an OOM."""
     sparse, dense = 900 * 1024**2, 96 * 1024**2
-    mounts, out = batch_mounts(tmp_path, 'test "$(stat -c %s big)" = "$(cat size)"', {
-        "sparse": {"size": str(sparse)}, "dense": {"size": str(dense)},
-    }, RESTRICTED_UID)  # fmt: skip
+    mounts, out = batch_mounts(
+        tmp_path,
+        'test "$(stat -c %s big)" = "$(cat size)"',
+        {
+            "sparse": {"size": str(sparse)},
+            "dense": {"size": str(dense)},
+        },
+        RESTRICTED_UID,
+    )
     with open(tmp_path / "cases" / "sparse" / "big", "wb") as handle:
         handle.truncate(sparse)
     with open(tmp_path / "cases" / "dense" / "big", "wb") as handle:
@@ -260,14 +287,18 @@ def test_a_command_filling_a_tmp_bigger_than_the_containers_memory_is_stopped(
     """restricted-v2 with 300 MiB of memory and a 2 GiB /tmp: the command writing its HOME
     full is stopped before the container runs out of memory (the grader would be
     OOM-killed, and no reward written), and the judge beside it is graded."""
-    fill = ("python3 -c 'import time\nwith open(\"fill\", \"wb\") as f:\n    while True:\n"
-            "        f.write(bytes(1 << 20)); f.flush(); time.sleep(0.01)'")  # fmt: skip
+    fill = (
+        'python3 -c \'import time\nwith open("fill", "wb") as f:\n    while True:\n'
+        "        f.write(bytes(1 << 20)); f.flush(); time.sleep(0.01)'"
+    )
     mounts, out = batch_mounts(tmp_path, fill, {"c": {}}, RESTRICTED_UID)
-    shared_file(tmp_path / "tests" / "eval.yaml",
-                "judges:\n  - name: filler\n    builtin: command_succeeds\n"
-                f"    arguments: {{cmd: {json.dumps(fill)}, timeout: 60}}\n"
-                "  - name: neighbour\n    builtin: command_succeeds\n"
-                "    arguments: {cmd: 'sleep 1; true', timeout: 60}\n")  # fmt: skip
+    shared_file(
+        tmp_path / "tests" / "eval.yaml",
+        "judges:\n  - name: filler\n    builtin: command_succeeds\n"
+        f"    arguments: {{cmd: {json.dumps(fill)}, timeout: 60}}\n"
+        "  - name: neighbour\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: 'sleep 1; true', timeout: 60}\n",
+    )
     options = RunOptions.restricted()
     options.tmpfs = ("/tmp:size=2g",)
     options.memory = "300m"

@@ -262,8 +262,11 @@ def readme_command(cli: str, case: Path, out: Path, *, fixed: bool) -> list[str]
     "$(id -u):0"), read from the README, on `case` and `out`; without the fix when
     `fixed` is false."""
     (written,) = [command.argv for command in readme_commands() if command.argv[:2] == (cli, "run")]
-    places = {"./examples/case-pass": str(case), "./examples/eval.yaml": str(EXAMPLES / "eval.yaml"),
-              "./out": str(out)}  # fmt: skip
+    places = {
+        "./examples/case-pass": str(case),
+        "./examples/eval.yaml": str(EXAMPLES / "eval.yaml"),
+        "./out": str(out),
+    }
     argv: list[str] = []
     words = iter(written)
     for word in words:
@@ -296,8 +299,9 @@ def test_the_readme_commands_grade_into_a_dir_made_by_mkdir(
     out = tmp_path / "out"
     out.mkdir(mode=0o755)
     if os.getuid() != 1001:
-        refused = subprocess.run(readme_command(cli, case, out, fixed=False),
-                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+        refused = subprocess.run(
+            readme_command(cli, case, out, fixed=False), capture_output=True, text=True, timeout=120
+        )
         assert refused.returncode == 4, refused.stderr
         assert (
             "verifier: error: /logs/verifier: output directory is not writable by UID 1001 "
@@ -305,8 +309,9 @@ def test_the_readme_commands_grade_into_a_dir_made_by_mkdir(
             '-v DIR:/logs/verifier:U; docker: --user "$(id -u):0"; or chown/chmod DIR) '
             "or pass --out"
         ) in refused.stderr
-    graded = subprocess.run(readme_command(cli, case, out, fixed=True),
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    graded = subprocess.run(
+        readme_command(cli, case, out, fixed=True), capture_output=True, text=True, timeout=120
+    )
     assert graded.returncode == 0, graded.stderr
     assert read_reward(out) == host_rewards["case-pass"]
 
@@ -370,11 +375,14 @@ def test_working_dirs_writable_by_any_uid_in_group_0(engine: Engine) -> None:
 
 def test_no_python_and_no_installer_in_the_image(engine: Engine) -> None:
     """The base has no Python; the verifier's own is outside PATH and has no pip."""
-    result = engine.run(["sh", "-c", "command -v python3 python pip pip3; ls /opt/verifier/bin"],
-                        options=RunOptions.restricted())  # fmt: skip
+    result = engine.run(
+        ["sh", "-c", "command -v python3 python pip pip3; ls /opt/verifier/bin"],
+        options=RunOptions.restricted(),
+    )
     assert result.stdout.split() == ["verifier"], str(result)
-    result = engine.run(["/opt/verifier/python/python3.11", "-c", "import pip"],
-                        options=RunOptions.restricted())  # fmt: skip
+    result = engine.run(
+        ["/opt/verifier/python/python3.11", "-c", "import pip"], options=RunOptions.restricted()
+    )
     assert result.exit_code == 1 and "No module named 'pip'" in result.stderr, str(result)
 
 
@@ -412,7 +420,8 @@ def source_url() -> str:
     as an https URL (none for a local path)."""
     if os.environ.get("SOURCE_URL"):
         return os.environ["SOURCE_URL"]
-    remote = subprocess.run(["git", "-C", str(REPO), "remote", "get-url", "origin"],
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    remote = subprocess.run(
+        ["git", "-C", str(REPO), "remote", "get-url", "origin"], capture_output=True, text=True
+    ).stdout.strip()
     url = re.sub(r"\.git$", "", re.sub(r"^git@([^:]*):", r"https://\1/", remote))
     return url if url.startswith("https://") else ""

@@ -43,7 +43,7 @@ from verifier.errors import (
     EXIT_DISAGREES,
     EXIT_OUTPUT,
     EXIT_SANDBOX,
-)  # fmt: skip
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
@@ -62,8 +62,11 @@ def render(overlay: str, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
         pytest.fail(missing) if os.environ.get("CI") else pytest.skip(missing)
     completed = subprocess.run(
         ["kubectl", "kustomize", str(deploy / overlay)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stderr
     return [doc for doc in yaml.safe_load_all(completed.stdout) if doc]
 
@@ -112,8 +115,9 @@ def test_the_oldest_schema_rejects_a_pod_condition_rule_without_its_status(rende
     import kubernetes_validate
 
     job = copy.deepcopy(the(rendered, "Job"))
-    (rule,) = [rule for rule in job["spec"]["podFailurePolicy"]["rules"]
-               if "onPodConditions" in rule]  # fmt: skip
+    (rule,) = [
+        rule for rule in job["spec"]["podFailurePolicy"]["rules"] if "onPodConditions" in rule
+    ]
     del rule["onPodConditions"][0]["status"]
     with pytest.raises(kubernetes_validate.ValidationError, match="'status' is a required"):
         kubernetes_validate.validate(job, KUBERNETES_VERSIONS[0], strict=True)
@@ -141,8 +145,9 @@ def test_restricted_v2(rendered) -> None:
     assert not keys & {"runAsUser", "runAsGroup", "fsGroup", "supplementalGroups"}
     assert not keys & {"hostPath", "hostNetwork", "hostPID", "hostIPC", "privileged"}
     assert pod["securityContext"] == {
-        "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
-    }  # fmt: skip
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -188,8 +193,10 @@ def test_judge_keys_come_from_an_optional_secret(rendered) -> None:
     env = {item["name"]: item for item in container_of(the(rendered, "Job"))["env"]}
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         assert env[name]["valueFrom"]["secretKeyRef"] == {
-            "name": SECRET, "key": name, "optional": True,
-        }  # fmt: skip
+            "name": SECRET,
+            "key": name,
+            "optional": True,
+        }
 
 
 def test_volumes_config_read_only_case_writable_results(rendered) -> None:
@@ -304,10 +311,12 @@ def test_with_llm_judges_the_pods_reach_only_the_endpoint_and_dns(tmp_path: Path
     assert spec["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in spec
     endpoint, dns = spec["egress"]
     assert endpoint["ports"] == [{"protocol": "TCP", "port": 8000}]
-    assert endpoint["to"] == [{
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}},
-        "podSelector": {"matchLabels": {"app": "vllm"}},
-    }]  # fmt: skip
+    assert endpoint["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}},
+            "podSelector": {"matchLabels": {"app": "vllm"}},
+        }
+    ]
     assert {port["port"] for port in dns["ports"]} == {53, 5353}
     assert all("ipBlock" not in peer for peer in dns["to"])  # DNS pods only, no addresses
 
@@ -331,9 +340,13 @@ def kubelet_expand(text: str, env: dict[str, str]) -> str:
 
 
 def as_podman_pod(
-    docs: list[dict[str, Any]], name: str, host: dict[str, Path], *,
-    run_as_user: int | None = None, completion_index: int | None = None,
-) -> str:  # fmt: skip
+    docs: list[dict[str, Any]],
+    name: str,
+    host: dict[str, Path],
+    *,
+    run_as_user: int | None = None,
+    completion_index: int | None = None,
+) -> str:
     """The Job's pod template as a Pod + its ConfigMap, in one YAML for `podman kube play`.
 
     The cluster-side parts are emulated: PVCs become hostPath volumes, the kubelet's
@@ -349,13 +362,18 @@ def as_podman_pod(
         if "persistentVolumeClaim" in volume:
             del volume["persistentVolumeClaim"]
             volume["hostPath"] = {"path": str(host[volume["name"]]), "type": "Directory"}
-    spec["volumes"].append({
-        "name": "termination-log",
-        "hostPath": {"path": str(host["termination-log"]), "type": "File"},
-    })  # fmt: skip
-    container["volumeMounts"].append({
-        "name": "termination-log", "mountPath": container["terminationMessagePath"],
-    })  # fmt: skip
+    spec["volumes"].append(
+        {
+            "name": "termination-log",
+            "hostPath": {"path": str(host["termination-log"]), "type": "File"},
+        }
+    )
+    container["volumeMounts"].append(
+        {
+            "name": "termination-log",
+            "mountPath": container["terminationMessagePath"],
+        }
+    )
     if completion_index is not None:
         container["env"].append({"name": "JOB_COMPLETION_INDEX", "value": str(completion_index)})
         plain = {item["name"]: item["value"] for item in container["env"] if "value" in item}

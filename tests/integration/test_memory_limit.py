@@ -64,11 +64,29 @@ def test_a_judge_over_the_containers_memory_is_an_error_record_naming_the_limit(
     out.chmod(0o777)
     user, _ = RESTRICTED_USER.split(":")
     command = [
-        cli, "run", "--rm", "--network", "none", "--memory", "512m",
-        "--user", RESTRICTED_USER, "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
-        "-v", f"{tests}:/tests:ro", "-v", f"{case}:/case:ro", "-v", f"{out}:/logs/verifier",
-        IMAGE, "grade",
-    ]  # fmt: skip
+        cli,
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--memory",
+        "512m",
+        "--user",
+        RESTRICTED_USER,
+        "--read-only",
+        "--tmpfs",
+        "/tmp",
+        "--cap-drop",
+        "ALL",
+        "-v",
+        f"{tests}:/tests:ro",
+        "-v",
+        f"{case}:/case:ro",
+        "-v",
+        f"{out}:/logs/verifier",
+        IMAGE,
+        "grade",
+    ]
     graded = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert graded.returncode == 0, graded.stdout + graded.stderr
     judges = json.loads((out / "judges.json").read_text())["per_judge"]

@@ -56,15 +56,24 @@ def package(tmp_path: Path, solve: str = SOLVED) -> Path:
     (source / "environment" / "answer.txt").write_text("41\n")
     (source / "environment" / "leftover.txt").write_text("remove me\n")
     (source / "eval.yaml").write_text(EVAL)
-    dest = init_task(tmp_path / "task", source / "eval.yaml", environment=source / "environment",
-                     image=IMAGE, name="it/answer")  # fmt: skip
+    dest = init_task(
+        tmp_path / "task",
+        source / "eval.yaml",
+        environment=source / "environment",
+        image=IMAGE,
+        name="it/answer",
+    )
     (dest / "solution" / "solve.sh").write_text(solve)
     return dest
 
 
 def task_test(cli: str, dest: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VERIFIER, "task", "test", str(dest), "--engine", cli],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    return subprocess.run(
+        [VERIFIER, "task", "test", str(dest), "--engine", cli],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_task_test_passes_a_package_whose_solution_earns_its_reward(
@@ -83,11 +92,13 @@ def test_task_test_passes_a_package_whose_solution_earns_its_reward(
     ("solve", "why"),
     [
         ("#!/bin/bash\ntrue\n", "task test: FAILED: the solution gets 0, not the expected 1"),
-        ("#!/bin/bash\ncd /app\necho 42 > answer.txt\n",
-         "task test: FAILED: the solution gets 0.5, not the expected 1"),
+        (
+            "#!/bin/bash\ncd /app\necho 42 > answer.txt\n",
+            "task test: FAILED: the solution gets 0.5, not the expected 1",
+        ),
         ("#!/bin/bash\necho oops >&2\nexit 3\n", "solve.sh exits 3: oops"),
     ],
-)  # fmt: skip
+)
 def test_task_test_fails_a_package_that_does_not_teach(
     cli: str, tmp_path: Path, solve: str, why: str
 ) -> None:
@@ -99,8 +110,12 @@ def test_task_test_fails_a_package_that_does_not_teach(
 
 def test_an_untouched_environment_that_already_scores_fails(cli: str, tmp_path: Path) -> None:
     dest = package(tmp_path)
-    done = subprocess.run([VERIFIER, "task", "test", str(dest), "--engine", cli, "--expect", "0"],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [VERIFIER, "task", "test", str(dest), "--engine", cli, "--expect", "0"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 9
     assert "the solution gets 1, not the expected 0" in done.stderr
 
@@ -111,23 +126,51 @@ def test_the_verifier_image_starts_with_an_empty_workdir_and_a_closed_tests(
     dest = package(tmp_path)
     tag = f"localhost/hv-task-image-test:{uuid.uuid4().hex[:12]}"
     pull = ["--pull=never"] if cli == "podman" else []
-    built = subprocess.run([cli, "build", *pull, "-t", tag, str(dest / "tests")],
-                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    built = subprocess.run(
+        [cli, "build", *pull, "-t", tag, str(dest / "tests")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     try:
         probe = subprocess.run(
-            [cli, "run", "--rm", "--network", "none", tag, "sh", "-c",
-             "ls -A /app; stat -c '%U %G %a' /tests /tests/eval.yaml; "
-             "id -u; cat /tests/eval.yaml >/dev/null && echo readable"],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                cli,
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                tag,
+                "sh",
+                "-c",
+                "ls -A /app; stat -c '%U %G %a' /tests /tests/eval.yaml; "
+                "id -u; cat /tests/eval.yaml >/dev/null && echo readable",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert probe.returncode == 0, probe.stderr
         # nothing in /app; /tests root's and group 0's; the image's user 1001 (group 0) reads
         assert probe.stdout.splitlines() == ["root root 750", "root root 640", "1001", "readable"]
         other = subprocess.run(
-            [cli, "run", "--rm", "--network", "none", "--user", "65534:65534", tag, "cat",
-             "/tests/eval.yaml"], capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                cli,
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--user",
+                "65534:65534",
+                tag,
+                "cat",
+                "/tests/eval.yaml",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert other.returncode != 0 and "Permission denied" in other.stderr
     finally:
         subprocess.run([cli, "rmi", "--force", tag], capture_output=True, timeout=120)

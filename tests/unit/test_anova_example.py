@@ -75,15 +75,30 @@ def test_each_request_carries_its_own_cases_instruction_and_oracle(
 
     anthropic_server.route = route
     env = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if not key.startswith(("VERIFIER_", "ANTHROPIC_", "OPENAI_", "EVAL_"))
-    }  # fmt: skip
+    }
     env.update(anthropic_server.env, ANTHROPIC_API_KEY="sk-ant-test-key-0123456789")
     done = subprocess.run(
-        [VERIFIER, "batch", "--config", str(config_dir / "eval.yaml"), "--cases", str(cases),
-         "--out", str(tmp_path / "out"), "--jobs", "2"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(config_dir / "eval.yaml"),
+            "--cases",
+            str(cases),
+            "--out",
+            str(tmp_path / "out"),
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert mixups == []
     assert len(anthropic_server.received) == 4

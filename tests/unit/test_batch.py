@@ -156,8 +156,10 @@ def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
         for name in ("reward.json", "reward.txt"):
             assert (batch_out / name).read_text() == (out / name).read_text(), case.name
         assert json.loads((batch_out / "judges.json").read_text())["per_judge"].keys() == {
-            "has_report", "mentions_fix", "length_score",
-        }  # fmt: skip
+            "has_report",
+            "mentions_fix",
+            "length_score",
+        }
     for case in sorted(graded["cases"].iterdir())[:6]:
         out = tmp_path / "cli" / case.name
         command = [VERIFIER, "grade", "--config", str(graded["config"]), "--case", str(case)]
@@ -196,8 +198,11 @@ def test_summary_json_and_csv(graded) -> None:
     empty_judges = json.loads((out / "empty-0005" / "judges.json").read_text())
     assert "the case dir is empty: the agent left nothing" in empty_judges["case_warnings"]
     assert by_case["pass-0000"] == {
-        **by_case["pass-0000"], "status": "ok", "reward": 1.0, "errored_judges": [],
-    }  # fmt: skip
+        **by_case["pass-0000"],
+        "status": "ok",
+        "reward": 1.0,
+        "errored_judges": [],
+    }
     with summary_paths(out, None)[1].open() as handle:
         table = list(csv.DictReader(handle))
     assert [row["case"] for row in table] == list(by_case)
@@ -431,8 +436,10 @@ def test_a_second_batch_on_the_same_out_is_refused_while_the_first_runs(tmp_path
     with batch_lock(out, None):  # what a running batch holds
         completed = subprocess.run(
             [VERIFIER, "batch", "--config", str(config), "--cases", str(cases), "--out", str(out)],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert completed.returncode == 4
         assert "another verifier batch is grading into this dir" in completed.stderr
         assert "Traceback" not in completed.stderr
@@ -460,10 +467,14 @@ def make_trial(job: Path, name: str, report: str | None, manifest: list | None) 
 
 
 APP_MANIFEST = [
-    {"source": "/logs/artifacts", "destination": "artifacts/logs/artifacts", "type": "directory",
-     "status": "ok"},
+    {
+        "source": "/logs/artifacts",
+        "destination": "artifacts/logs/artifacts",
+        "type": "directory",
+        "status": "ok",
+    },
     {"source": "/app", "destination": "artifacts/app", "type": "directory", "status": "ok"},
-]  # fmt: skip
+]
 
 
 def test_a_harbor_job_dir_grades_each_trials_artifacts(tmp_path: Path) -> None:
@@ -492,9 +503,11 @@ def test_harbor_trial_case_choice(tmp_path: Path) -> None:
     convention = make_trial(tmp_path, "conv", "x", APP_MANIFEST[:1])
     assert harbor_trial_case(convention) == convention / "artifacts" / "logs" / "artifacts"
     two = make_trial(
-        tmp_path, "two", "x", [*APP_MANIFEST, {**APP_MANIFEST[1], "source": "/data",
-                                               "destination": "artifacts/data"}],
-    )  # fmt: skip
+        tmp_path,
+        "two",
+        "x",
+        [*APP_MANIFEST, {**APP_MANIFEST[1], "source": "/data", "destination": "artifacts/data"}],
+    )
     assert harbor_trial_case(two) == two / "artifacts"
     escape = make_trial(tmp_path, "esc", "x", [{**APP_MANIFEST[1], "destination": "../../etc"}])
     assert harbor_trial_case(escape) == escape / "artifacts"
@@ -589,8 +602,10 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
     command = [VERIFIER, "batch", "--config", str(config), "--cases", str(cases)]
     completed = subprocess.run(
         [*command, "--out", str(out), "-j", "2", "--termination-log", str(termination)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     line = completed.stdout.splitlines()[0]
     assert line.startswith(
@@ -601,9 +616,12 @@ def test_the_cli_prints_the_summary_and_writes_the_termination_log(tmp_path: Pat
     assert "batch: 12/12 (100%)" in completed.stderr
     env = {**os.environ, "VERIFIER_TERMINATION_LOG": str(termination)}
     again = subprocess.run(
-        [*command, "--out", str(out), "--shard", "0/1"], capture_output=True, text=True,
-        env=env, timeout=120,
-    )  # fmt: skip
+        [*command, "--out", str(out), "--shard", "0/1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert "resumed=10" in termination.read_text() and "shard=0/1" in again.stdout
 
 
@@ -631,8 +649,9 @@ def test_an_unwritable_out_is_exit_4(tmp_path: Path) -> None:
     config, cases, _ = make_corpus(tmp_path, 2)
     (tmp_path / "file").write_text("x")
     command = [VERIFIER, "batch", "--config", str(config), "--cases", str(cases)]
-    completed = subprocess.run([*command, "--out", str(tmp_path / "file" / "out")],
-                               capture_output=True, text=True)  # fmt: skip
+    completed = subprocess.run(
+        [*command, "--out", str(tmp_path / "file" / "out")], capture_output=True, text=True
+    )
     assert completed.returncode == 4
 
 
@@ -753,9 +772,22 @@ def test_a_judge_that_kills_its_worker_is_an_error_row_and_the_batch_goes_on(
     out = tmp_path / "out"
     started = time.monotonic()
     completed = subprocess.run(
-        [VERIFIER, "batch", "--config", str(config), "--cases", str(cases), "--out", str(out),
-         "-j", "2"], capture_output=True, text=True, timeout=50,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(config),
+            "--cases",
+            str(cases),
+            "--out",
+            str(out),
+            "-j",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
     assert completed.returncode == 0, completed.stderr
     assert time.monotonic() - started < 50  # not the orphaned judges' 120 s, nor their timeout
     document = json.loads(summary_paths(out, None)[0].read_text())

@@ -149,14 +149,24 @@ def test_every_record_of_a_batch_crosses_as_it_was() -> None:
     from verifier.judges.llm.prompt import Prompt
     from verifier.results import JudgeResult, Status
 
-    result = JudgeResult("j", "builtin", Status.OK, 0.5, "why", None, 0.25,
-                         MappingProxyType({"sandbox": "x", "n": [1, 2.5, None]}))  # fmt: skip
+    result = JudgeResult(
+        "j",
+        "builtin",
+        Status.OK,
+        0.5,
+        "why",
+        None,
+        0.25,
+        MappingProxyType({"sandbox": "x", "n": [1, 2.5, None]}),
+    )
     prompt = Prompt("system", "user", "nonce", 10, 0)
     pending = PendingCase(
-        "c1", 12.5, {0: result},
+        "c1",
+        12.5,
+        {0: result},
         CaseContext(("a warning",), TaskInput(None, "input.yaml", True), None, None, None),
         (LLMTask(1, prompt, 0.1),),
-    )  # fmt: skip
+    )
     outcome = CaseOutcome("c1", CaseStatus.REWARDED, 1.0, ("x",), 0.5)
     worker_parent, worker_child = channel_pair(WORKER_TYPES)
     stage_parent, stage_child = channel_pair(STAGE_TYPES)

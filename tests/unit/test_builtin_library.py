@@ -40,8 +40,9 @@ class Grader:
         self.make_case = make_case
         self.counter = itertools.count()
 
-    def config(self, builtin: str, arguments: str, references: Files | None = None,
-               extra: str = "") -> Path:  # fmt: skip
+    def config(
+        self, builtin: str, arguments: str, references: Files | None = None, extra: str = ""
+    ) -> Path:
         write_files(self.config_dir, references or {})
         path = self.config_dir / f"eval{next(self.counter)}.yaml"
         path.write_text(
@@ -52,9 +53,15 @@ class Grader:
     def case(self, files: Files) -> Path:
         return self.make_case(files, name=f"case{next(self.counter)}")
 
-    def __call__(self, builtin: str, arguments: str, case: Files | Path,
-                 references: Files | None = None, extra: str = "",
-                 limits: Limits | None = None) -> JudgeResult:  # fmt: skip
+    def __call__(
+        self,
+        builtin: str,
+        arguments: str,
+        case: Files | Path,
+        references: Files | None = None,
+        extra: str = "",
+        limits: Limits | None = None,
+    ) -> JudgeResult:
         config = self.config(builtin, arguments, references, extra)
         case_dir = case if isinstance(case, Path) else self.case(case)
         result = grade(load_eval(config), case_dir, limits=limits or Limits()).results[0]
@@ -69,8 +76,12 @@ def run(tmp_path: Path, make_case: MakeCase) -> Grader:
 
 # --- rewardkit's file criteria --------------------------------------------------------
 
-FILES = {"out.txt": "answer: 42\n", "copy.txt": "answer: 42\n", "crlf.txt": "answer: 42\r\n",
-         "spaced.txt": "answer:   42\n\n"}  # fmt: skip
+FILES = {
+    "out.txt": "answer: 42\n",
+    "copy.txt": "answer: 42\n",
+    "crlf.txt": "answer: 42\r\n",
+    "spaced.txt": "answer:   42\n\n",
+}
 
 
 @pytest.mark.parametrize(
@@ -87,12 +98,15 @@ FILES = {"out.txt": "answer: 42\n", "copy.txt": "answer: 42\n", "crlf.txt": "ans
         ("files_equal", "{path1: out.txt, path2: crlf.txt}", True),  # universal newlines
         ("files_equal", "{path1: out.txt, path2: crlf.txt, ignore_line_endings: true}", True),
         ("files_equal", "{path1: spaced.txt, reference: ref/out.txt}", False),
-        ("files_equal", "{path1: spaced.txt, reference: ref/out.txt, ignore_whitespace: true}",
-         True),
+        (
+            "files_equal",
+            "{path1: spaced.txt, reference: ref/out.txt, ignore_whitespace: true}",
+            True,
+        ),
         ("files_equal", "{path1: out.txt, reference: ref/out.txt}", True),
         ("files_equal", "{path1: out.txt, path2: gone.txt}", False),
     ],
-)  # fmt: skip
+)
 def test_file_criteria(run: Grader, builtin: str, arguments: str, value: bool) -> None:
     result = run(builtin, arguments, FILES, {"ref/out.txt": "answer: 42\n"})
     assert result.value is value, result.rationale
@@ -109,11 +123,15 @@ def test_a_dangling_link_or_a_link_out_of_the_case_is_not_absence(
 
 
 def test_files_equal_says_where_the_files_first_differ(run: Grader) -> None:
-    result = run("files_equal", "{path1: a.txt, path2: b.txt}", {"a.txt": "one\ntwo\n",
-                                                                 "b.txt": "one\ntoo\n"})  # fmt: skip
+    result = run(
+        "files_equal",
+        "{path1: a.txt, path2: b.txt}",
+        {"a.txt": "one\ntwo\n", "b.txt": "one\ntoo\n"},
+    )
     assert (result.value, result.rationale) == (
-        False, "a.txt differs from b.txt: first at line 2, column 2: 'wo' instead of 'oo'",
-    )  # fmt: skip
+        False,
+        "a.txt differs from b.txt: first at line 2, column 2: 'wo' instead of 'oo'",
+    )
 
 
 def test_diff_ratio_is_partial_credit(run: Grader) -> None:
@@ -147,13 +165,15 @@ def test_diff_ratio_of_big_files_is_by_lines(run: Grader) -> None:
     ("arguments", "problem"),
     [
         ("{path1: a.txt}", "files_equal needs exactly one of path2, reference"),
-        ("{path1: a.txt, path2: b.txt, reference: r.txt}",
-         "files_equal needs exactly one of path2, reference (got path2, reference)"),
+        (
+            "{path1: a.txt, path2: b.txt, reference: r.txt}",
+            "files_equal needs exactly one of path2, reference (got path2, reference)",
+        ),
         ("{path1: a.txt, reference: nothere.txt}", "nothere.txt not found"),
         ("{path1: a.txt, reference: ../outside.txt}", "must be a path relative to eval.yaml's dir"),
         ("{path1: a.txt, reference: refdir}", "is not a file"),
     ],
-)  # fmt: skip
+)
 def test_reference_files_are_checked_at_load(run: Grader, arguments: str, problem: str) -> None:
     config = run.config("files_equal", arguments, {"r.txt": "x", "refdir/f": "y"})
     with pytest.raises(ConfigError, match=re.escape(problem)):
@@ -161,8 +181,9 @@ def test_reference_files_are_checked_at_load(run: Grader, arguments: str, proble
 
 
 def test_reference_files_are_in_the_batch_resume_key(run: Grader) -> None:
-    config = run.config("files_equal", "{path1: a.txt, reference: ref/expected.txt}",
-                        {"ref/expected.txt": "v1"})  # fmt: skip
+    config = run.config(
+        "files_equal", "{path1: a.txt, reference: ref/expected.txt}", {"ref/expected.txt": "v1"}
+    )
     before = config_hash(config, Limits())
     (config.parent / "ref/expected.txt").write_text("v2")
     assert config_hash(config, Limits()) != before
@@ -216,27 +237,58 @@ def sqlite_bytes(tmp_path: Path, *statements: str, wal: bool = False) -> bytes:
 
 @pytest.mark.parametrize("wal", [False, True])
 def test_sqlite_query_equals(run: Grader, tmp_path: Path, wal: bool) -> None:
-    db = sqlite_bytes(tmp_path, "CREATE TABLE t (name TEXT, n INTEGER)",
-                      "INSERT INTO t VALUES ('a', 1), ('b', 2)", wal=wal)  # fmt: skip
+    db = sqlite_bytes(
+        tmp_path,
+        "CREATE TABLE t (name TEXT, n INTEGER)",
+        "INSERT INTO t VALUES ('a', 1), ('b', 2)",
+        wal=wal,
+    )
     case = {"app.db": db}
-    assert run("sqlite_query_equals", "{db_path: app.db, query: 'SELECT count(*) FROM t', "
-               "expected: 2}", case).value is True  # fmt: skip
-    assert run("sqlite_query_equals", "{db_path: app.db, query: 'SELECT name FROM t ORDER BY n', "
-               "expected: [a, b]}", case).value is True  # fmt: skip
-    assert run("sqlite_query_equals", "{db_path: app.db, query: 'SELECT name, n FROM t "
-               "ORDER BY n', expected: [[a, 1], [b, 2]]}", case).value is True  # fmt: skip
-    assert run("sqlite_query_equals", "{db_path: app.db, query: 'SELECT n = 1 FROM t LIMIT 1', "
-               "expected: true}", case).value is True  # fmt: skip
-    wrong = run("sqlite_query_equals", "{db_path: app.db, query: 'SELECT max(n) FROM t', "
-                "expected: 3}", case)  # fmt: skip
+    assert (
+        run(
+            "sqlite_query_equals",
+            "{db_path: app.db, query: 'SELECT count(*) FROM t', expected: 2}",
+            case,
+        ).value
+        is True
+    )
+    assert (
+        run(
+            "sqlite_query_equals",
+            "{db_path: app.db, query: 'SELECT name FROM t ORDER BY n', expected: [a, b]}",
+            case,
+        ).value
+        is True
+    )
+    assert (
+        run(
+            "sqlite_query_equals",
+            "{db_path: app.db, query: 'SELECT name, n FROM t "
+            "ORDER BY n', expected: [[a, 1], [b, 2]]}",
+            case,
+        ).value
+        is True
+    )
+    assert (
+        run(
+            "sqlite_query_equals",
+            "{db_path: app.db, query: 'SELECT n = 1 FROM t LIMIT 1', expected: true}",
+            case,
+        ).value
+        is True
+    )
+    wrong = run(
+        "sqlite_query_equals", "{db_path: app.db, query: 'SELECT max(n) FROM t', expected: 3}", case
+    )
     assert (wrong.value, wrong.rationale) == (False, "app.db: the query returned 2, expected 3")
 
 
 def test_a_query_cannot_write_the_agents_database(run: Grader, tmp_path: Path) -> None:
     case = run.case({"app.db": sqlite_bytes(tmp_path, "CREATE TABLE t (n INTEGER)")})
     before = (case / "app.db").read_bytes()
-    result = run("sqlite_query_equals", "{db_path: app.db, query: 'DELETE FROM t', expected: 0}",
-                 case)  # fmt: skip
+    result = run(
+        "sqlite_query_equals", "{db_path: app.db, query: 'DELETE FROM t', expected: 0}", case
+    )
     assert result.value is False
     assert "readonly" in result.rationale or "read-only" in result.rationale
     assert (case / "app.db").read_bytes() == before
@@ -244,10 +296,14 @@ def test_a_query_cannot_write_the_agents_database(run: Grader, tmp_path: Path) -
 
 def test_a_query_the_database_makes_endless_is_a_timed_failure(run: Grader, tmp_path: Path) -> None:
     case = {"app.db": sqlite_bytes(tmp_path, "CREATE TABLE t (n INTEGER)")}
-    endless = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
-               "SELECT count(*) FROM c")  # fmt: skip
-    result = run("sqlite_query_equals",
-                 f"{{db_path: app.db, query: '{endless}', expected: 1, timeout: 0.3}}", case)  # fmt: skip
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    )
+    result = run(
+        "sqlite_query_equals",
+        f"{{db_path: app.db, query: '{endless}', expected: 1, timeout: 0.3}}",
+        case,
+    )
     assert (result.value, result.rationale) == (False, "app.db: the query ran over 0.3s")
 
 
@@ -259,30 +315,44 @@ def test_a_query_the_database_makes_endless_is_a_timed_failure(run: Grader, tmp_
     ],
 )
 def test_a_file_that_is_no_database_fails(run: Grader, content: bytes, fact: str) -> None:
-    result = run("sqlite_query_equals", "{db_path: app.db, query: 'SELECT n FROM t', expected: 1}",
-                 {"app.db": content})  # fmt: skip
+    result = run(
+        "sqlite_query_equals",
+        "{db_path: app.db, query: 'SELECT n FROM t', expected: 1}",
+        {"app.db": content},
+    )
     assert (result.value, result.rationale) == (False, f"app.db: {fact}")
 
 
-def xlsx_bytes(sheets: dict[str, str], shared: list[str] | None = None, extra: Files | None = None
-               ) -> bytes:  # fmt: skip
+def xlsx_bytes(
+    sheets: dict[str, str], shared: list[str] | None = None, extra: Files | None = None
+) -> bytes:
     """A minimal real workbook: each sheet's <sheetData> XML, the shared strings."""
     main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
     rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
-        entries = "".join(f'<sheet name="{name}" sheetId="{i}" r:id="rId{i}"/>'
-                          for i, name in enumerate(sheets, 1))  # fmt: skip
-        z.writestr("xl/workbook.xml",
-                   f'<workbook xmlns="{main}" xmlns:r="{rel}"><sheets>{entries}</sheets></workbook>')  # fmt: skip
-        links = "".join(f'<Relationship Id="rId{i}" Target="worksheets/sheet{i}.xml" Type="ws"/>'
-                        for i in range(1, len(sheets) + 1))  # fmt: skip
-        z.writestr("xl/_rels/workbook.xml.rels",
-                   '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
-                   f'relationships">{links}</Relationships>')  # fmt: skip
+        entries = "".join(
+            f'<sheet name="{name}" sheetId="{i}" r:id="rId{i}"/>'
+            for i, name in enumerate(sheets, 1)
+        )
+        z.writestr(
+            "xl/workbook.xml",
+            f'<workbook xmlns="{main}" xmlns:r="{rel}"><sheets>{entries}</sheets></workbook>',
+        )
+        links = "".join(
+            f'<Relationship Id="rId{i}" Target="worksheets/sheet{i}.xml" Type="ws"/>'
+            for i in range(1, len(sheets) + 1)
+        )
+        z.writestr(
+            "xl/_rels/workbook.xml.rels",
+            '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+            f'relationships">{links}</Relationships>',
+        )
         for i, data in enumerate(sheets.values(), 1):
-            z.writestr(f"xl/worksheets/sheet{i}.xml",
-                       f'<worksheet xmlns="{main}"><sheetData>{data}</sheetData></worksheet>')  # fmt: skip
+            z.writestr(
+                f"xl/worksheets/sheet{i}.xml",
+                f'<worksheet xmlns="{main}"><sheetData>{data}</sheetData></worksheet>',
+            )
         if shared is not None:
             items = "".join(f"<si><t>{text}</t></si>" for text in shared)
             z.writestr("xl/sharedStrings.xml", f'<sst xmlns="{main}">{items}</sst>')
@@ -326,13 +396,19 @@ def test_xlsx_cell_equals(run: Grader, arguments: str, value: bool) -> None:
     ("content", "fact"),
     [
         (b"PK\x03\x04 truncated", "is not a readable .xlsx workbook"),
-        (xlsx_bytes({"S": '<row><c r="A1" t="s"><v>0</v></c></row>'},
-                    extra={"xl/sharedStrings.xml": '<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">'
-                           '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><sst>&b;</sst>'}),
-         "declares a DTD (refused)"),
+        (
+            xlsx_bytes(
+                {"S": '<row><c r="A1" t="s"><v>0</v></c></row>'},
+                extra={
+                    "xl/sharedStrings.xml": '<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">'
+                    '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><sst>&b;</sst>'
+                },
+            ),
+            "declares a DTD (refused)",
+        ),
         (xlsx_bytes({"S": "<row><c"}), "is not valid XML"),
     ],
-)  # fmt: skip
+)
 def test_a_broken_or_hostile_workbook_fails(run: Grader, content: bytes, fact: str) -> None:
     result = run("xlsx_cell_equals", "{path: b.xlsx, cell: A1, expected: x}", {"b.xlsx": content})
     assert result.value is False
@@ -341,8 +417,12 @@ def test_a_broken_or_hostile_workbook_fails(run: Grader, content: bytes, fact: s
 
 def test_a_zip_bomb_workbook_is_refused_before_it_is_inflated(run: Grader) -> None:
     bomb = xlsx_bytes({"S": ""}, extra={"xl/sharedStrings.xml": "<sst>" + " " * (200 * 2**20)})
-    result = run("xlsx_cell_equals", "{path: b.xlsx, cell: A1, expected: x}", {"b.xlsx": bomb},
-                 limits=Limits(memory_mb=256))  # fmt: skip
+    result = run(
+        "xlsx_cell_equals",
+        "{path: b.xlsx, cell: A1, expected: x}",
+        {"b.xlsx": bomb},
+        limits=Limits(memory_mb=256),
+    )
     assert result.value is False
     assert "is empty" in result.rationale or "over the cap" in result.rationale
 
@@ -356,19 +436,24 @@ def test_a_zip_bomb_workbook_is_refused_before_it_is_inflated(run: Grader) -> No
         ("command_output_contains", "{cmd: 'cat out.txt', text: 'er: 4'}", True),
         ("command_output_contains", "{cmd: 'cat out.txt >&2', text: 'er: 4'}", False),
         ("command_output_matches", "{cmd: 'cat out.txt', expected: 'answer: 42'}", True),
-        ("command_output_matches", "{command: 'echo warn >&2; cat out.txt', expected: 'answer: 42'}",
-         True),
-        ("command_output_matches", "{cmd: 'cat out.txt; echo more', expected: 'answer: 42'}",
-         False),
+        (
+            "command_output_matches",
+            "{command: 'echo warn >&2; cat out.txt', expected: 'answer: 42'}",
+            True,
+        ),
+        (
+            "command_output_matches",
+            "{cmd: 'cat out.txt; echo more', expected: 'answer: 42'}",
+            False,
+        ),
         ("command_output_matches_regex", "{cmd: [cat, out.txt], pattern: '^answer: \\d+$'}", True),
         ("command_output_contains", "{cmd: 'pwd', cwd: sub, text: /sub}", True),
         ("command_output_contains", "{cmd: 'pwd', cwd: nosuchdir, text: /}", False),
-        ("command_output_contains", "{cmd: 'sleep 5; echo done', text: done, timeout: 0.3}",
-         False),
+        ("command_output_contains", "{cmd: 'sleep 5; echo done', text: done, timeout: 0.3}", False),
         ("command_output_contains", "{cmd: 'yes | head -c 3000000', text: y}", False),
         ("command_succeeds", "{cmd: 'test -f out.txt'}", True),
     ],
-)  # fmt: skip
+)
 def test_command_criteria(run: Grader, builtin: str, arguments: str, value: bool) -> None:
     result = run(builtin, arguments, {**FILES, "sub/x": ""})
     assert result.value is value, result.rationale
@@ -420,13 +505,12 @@ def test_an_untouched_test_suite_passes_the_guard(run: Grader) -> None:
 @pytest.mark.parametrize(
     ("tamper", "rationale"),
     [
-        ({"tests/test_app.py": "def test_add():\n    assert True\n"},
-         "changed: tests/test_app.py"),
+        ({"tests/test_app.py": "def test_add():\n    assert True\n"}, "changed: tests/test_app.py"),
         ({"tests/conftest.py": "import pytest\n"}, "added: tests/conftest.py"),
         ({"conftest.py": "collect_ignore = ['tests']\n"}, "added: conftest.py"),
         ({"pytest.ini": "[pytest]\naddopts = -p no:python\n"}, "changed: pytest.ini"),
     ],
-)  # fmt: skip
+)
 def test_an_edited_or_added_test_file_fails_the_guard(
     run: Grader, tamper: Files, rationale: str
 ) -> None:
@@ -441,8 +525,10 @@ def test_a_deleted_or_symlinked_test_file_fails_the_guard(run: Grader) -> None:
     (case / "tests/test_app.py").unlink()
     (case / "tests/test_app.py").symlink_to("/dev/null")
     result = run("guard/files_unchanged", GUARD, case, TRUSTED)
-    assert result.rationale == ("protected files were tampered with: changed: tests/test_app.py; "
-                                "deleted: tests/data/cases.json")  # fmt: skip
+    assert result.rationale == (
+        "protected files were tampered with: changed: tests/test_app.py; "
+        "deleted: tests/data/cases.json"
+    )
 
 
 def test_a_test_dir_replaced_by_a_symlink_fails_the_guard(run: Grader, tmp_path: Path) -> None:
@@ -460,8 +546,11 @@ def test_a_test_dir_replaced_by_a_symlink_fails_the_guard(run: Grader, tmp_path:
 def test_the_guard_takes_a_sha256sum_manifest(run: Grader) -> None:
     import hashlib
 
-    manifest = "".join(f"{hashlib.sha256(text.encode()).hexdigest()}  ./{path}\n"
-                       for path, text in PROJECT.items() if path.startswith("tests/"))  # fmt: skip
+    manifest = "".join(
+        f"{hashlib.sha256(text.encode()).hexdigest()}  ./{path}\n"
+        for path, text in PROJECT.items()
+        if path.startswith("tests/")
+    )
     arguments = "{paths: 'tests/**', reference: tests.sha256}"
     assert run("files_unchanged", arguments, PROJECT, {"tests.sha256": manifest}).value is True
     tampered = {**PROJECT, "tests/data/cases.json": "[]"}
@@ -469,8 +558,11 @@ def test_the_guard_takes_a_sha256sum_manifest(run: Grader) -> None:
 
 
 def test_a_malformed_manifest_is_a_load_error(run: Grader) -> None:
-    config = run.config("files_unchanged", "{paths: 'tests/**', reference: bad.sha256}",
-                        {"bad.sha256": "not a digest  tests/x.py\n"})  # fmt: skip
+    config = run.config(
+        "files_unchanged",
+        "{paths: 'tests/**', reference: bad.sha256}",
+        {"bad.sha256": "not a digest  tests/x.py\n"},
+    )
     with pytest.raises(ConfigError, match="line 1 is not `<sha256>  <path>`"):
         load_eval(config)
 
@@ -486,9 +578,10 @@ def test_a_guard_that_cannot_see_everything_fails(run: Grader) -> None:
         assert result.value is True
     else:
         assert (result.value, result.rationale) == (
-            False, "the protected files cannot be verified: tests/data: cannot be read "
+            False,
+            "the protected files cannot be verified: tests/data: cannot be read "
             "(Permission denied)",
-        )  # fmt: skip
+        )
 
 
 def test_no_new_files_matching(run: Grader) -> None:
@@ -497,8 +590,9 @@ def test_no_new_files_matching(run: Grader) -> None:
     planted = {**PROJECT, "lib/site-packages/evil.pth": "import os", "deep/a/conftest.py": ""}
     result = run("guard/no_new_files_matching", arguments, planted)
     assert (result.value, result.rationale) == (
-        False, "files that must not be there: deep/a/conftest.py, lib/site-packages/evil.pth",
-    )  # fmt: skip
+        False,
+        "files that must not be there: deep/a/conftest.py, lib/site-packages/evil.pth",
+    )
     shipped = {"protected/tests/conftest.py": "fixture = 1\n"}
     kept = {**PROJECT, "tests/conftest.py": "fixture = 1\n"}
     arguments = "{paths: '**/conftest.py', reference: protected}"
@@ -511,10 +605,23 @@ def test_no_new_files_matching(run: Grader) -> None:
 def events(*tools: str, cost: float | None = 0.25, result: str = "ok") -> str:
     lines = []
     for index, name in enumerate(tools):
-        lines.append({"type": "assistant", "text": f"turn {index}",
-                      "tools": [{"name": name, "id": f"t{index}",
-                                 "input": {"path" if name == "Grep" else "file_path":
-                                           f"/repo/docs/{name.lower()}.md"}}]})  # fmt: skip
+        lines.append(
+            {
+                "type": "assistant",
+                "text": f"turn {index}",
+                "tools": [
+                    {
+                        "name": name,
+                        "id": f"t{index}",
+                        "input": {
+                            "path"
+                            if name == "Grep"
+                            else "file_path": f"/repo/docs/{name.lower()}.md"
+                        },
+                    }
+                ],
+            }
+        )
         lines.append({"type": "tool_result", "tool_use_id": f"t{index}", "content": result})
     if cost is not None:
         lines.append({"type": "result", "cost_usd": cost})
@@ -538,7 +645,7 @@ def events(*tools: str, cost: float | None = 0.25, result: str = "ok") -> str:
         ("tool_call_validation", "{}", events("Read", "Bash"), True),
         ("process/tool_call_validation", "{}", events("Bash", result="Error: exit 1"), False),
     ],
-)  # fmt: skip
+)
 def test_trail_builtins(
     run: Grader, builtin: str, arguments: str, trail: str | None, value: bool | float
 ) -> None:
@@ -555,16 +662,31 @@ def test_a_tool_called_through_a_subagent_or_off_the_agents_steps_is_still_used(
 ) -> None:
     """`*_not_used` must not fail open: a forbidden call made by a subagent (events) or on
     an ATIF step without `source: agent` counts, as rewardkit counts every step."""
-    subagent = json.dumps([
-        {"type": "assistant", "text": "delegating", "tools": [{"name": "Task", "id": "t0"}]},
-        {"type": "assistant", "parent_tool_use_id": "t0", "text": "",
-         "tools": [{"name": "WebFetch", "id": "t1", "input": {"url": "u"}}]},
-    ])  # fmt: skip
-    off_steps = json.dumps({"steps": [
-        {"step_id": 1, "source": "agent", "message": "hi"},
-        {"step_id": 2, "source": "system", "tool_calls": [
-            {"tool_call_id": "c1", "function_name": "WebFetch", "arguments": {}}]},
-    ]})  # fmt: skip
+    subagent = json.dumps(
+        [
+            {"type": "assistant", "text": "delegating", "tools": [{"name": "Task", "id": "t0"}]},
+            {
+                "type": "assistant",
+                "parent_tool_use_id": "t0",
+                "text": "",
+                "tools": [{"name": "WebFetch", "id": "t1", "input": {"url": "u"}}],
+            },
+        ]
+    )
+    off_steps = json.dumps(
+        {
+            "steps": [
+                {"step_id": 1, "source": "agent", "message": "hi"},
+                {
+                    "step_id": 2,
+                    "source": "system",
+                    "tool_calls": [
+                        {"tool_call_id": "c1", "function_name": "WebFetch", "arguments": {}}
+                    ],
+                },
+            ]
+        }
+    )
     for name, trail in (("events.json", subagent), ("trajectory.json", off_steps)):
         case = {name: trail}
         result = run("trajectory_tool_not_used", "{tool_name: WebFetch}", case, extra=CASE_TRAIL)
@@ -585,16 +707,24 @@ def test_the_reference_builtins_say_what_the_reference_says(run: Grader) -> None
 
 @pytest.mark.parametrize(
     ("builtin", "arguments"),
-    [("trajectory_tool_not_used", "{tool_name: Bash}"), ("trajectory_turn_count", "{max_turns: 9}"),
-     ("cost_budget", "{}"), ("tool_call_validation", "{}"), ("consulted_docs", "{}")],
-)  # fmt: skip
+    [
+        ("trajectory_tool_not_used", "{tool_name: Bash}"),
+        ("trajectory_turn_count", "{max_turns: 9}"),
+        ("cost_budget", "{}"),
+        ("tool_call_validation", "{}"),
+        ("consulted_docs", "{}"),
+    ],
+)
 def test_a_forged_trail_in_the_case_is_not_read_without_trajectory_case(
     run: Grader, builtin: str, arguments: str
 ) -> None:
     """A case that leaves a perfect events.json (no tool calls, $0) outside Harbor, where
     no agent logs exist: every trail builtin fails, saying there is no trajectory."""
-    forged = {"events.json": json.dumps([{"type": "assistant", "text": "done"},
-                                         {"type": "result", "cost_usd": 0.0}])}  # fmt: skip
+    forged = {
+        "events.json": json.dumps(
+            [{"type": "assistant", "text": "done"}, {"type": "result", "cost_usd": 0.0}]
+        )
+    }
     extra = "annotations: {expected_files: [docs/a.md]}\n"
     result = run(builtin, arguments, forged, extra=extra)
     assert result.value in (False, 0.0), result.rationale
@@ -604,25 +734,33 @@ def test_a_forged_trail_in_the_case_is_not_read_without_trajectory_case(
 
 def test_consulted_docs_counts_reads_against_expected_files(run: Grader) -> None:
     trail = {"events.json": events("Read", "Grep", "Edit")}
-    annotations = CASE_TRAIL + "annotations: {expected_files: [docs/read.md, docs/grep.md, " \
-        "docs/edit.md]}\n"  # fmt: skip
+    annotations = (
+        CASE_TRAIL + "annotations: {expected_files: [docs/read.md, docs/grep.md, docs/edit.md]}\n"
+    )
     result = run("consulted_docs", "{min_coverage: 0.6}", trail, extra=annotations)
     assert (result.value, result.rationale) == (
-        True, "Read 2/3 expected docs (coverage 67%, threshold 60%)",
-    )  # fmt: skip
+        True,
+        "Read 2/3 expected docs (coverage 67%, threshold 60%)",
+    )
     no_grep = run("consulted_docs", "{include_grep: false}", trail, extra=annotations)
     assert (no_grep.value, no_grep.rationale) == (
-        False, "Read 1/3 expected docs (coverage 33%, threshold 80%)",
-    )  # fmt: skip
-    preloaded = run("consulted_docs", "{include_grep: false, preloaded_files: [docs/edit.md], "
-                    "min_coverage: 0.6}", trail, extra=annotations)  # fmt: skip
+        False,
+        "Read 1/3 expected docs (coverage 33%, threshold 80%)",
+    )
+    preloaded = run(
+        "consulted_docs",
+        "{include_grep: false, preloaded_files: [docs/edit.md], min_coverage: 0.6}",
+        trail,
+        extra=annotations,
+    )
     assert preloaded.rationale == (
         "Read 2/3 expected docs (coverage 67%, threshold 60%) [1 via auto-load]"
     )
     nothing = run("consulted_docs", "{}", trail)
     assert (nothing.value, nothing.rationale) == (
-        True, "No expected_files specified — nothing to verify",
-    )  # fmt: skip
+        True,
+        "No expected_files specified — nothing to verify",
+    )
 
 
 def test_outputs_tool_entries_choose_the_tool_calls_judges_see(run: Grader) -> None:
@@ -634,8 +772,9 @@ def test_outputs_tool_entries_choose_the_tool_calls_judges_see(run: Grader) -> N
         load_eval(config), run.case({"x.txt": "", "events.json": events("Read", "Bash")})
     )
     assert (result.results[0].status, result.results[0].rationale) == (
-        Status.OK, "All 1 tool calls completed successfully",
-    )  # fmt: skip
+        Status.OK,
+        "All 1 tool calls completed successfully",
+    )
 
 
 # --- a builtin that runs away on the case fails ---------------------------------------
@@ -643,12 +782,17 @@ def test_outputs_tool_entries_choose_the_tool_calls_judges_see(run: Grader) -> N
 
 @pytest.mark.slow
 def test_a_regex_the_case_makes_backtrack_for_ever_fails_not_errors(run: Grader) -> None:
-    result = run("file_contains_regex", "{path: a.txt, pattern: '^(a+)+$'}",
-                 {"a.txt": "a" * 40 + "!"}, extra="    timeout: 1\n")  # fmt: skip
+    result = run(
+        "file_contains_regex",
+        "{path: a.txt, pattern: '^(a+)+$'}",
+        {"a.txt": "a" * 40 + "!"},
+        extra="    timeout: 1\n",
+    )
     assert (result.value, result.rationale) == (
-        False, "the judge gave no answer on this case (timed out after 1s (judge timeout)): "
+        False,
+        "the judge gave no answer on this case (timed out after 1s (judge timeout)): "
         "counted as a failure",
-    )  # fmt: skip
+    )
 
 
 # --- the docs list every builtin with every argument ----------------------------------

@@ -159,18 +159,28 @@ def test_go_test_json_counts_subtests_unfinished_tests_and_build_failures() -> N
     ("stream", "counts", "errored"),
     [
         # TestMain exited 1 without a failing test: the package is one errored test
-        ('{"Action":"run","Package":"p","Test":"TestA"}\n'
-         '{"Action":"pass","Package":"p","Test":"TestA"}\n'
-         '{"Action":"fail","Package":"p"}\n', Counts(1, 0, 1, 0), "p (package failed)"),
+        (
+            '{"Action":"run","Package":"p","Test":"TestA"}\n'
+            '{"Action":"pass","Package":"p","Test":"TestA"}\n'
+            '{"Action":"fail","Package":"p"}\n',
+            Counts(1, 0, 1, 0),
+            "p (package failed)",
+        ),
         # cut at a line: the package never ends, its running test never does either
-        ('{"Action":"run","Package":"p","Test":"TestA"}\n'
-         '{"Action":"pass","Package":"p","Test":"TestA"}\n', Counts(1, 0, 1, 0),
-         "p (no result: the report ends before the package does)"),
+        (
+            '{"Action":"run","Package":"p","Test":"TestA"}\n'
+            '{"Action":"pass","Package":"p","Test":"TestA"}\n',
+            Counts(1, 0, 1, 0),
+            "p (no result: the report ends before the package does)",
+        ),
         # go's own messages, redirected into the file with 2>&1, are skipped
-        ("# p [p.test]\n./p.go:3:1: syntax error\nFAIL\tp [build failed]\nFAIL\n",
-         Counts(0, 0, 1, 0), "p [build failed]"),
+        (
+            "# p [p.test]\n./p.go:3:1: syntax error\nFAIL\tp [build failed]\nFAIL\n",
+            Counts(0, 0, 1, 0),
+            "p [build failed]",
+        ),
     ],
-)  # fmt: skip
+)
 def test_go_package_failures_without_a_failing_test_count_as_errored(
     stream: str, counts: Counts, errored: str
 ) -> None:
@@ -207,25 +217,49 @@ EXTERNAL_ENTITY = (
         (EXTERNAL_ENTITY.encode(), None, "declares a DOCTYPE; refused"),
         (TRUNCATED.encode(), None, "is not well-formed XML (no element found: line 1, column 153)"),
         (b"<testsuites><testcase name='a'>", None, "is not well-formed XML"),
-        (b"<html><body>100% passed</body></html>", None, "is XML but not a JUnit report (its root is <html>)"),
+        (
+            b"<html><body>100% passed</body></html>",
+            None,
+            "is XML but not a JUnit report (its root is <html>)",
+        ),
         (b"<testsuite><testcase name='&undefined;'/></testsuite>", None, "undefined entity"),
         (b'{"tests": [{"nodeid": "t", "outcome": "passed"}', None, "is not valid JSON"),
         (b"[" * 100_000 + b"]" * 100_000, "pytest-json", "is JSON nested too deeply to read"),
         (b'{"passed": 10}', None, "is JSON but not a pytest-json-report"),
         (b"[1, 2]", "pytest-json", "is JSON but not an object"),
-        (b'{"tests": [{"nodeid": "t", "outcome": "great"}]}', None, "has test 't' with unknown outcome 'great'"),
-        (b'{"tests": [{"nodeid": "t", "outcome": []}]}', None, "has test 't' with unknown outcome '[]'"),
-        (b'{"tests": [{"nodeid": "t", "outcome": {"a": 1}}]}', None, "with unknown outcome \"{'a': 1}\""),
+        (
+            b'{"tests": [{"nodeid": "t", "outcome": "great"}]}',
+            None,
+            "has test 't' with unknown outcome 'great'",
+        ),
+        (
+            b'{"tests": [{"nodeid": "t", "outcome": []}]}',
+            None,
+            "has test 't' with unknown outcome '[]'",
+        ),
+        (
+            b'{"tests": [{"nodeid": "t", "outcome": {"a": 1}}]}',
+            None,
+            "with unknown outcome \"{'a': 1}\"",
+        ),
         (b'{"tests": [{"outcome": "passed"}]}', None, "has a test without a nodeid"),
         (b'{"summary": {"passed": -3}}', None, "has summary.passed '-3', not a count"),
         (b'{"summary": {"passed": true}}', None, "has summary.passed 'True', not a count"),
-        (b'{"Action":"run","Package":"p","Test":"TestA"}\n{"Action":"pa', None, "line 2 is not a JSON event (cut short?)"),
-        (b'{"Action":"run","Package":"p","Test":"TestA"}\n{"Time":"x"}\n', None, "line 2 is not a go test -json event"),
+        (
+            b'{"Action":"run","Package":"p","Test":"TestA"}\n{"Action":"pa',
+            None,
+            "line 2 is not a JSON event (cut short?)",
+        ),
+        (
+            b'{"Action":"run","Package":"p","Test":"TestA"}\n{"Time":"x"}\n',
+            None,
+            "line 2 is not a go test -json event",
+        ),
         (b"ok  \tp\t0.1s\n", "go-json", "has no go test -json events"),
         (b'{"tests": []}', "junit", "is not well-formed XML"),
         (junit("a").encode(), "go-json", "has no go test -json events"),
     ],
-)  # fmt: skip
+)
 def test_unusable_reports_are_report_errors_naming_the_fact(
     data: bytes, format: str | None, fact: str
 ) -> None:
@@ -251,18 +285,24 @@ def pytest_case(make_case: MakeCase) -> Path:
 def run_pytest(case: Path, *options: str) -> None:
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, "test_calc.py"],
-        cwd=case, capture_output=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=case,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize(
     ("options", "report", "first_failed"),
     [
         (("--junitxml=report.xml",), "report.xml", "failed: test_calc.test_broken\n"),
-        (("--json-report", "--json-report-file=report.json"), "report.json",
-         "failed: test_calc.py::test_broken\n"),
+        (
+            ("--json-report", "--json-report-file=report.json"),
+            "report.json",
+            "failed: test_calc.py::test_broken\n",
+        ),
     ],
-)  # fmt: skip
+)
 def test_pass_rate_of_a_real_pytest_run(
     write_config: WriteConfig,
     make_case: MakeCase,
@@ -298,11 +338,17 @@ def test_pass_rate_sums_the_surefire_reports_a_glob_matches(
         "errored: calc.CalcTest.throwsError",
     ]
     assert result.details["tests"] == {
-        "reports": ["target/surefire-reports/TEST-calc.CalcTest.xml",
-                    "target/surefire-reports/TEST-calc.MoreTest.xml"],
-        "format": "junit", "passed": 2, "failed": 1, "errored": 1, "skipped": 1,
+        "reports": [
+            "target/surefire-reports/TEST-calc.CalcTest.xml",
+            "target/surefire-reports/TEST-calc.MoreTest.xml",
+        ],
+        "format": "junit",
+        "passed": 2,
+        "failed": 1,
+        "errored": 1,
+        "skipped": 1,
         "failing": ["calc.CalcTest.subtracts", "calc.CalcTest.throwsError"],
-    }  # fmt: skip
+    }
 
 
 MAVEN_POM = """\
@@ -343,8 +389,14 @@ def test_pass_rate_of_a_real_maven_surefire_run(
     if shutil.which("mvn") is None:
         pytest.skip("Maven is not installed")
     case = make_case({"pom.xml": MAVEN_POM, "src/test/java/calc/CalcTest.java": MAVEN_TEST})
-    built = subprocess.run(["mvn", "-o", "-q", "test"], cwd=case, capture_output=True,
-                           text=True, timeout=300, check=False)  # fmt: skip
+    built = subprocess.run(
+        ["mvn", "-o", "-q", "test"],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if not (case / "target" / "surefire-reports").is_dir():
         pytest.skip(f"offline Maven could not run surefire here: {built.stdout[-300:]}")
     result = run_judge(write_config, case, {"report": "target/surefire-reports/*.xml"})
@@ -419,14 +471,16 @@ def test_the_rationale_names_at_most_twenty_tests(
 
 
 def hostile_case(make_case: MakeCase) -> Path:
-    case = make_case({
-        "empty.xml": "",
-        "truncated.xml": TRUNCATED,
-        "laughs.xml": BILLION_LAUGHS,
-        "notes.txt": "all 20 tests passed",
-        "skipped.xml": junit("a:skipped", "b:skipped"),
-        "reports/.keep": "",
-    })  # fmt: skip
+    case = make_case(
+        {
+            "empty.xml": "",
+            "truncated.xml": TRUNCATED,
+            "laughs.xml": BILLION_LAUGHS,
+            "notes.txt": "all 20 tests passed",
+            "skipped.xml": junit("a:skipped", "b:skipped"),
+            "reports/.keep": "",
+        }
+    )
     with (case / "huge.xml").open("wb") as handle:
         handle.truncate(40 * 1024 * 1024)
     (case / "passwd.xml").symlink_to("/etc/passwd")
@@ -527,18 +581,21 @@ def test_a_report_the_command_did_not_write_is_stale(
         "report report.xml is stale: the command did not write it (it was there)\n"
         "the command: exit code 0"
     )
-    gate = run_judge(write_config, case, {"report": "report.xml", "command": "true"},
-                     "tests/all_passed")  # fmt: skip
+    gate = run_judge(
+        write_config, case, {"report": "report.xml", "command": "true"}, "tests/all_passed"
+    )
     assert gate.value is False
 
 
 def test_a_glob_counts_only_the_reports_the_command_wrote(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
-    case = make_case({
-        "reports/TEST-old.xml": junit(*(f"t{index}" for index in range(100))),
-        "fresh.xml": junit("new_a", "new_b:failure"),
-    })  # fmt: skip
+    case = make_case(
+        {
+            "reports/TEST-old.xml": junit(*(f"t{index}" for index in range(100))),
+            "fresh.xml": junit("new_a", "new_b:failure"),
+        }
+    )
     command = ["cp", "fresh.xml", "reports/TEST-new.xml"]
     result = run_judge(write_config, case, {"report": "reports/TEST-*.xml", "command": command})
     assert result.value == 0.5
@@ -571,8 +628,9 @@ def test_a_command_that_times_out_counts_no_report(
     arguments = {"report": "report.xml", "command": command, "timeout": 0.5}
     result = run_judge(write_config, case, arguments)
     assert (result.value, result.rationale) == (
-        0.0, "the command timed out after 0.5s; no report counts"
-    )  # fmt: skip
+        0.0,
+        "the command timed out after 0.5s; no report counts",
+    )
     assert result.details["command"]["timed_out"] is True
 
 
@@ -592,8 +650,11 @@ def test_the_command_gets_its_env_and_a_hostile_report_it_writes_still_fails(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
     case = make_case({"laughs.xml": BILLION_LAUGHS})
-    arguments = {"report": "out.xml", "command": 'cp "$SOURCE" out.xml',
-                 "env": {"SOURCE": "laughs.xml"}}  # fmt: skip
+    arguments = {
+        "report": "out.xml",
+        "command": 'cp "$SOURCE" out.xml',
+        "env": {"SOURCE": "laughs.xml"},
+    }
     result = run_judge(write_config, case, arguments)
     assert result.value == 0.0
     assert result.rationale.startswith("report out.xml declares a DOCTYPE; refused")
@@ -630,10 +691,17 @@ def test_a_real_pytest_run_through_the_sandbox(
 ) -> None:
     python, env = pytest_anyone_can_run
     case = pytest_case(make_case)
-    command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "--junitxml=report.xml", "test_calc.py"]  # fmt: skip
-    result = run_judge(write_config, case, {"report": "report.xml", "command": command,
-                                            "env": env})  # fmt: skip
+    command = [
+        python,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--junitxml=report.xml",
+        "test_calc.py",
+    ]
+    result = run_judge(write_config, case, {"report": "report.xml", "command": command, "env": env})
     assert result.value == 0.8
     assert result.rationale.startswith(f"{PYTEST_HEAD}report.xml (junit)")
     assert result.details["command"]["exit_code"] == 1  # pytest: some tests failed

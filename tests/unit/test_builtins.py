@@ -75,9 +75,11 @@ def test_command_runs_in_the_case_dir_without_secrets(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
     result = run_builtin(
-        write_config, make_case, "command_succeeds",
+        write_config,
+        make_case,
+        "command_succeeds",
         "{command: 'pwd; env | grep -c sk-do-not-leak'}",
-    )  # fmt: skip
+    )
     assert result.value is False  # grep found no secret and failed
     assert "exit code 1" in result.rationale
     assert "/case" in result.rationale

@@ -90,10 +90,22 @@ def test_grade_refuses_an_answer_cache_inside_the_case(tmp_path: Path) -> None:
     case = tmp_path / "case"
     (case / ".cache").mkdir(parents=True)
     done = subprocess.run(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(case), "--out",
-         str(tmp_path / "out"), "--llm-cache", str(case / ".cache")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(case),
+            "--out",
+            str(tmp_path / "out"),
+            "--llm-cache",
+            str(case / ".cache"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert "lies inside the case dir" in done.stderr and "plant passing answers" in done.stderr
     assert not (tmp_path / "out" / "reward.json").exists()
@@ -105,8 +117,9 @@ def test_batch_refuses_an_answer_cache_inside_one_of_its_cases(tmp_path: Path) -
     cases = tmp_path / "cases"
     (cases / "c1" / "cache").mkdir(parents=True)
     with pytest.raises(UsageError, match="lies inside the case dir"):
-        run_batch(BatchRequest(config, cases, tmp_path / "out", jobs=1,
-                               llm_cache=cases / "c1" / "cache"))  # fmt: skip
+        run_batch(
+            BatchRequest(config, cases, tmp_path / "out", jobs=1, llm_cache=cases / "c1" / "cache")
+        )
     # The out dir (never a case) and a hidden dir beside the cases are not a case's.
     for allowed in (cases / "out" / ".llm-cache", cases / ".llm-cache"):
         from verifier.batch.run import refuse_cache_in_a_case
@@ -127,8 +140,9 @@ def test_a_case_cannot_name_its_dataset_entry_or_its_step(tmp_path: Path) -> Non
     (case / "steps" / "final" / "artifacts").mkdir(parents=True)
     (case / "config.json").write_text(json.dumps({"job_name": "j", "task": {"path": "x/gold"}}))
     (case / "artifacts").mkdir()
-    (case / "artifacts" / "manifest.json").write_text(json.dumps(
-        [{"source": "/app", "destination": "artifacts/../../gold", "type": "directory"}]))  # fmt: skip
+    (case / "artifacts" / "manifest.json").write_text(
+        json.dumps([{"source": "/app", "destination": "artifacts/../../gold", "type": "directory"}])
+    )
     found = discover_cases(cases)
     assert [(c.name, c.case_dir, c.case_id, c.step) for c in found] == [
         ("task-0001", case, "task-0001", None)

@@ -44,17 +44,31 @@ def typer_collects(command: str, argv: list[str]) -> dict[str, object]:
 
 @pytest.mark.parametrize(
     ("command", "argv", "expected"),
-    [("grade", [], {}),
-     ("grade", ["--config=e.yaml", "--case", "c", "--debug"],
-      {"config": "e.yaml", "case": "c", "debug": True}),
-     ("grade", ["--out=", "--no-llm", "--memory-mb", "512", "--case-id", "x"],
-      {"out": "", "no_llm": True, "memory_mb": "512", "case_id": "x"}),
-     ("batch", ["--cases", "c", "--out", "o"], {"cases": "c", "out": "o"}),
-     ("batch", ["--cases=c", "--out=o", "-j", "2", "--force", "--keep-errors"],
-      {"cases": "c", "out": "o", "jobs": "2", "force": True, "keep_errors": True}),
-     ("batch", ["--shard", "1/4", "--no-llm", "--llm-concurrency", "64"],
-      {"shard": "1/4", "no_llm": True, "llm_concurrency": "64"})],
-)  # fmt: skip
+    [
+        ("grade", [], {}),
+        (
+            "grade",
+            ["--config=e.yaml", "--case", "c", "--debug"],
+            {"config": "e.yaml", "case": "c", "debug": True},
+        ),
+        (
+            "grade",
+            ["--out=", "--no-llm", "--memory-mb", "512", "--case-id", "x"],
+            {"out": "", "no_llm": True, "memory_mb": "512", "case_id": "x"},
+        ),
+        ("batch", ["--cases", "c", "--out", "o"], {"cases": "c", "out": "o"}),
+        (
+            "batch",
+            ["--cases=c", "--out=o", "-j", "2", "--force", "--keep-errors"],
+            {"cases": "c", "out": "o", "jobs": "2", "force": True, "keep_errors": True},
+        ),
+        (
+            "batch",
+            ["--shard", "1/4", "--no-llm", "--llm-concurrency", "64"],
+            {"shard": "1/4", "no_llm": True, "llm_concurrency": "64"},
+        ),
+    ],
+)
 def test_plain_command_lines_are_read_as_typer_reads_them(
     command: str, argv: list[str], expected: dict[str, object]
 ) -> None:
@@ -67,9 +81,20 @@ def test_plain_command_lines_are_read_as_typer_reads_them(
 @pytest.mark.parametrize("command", HOT_PATHS)
 @pytest.mark.parametrize(
     "argv",
-    [["--help"], ["--conf", "e.yaml"], ["--config", "a", "--config", "b"], ["--case", "-x"],
-     ["--case"], ["--debug=yes"], ["positional"], ["--no-such-flag"], ["-j2"], ["-j=2"], ["--"]],
-)  # fmt: skip
+    [
+        ["--help"],
+        ["--conf", "e.yaml"],
+        ["--config", "a", "--config", "b"],
+        ["--case", "-x"],
+        ["--case"],
+        ["--debug=yes"],
+        ["positional"],
+        ["--no-such-flag"],
+        ["-j2"],
+        ["-j=2"],
+        ["--"],
+    ],
+)
 def test_other_command_lines_are_left_to_typer(command: str, argv: list[str]) -> None:
     assert simple_arguments(command, argv) is None
 
@@ -188,19 +213,22 @@ def test_a_group_without_its_command_shows_its_help_and_exits_2(args: list[str])
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["grade", "--conf", "e.yaml"],
-      "grade: No such option '--conf'. Did you mean '--config'?"),
-     (["grade", "--case"], "grade: Option '--case' requires an argument."),
-     (["grade", "--debug=yes"], "grade: Option '--debug' does not take a value."),
-     (["grade", "extra"], "grade: Got unexpected extra argument (extra)"),
-     (["batch", "-j"], "batch: Option '-j' requires an argument."),
-     (["batch", "--case", "c"],
-      "batch: No such option '--case'. (Did you mean one of: '--cases', '--force'?)"),
-     (["check", "a.yaml", "b.yaml"], "check: Got unexpected extra argument (b.yaml)"),
-     (["task", "init", "--bogus"], "task init: No such option '--bogus'."),
-     (["task", "ini"], "task: No such command 'ini'. Did you mean 'init'?"),
-     (["grde"], "No such command 'grde'. Did you mean 'grade'?")],
-)  # fmt: skip
+    [
+        (["grade", "--conf", "e.yaml"], "grade: No such option '--conf'. Did you mean '--config'?"),
+        (["grade", "--case"], "grade: Option '--case' requires an argument."),
+        (["grade", "--debug=yes"], "grade: Option '--debug' does not take a value."),
+        (["grade", "extra"], "grade: Got unexpected extra argument (extra)"),
+        (["batch", "-j"], "batch: Option '-j' requires an argument."),
+        (
+            ["batch", "--case", "c"],
+            "batch: No such option '--case'. (Did you mean one of: '--cases', '--force'?)",
+        ),
+        (["check", "a.yaml", "b.yaml"], "check: Got unexpected extra argument (b.yaml)"),
+        (["task", "init", "--bogus"], "task init: No such option '--bogus'."),
+        (["task", "ini"], "task: No such command 'ini'. Did you mean 'init'?"),
+        (["grde"], "No such command 'grde'. Did you mean 'grade'?"),
+    ],
+)
 def test_usage_errors_are_one_line_naming_the_flag_and_exit_2(
     args: list[str], message: str
 ) -> None:

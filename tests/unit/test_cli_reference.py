@@ -71,14 +71,18 @@ def test_the_reference_lists_every_variable_and_exit_code() -> None:
 
 
 EXAMPLES = {
-    "verifier: error: grade: No such option '--conf'. Did you mean '--config'?":
-        (["grade", "--conf", "e.yaml"], {}),
+    "verifier: error: grade: No such option '--conf'. Did you mean '--config'?": (
+        ["grade", "--conf", "e.yaml"],
+        {},
+    ),
     "verifier: error: batch: Option '-j' requires an argument.": (["batch", "-j"], {}),
     "verifier: error: --memory-mb: 0 must be at least 1": (["grade", "--memory-mb", "0"], {}),
-    "verifier: error: $VERIFIER_JUDGE_MEMORY_MB: 'x' is not a whole number":
-        (["grade"], {"VERIFIER_JUDGE_MEMORY_MB": "x"}),
+    "verifier: error: $VERIFIER_JUDGE_MEMORY_MB: 'x' is not a whole number": (
+        ["grade"],
+        {"VERIFIER_JUDGE_MEMORY_MB": "x"},
+    ),
     "verifier: error: check: missing FILE": (["check"], {}),
-}  # fmt: skip
+}
 
 
 def test_the_pages_usage_errors_are_the_ones_shown() -> None:
@@ -91,8 +95,12 @@ def test_each_usage_error_on_the_page_is_what_the_cli_prints(message: str, tmp_p
     args, variables = EXAMPLES[message]
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     completed = subprocess.run(
-        [VERIFIER, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        [VERIFIER, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
         env={**environ, **variables, "VERIFIER_OUT": str(tmp_path / "out")},
-    )  # fmt: skip
+    )
     assert completed.returncode == 2
     assert completed.stderr == message + "\n"

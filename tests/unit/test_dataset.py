@@ -132,9 +132,15 @@ def test_case_id_names_the_entry_and_a_missing_one_is_a_case_warning(tmp_path: P
     assert judges["per_judge"]["sees_oracle"]["rationale"] == "None"
     # The variable stands in for the flag.
     done = verifier(
-        "grade", "--config", config, "--case", case, "--out", tmp_path / "out3",
+        "grade",
+        "--config",
+        config,
+        "--case",
+        case,
+        "--out",
+        tmp_path / "out3",
         env={"VERIFIER_CASE_ID": "t2", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "out3" / "judges.json").read_text())["dataset"]["entry"] == (
         "cases/t2"
@@ -146,9 +152,16 @@ def test_a_case_id_that_is_not_a_name_is_a_usage_error(tmp_path: Path, case_id: 
     config = make_dataset(tmp_path / "suite", ENTRIES)
     (tmp_path / "case").mkdir()
     done = verifier(
-        "grade", "--config", config, "--case", tmp_path / "case", "--out", tmp_path / "out",
-        "--case-id", case_id,
-    )  # fmt: skip
+        "grade",
+        "--config",
+        config,
+        "--case",
+        tmp_path / "case",
+        "--out",
+        tmp_path / "out",
+        "--case-id",
+        case_id,
+    )
     assert done.returncode == 2
     assert "--case-id" in done.stderr and "Traceback" not in done.stderr
 
@@ -194,13 +207,20 @@ def test_only_file_names_inside_the_dataset_become_content(tmp_path: Path) -> No
     [
         (lambda d: (d / "annotations.yaml").write_text("a: [\n"), "invalid YAML"),
         (lambda d: (d / "annotations.yaml").write_text("- a list\n"), "must be a YAML mapping"),
-        (lambda d: (d / "annotations.yaml").write_text("oracle: ../../eval.yaml\n"),
-         "leads outside the dataset"),
-        (lambda d: ((d / "annotations.yaml").write_text("oracle: link.txt\n"),
-                    (d / "link.txt").symlink_to(d / "input.yaml")), "is a symlink"),
+        (
+            lambda d: (d / "annotations.yaml").write_text("oracle: ../../eval.yaml\n"),
+            "leads outside the dataset",
+        ),
+        (
+            lambda d: (
+                (d / "annotations.yaml").write_text("oracle: link.txt\n"),
+                (d / "link.txt").symlink_to(d / "input.yaml"),
+            ),
+            "is a symlink",
+        ),
         (lambda d: (d / "input.yaml").write_text("prompt: [\n"), "invalid YAML"),
     ],
-)  # fmt: skip
+)
 def test_a_broken_entry_is_a_config_error_naming_the_file(
     tmp_path: Path, arrange, message: str
 ) -> None:

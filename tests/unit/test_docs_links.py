@@ -37,8 +37,11 @@ def anchors(page: Path) -> set[str]:
 
 
 def links(page: Path) -> list[str]:
-    return [target for target in LINK.findall(prose(page.read_text()))
-            if not re.match(r"[a-z]+:", target)]  # fmt: skip
+    return [
+        target
+        for target in LINK.findall(prose(page.read_text()))
+        if not re.match(r"[a-z]+:", target)
+    ]
 
 
 def test_the_pages_are_found() -> None:

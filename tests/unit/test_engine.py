@@ -25,9 +25,12 @@ def check_judge(name: str, body: str, extra: str = "") -> str:
 
 
 def grade_with(
-    write_config: WriteConfig, make_case: MakeCase, judges: str, reward: str = "",
+    write_config: WriteConfig,
+    make_case: MakeCase,
+    judges: str,
+    reward: str = "",
     limits: Limits | None = None,
-) -> Grading:  # fmt: skip
+) -> Grading:
     config = write_config("judges:\n" + judges + reward)
     case = make_case({"report.md": "hello"})
     return grade(load_eval(config), case, limits)
@@ -141,7 +144,7 @@ MIB = 1024 * 1024
         (2048, 1024, 20, 4, {"memory_mb": (1024 - 6 * 52) // 4, "memory_total_mb": 1024 - 312}),
         (200, 1024, 20, 4, {"memory_mb": 178, "memory_total_mb": 712}),  # 4 x 200 > 712
     ],
-)  # fmt: skip
+)
 def test_the_judges_memory_fits_the_container(
     asked: int, container_mb: int, own_mb: int, workers: int, expected: dict
 ) -> None:
@@ -227,8 +230,9 @@ def test_memory_in_use_over_the_limit_is_an_error_record(
     time.sleep(5)
     return True
     """
-    grading = grade_with(write_config, make_case, GOOD + check_judge("grower", body),
-                         limits=Limits(memory_mb=256))  # fmt: skip
+    grading = grade_with(
+        write_config, make_case, GOOD + check_judge("grower", body), limits=Limits(memory_mb=256)
+    )
     grower = by_name(grading)["grower"]
     assert (grower.status, grower.error) == (Status.ERROR, "exceeded the memory limit of 256 MiB")
     assert grower.duration_s < 4
@@ -243,8 +247,9 @@ def test_reserving_address_space_is_not_using_memory(
     reserved = mmap.mmap(-1, 8 * 1024 ** 3, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)
     return len(reserved) == 8 * 1024 ** 3
     """
-    grading = grade_with(write_config, make_case, check_judge("reserver", body),
-                         limits=Limits(memory_mb=256))  # fmt: skip
+    grading = grade_with(
+        write_config, make_case, check_judge("reserver", body), limits=Limits(memory_mb=256)
+    )
     assert (grading.results[0].status, grading.results[0].value) == (Status.OK, True)
 
 
@@ -263,9 +268,11 @@ def test_a_command_over_the_memory_limit_fails_its_builtin_rather_than_erroring(
     grading = grade_with(write_config, make_case, judge, limits=Limits(memory_mb=256))
     result = grading.results[0]
     assert (result.status, result.value, result.rationale) == (
-        Status.OK, False, "the judge gave no answer on this case (exceeded the memory limit "
+        Status.OK,
+        False,
+        "the judge gave no answer on this case (exceeded the memory limit "
         "of 256 MiB): counted as a failure",
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="no JVM on this machine")
@@ -326,9 +333,13 @@ def test_judge_prints_do_not_reach_stdout(
     ],
 )
 def test_allowed_return_values(
-    write_config: WriteConfig, make_case: MakeCase, body: str, extra: str,
-    value: object, rationale: str | None,
-) -> None:  # fmt: skip
+    write_config: WriteConfig,
+    make_case: MakeCase,
+    body: str,
+    extra: str,
+    value: object,
+    rationale: str | None,
+) -> None:
     result = grade_with(write_config, make_case, check_judge("j", body, extra=extra)).results[0]
     assert result.status is Status.OK
     assert result.value == value and type(result.value) is type(value)
@@ -367,11 +378,12 @@ def test_if_sees_outputs_annotations_and_arguments(
     config = write_config(
         "annotations: {level: 3}\njudges:\n"
         + check_judge(
-            "j", "return True",
+            "j",
+            "return True",
             extra="    arguments: {min: 2}\n"
             "    if: \"annotations['level'] > arguments['min'] and len(outputs['files']) == 1\"\n",
         )
-    )  # fmt: skip
+    )
     result = grade(load_eval(config), make_case({"a.txt": "x"})).results[0]
     assert result.status is Status.OK
 
@@ -396,9 +408,10 @@ def test_check_receives_outputs_and_arguments(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
     judge = check_judge(
-        "j", "return outputs['files']['report.md'] == arguments['want']",
+        "j",
+        "return outputs['files']['report.md'] == arguments['want']",
         extra="    arguments: {want: hello}\n",
-    )  # fmt: skip
+    )
     assert grade_with(write_config, make_case, judge).results[0].value is True
 
 

@@ -22,10 +22,13 @@ from verifier.formula import FormulaError, FormulaRuntimeError, parse_formula
         ("a and b", {"a": 1.0, "b": 0.3}, 0.3),
         ("(a >= 0.5) * b", {"a": 0.5, "b": 0.8}, 0.8),
         ("a // 0.25 % 3", {"a": 0.8}, 0.0),
-        ("base = mean([clarity, accuracy])\nmin(base, efficiency)",
-         {"clarity": 0.4, "accuracy": 0.8, "efficiency": 0.9}, 0.6),
+        (
+            "base = mean([clarity, accuracy])\nmin(base, efficiency)",
+            {"clarity": 0.4, "accuracy": 0.8, "efficiency": 0.9},
+            0.6,
+        ),
     ],
-)  # fmt: skip
+)
 def test_allowed_formulas_evaluate(source: str, values: dict[str, float], expected: float) -> None:
     assert parse_formula(source).evaluate(values) == pytest.approx(expected)
 
@@ -97,14 +100,18 @@ def test_free_names_exclude_functions_and_assigned_names() -> None:
         ("a / b", {"a": 1.0, "b": 0.0}, "ZeroDivisionError"),
         ("mean([])", {}, "ZeroDivisionError"),
         ("len(a)", {"a": 1.0}, "TypeError"),
-        ("a * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
-         " * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
-         " * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
-         " * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
-         " * 1e6 * 1e6 * 1e6", {"a": 1.0}, "not a finite number"),
+        (
+            "a * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
+            " * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
+            " * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
+            " * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6 * 1e6"
+            " * 1e6 * 1e6 * 1e6",
+            {"a": 1.0},
+            "not a finite number",
+        ),
         ("max", {}, "not a number"),
     ],
-)  # fmt: skip
+)
 def test_runtime_failures_raise_formula_runtime_error(
     source: str, values: dict[str, float], message: str
 ) -> None:

@@ -81,17 +81,25 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
 COMMANDS = {name for name, found in BUILTINS.items() if found.runs_case_code}
 REFERENCES = {"ref.txt": "a reference\n", "protected/f": "original\n"}
 _TRAILS = st.one_of(ATIF.map(json.dumps), st.lists(EVENT, max_size=5).map(json.dumps))
-_REPORTS = st.one_of(JUNIT, PYTEST_JSON.map(json.dumps),
-                     st.lists(GO_EVENT, max_size=5).map(lines))  # fmt: skip
+_REPORTS = st.one_of(JUNIT, PYTEST_JSON.map(json.dumps), st.lists(GO_EVENT, max_size=5).map(lines))
 _JSON = st.one_of(JSON_VALUES.map(json.dumps), DEEP_JSON)
 # The documents each builtin reads, drawn as often as everything else.
 FOCUS = {
-    **dict.fromkeys(("trajectory_tool_used", "trajectory_tool_not_used", "trajectory_turn_count",
-                     "cost_budget", "consulted_docs", "tool_call_validation"), _TRAILS),
+    **dict.fromkeys(
+        (
+            "trajectory_tool_used",
+            "trajectory_tool_not_used",
+            "trajectory_turn_count",
+            "cost_budget",
+            "consulted_docs",
+            "tool_call_validation",
+        ),
+        _TRAILS,
+    ),
     **dict.fromkeys(("json_key_equals", "json_path_equals"), _JSON),
     "yaml_path_equals": YAML_TEXT,
     **dict.fromkeys(("pass_rate", "all_passed"), _REPORTS),
-}  # fmt: skip
+}
 
 
 def contents(name: str) -> st.SearchStrategy[bytes]:
@@ -170,13 +178,18 @@ def test_a_command_that_dies_by_any_signal_fails(number: int, printed: bytes) ->
     if number in (17, 18, 20, 21, 22, 23, 28):  # ignored or stopping by default: kill with 9
         arguments["cmd"] += "; kill -9 $$"
     for name in ("command_succeeds", "command_output_contains"):
-        chosen = {key: value for key, value in arguments.items()
-                  if key == "cmd" or name != "command_succeeds"}  # fmt: skip
+        chosen = {
+            key: value
+            for key, value in arguments.items()
+            if key == "cmd" or name != "command_succeeds"
+        }
         assert_an_answer(name, answer_of(name, chosen, {FILE: printed}))
 
 
 @FUZZ
 @given(data=workbooks())
 def test_a_workbook_of_any_bytes_is_a_value_or_a_fact(data: bytes) -> None:
-    assert_an_answer("xlsx_cell_equals", answer_of("xlsx_cell_equals",
-                                                    ARGUMENTS["xlsx_cell_equals"], {FILE: data}))  # fmt: skip
+    assert_an_answer(
+        "xlsx_cell_equals",
+        answer_of("xlsx_cell_equals", ARGUMENTS["xlsx_cell_equals"], {FILE: data}),
+    )

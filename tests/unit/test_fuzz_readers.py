@@ -51,11 +51,28 @@ from verifier.yaml_io import parse_untrusted_yaml
 
 TIME_BOUND_S = 10.0
 NAMES = st.one_of(
-    st.sampled_from(["input.yaml", "stdout.log", "trajectory.json", "events.json",
-                     "events.jsonl", "agent", "logs", "a b", "-rf", "..x", "ünï", "\u202e.md"]),
-    st.text(alphabet=st.characters(blacklist_characters="/\0", blacklist_categories=["Cs"]),
-            min_size=1, max_size=12).filter(lambda name: name not in (".", "..")),
-)  # fmt: skip
+    st.sampled_from(
+        [
+            "input.yaml",
+            "stdout.log",
+            "trajectory.json",
+            "events.json",
+            "events.jsonl",
+            "agent",
+            "logs",
+            "a b",
+            "-rf",
+            "..x",
+            "ünï",
+            "\u202e.md",
+        ]
+    ),
+    st.text(
+        alphabet=st.characters(blacklist_characters="/\0", blacklist_categories=["Cs"]),
+        min_size=1,
+        max_size=12,
+    ).filter(lambda name: name not in (".", "..")),
+)
 TRAILS = st.one_of(
     ATIF.map(json.dumps),
     st.lists(EVENT, max_size=5).map(json.dumps),
@@ -65,11 +82,26 @@ TREES = st.dictionaries(st.lists(NAMES, min_size=1, max_size=3).map("/".join), C
 
 
 # Odd entries the agent can leave beside its files: (name, kind, symlink target).
-SPECIALS = st.lists(st.tuples(
-    NAMES, st.sampled_from(["symlink", "fifo", "dir", "unreadable"]),
-    st.sampled_from(["/etc/passwd", "..", ".", "loop", "missing", "trajectory.json",
-                     "input.yaml", "/dev/zero", "/proc/self/environ"]),
-), max_size=4)  # fmt: skip
+SPECIALS = st.lists(
+    st.tuples(
+        NAMES,
+        st.sampled_from(["symlink", "fifo", "dir", "unreadable"]),
+        st.sampled_from(
+            [
+                "/etc/passwd",
+                "..",
+                ".",
+                "loop",
+                "missing",
+                "trajectory.json",
+                "input.yaml",
+                "/dev/zero",
+                "/proc/self/environ",
+            ]
+        ),
+    ),
+    max_size=4,
+)
 
 
 def write_specials(root: Path, specials: list[tuple[str, str, str]]) -> None:
@@ -108,12 +140,18 @@ def write_tree(root: Path, tree: dict[str, bytes]) -> None:
 
 @pytest.mark.slow
 @settings(FUZZ, max_examples=60)
-@given(tree=TREES, specials=SPECIALS, logs_trail=st.one_of(st.none(), TRAILS, CONTENTS),
-       choice=st.sampled_from([FROM_AGENT_LOGS, FROM_CASE, "trajectory.json", "x/y.json"]))  # fmt: skip
+@given(
+    tree=TREES,
+    specials=SPECIALS,
+    logs_trail=st.one_of(st.none(), TRAILS, CONTENTS),
+    choice=st.sampled_from([FROM_AGENT_LOGS, FROM_CASE, "trajectory.json", "x/y.json"]),
+)
 def test_the_case_reader_reads_any_tree(
-    tree: dict[str, bytes], specials: list[tuple[str, str, str]], logs_trail: bytes | None,
+    tree: dict[str, bytes],
+    specials: list[tuple[str, str, str]],
+    logs_trail: bytes | None,
     choice: str,
-) -> None:  # fmt: skip
+) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         case, logs = Path(scratch) / "case", Path(scratch) / "logs"
         case.mkdir()
@@ -123,8 +161,9 @@ def test_the_case_reader_reads_any_tree(
         if logs_trail is not None:
             (logs / "trajectory.json").write_bytes(logs_trail)
         with bounded():
-            reading = read_case(check_case_dir(case), (), {}, agent_logs=logs,
-                                trajectory_from=choice)  # fmt: skip
+            reading = read_case(
+                check_case_dir(case), (), {}, agent_logs=logs, trajectory_from=choice
+            )
         record = reading.record
         assert all(isinstance(warning, str) for warning in reading.warnings)
         assert (record["trajectory"] is None) == (record["trajectory_problem"] is not None)
@@ -156,8 +195,10 @@ def test_a_trajectory_of_any_shape_reads_or_is_a_fact(trail: bytes) -> None:
 
 
 @settings(FUZZ, max_examples=150)
-@given(data=st.one_of(DOCUMENTS, CONTENTS), format=st.sampled_from([None, "junit",
-                                                                    "pytest-json", "go-json"]))  # fmt: skip
+@given(
+    data=st.one_of(DOCUMENTS, CONTENTS),
+    format=st.sampled_from([None, "junit", "pytest-json", "go-json"]),
+)
 def test_a_report_of_any_bytes_is_counts_or_a_report_error(data: bytes, format: str | None) -> None:
     with bounded():
         try:
@@ -233,20 +274,36 @@ def fences_hold(user: str, nonce: str) -> None:
 
 
 @settings(FUZZ, max_examples=60)
-@given(tree=TREES, stdout=st.one_of(DOCUMENTS, st.sampled_from(HOSTILE_TEXT).map(to_bytes)),
-       inputs=st.one_of(st.none(), YAML_TEXT.map(to_bytes)), trail=st.one_of(st.none(), TRAILS),
-       template=st.sampled_from(TEMPLATES), budget=st.sampled_from([50, 2000, 100_000]),
-       window=st.sampled_from([None, 4096, 32_768]))  # fmt: skip
+@given(
+    tree=TREES,
+    stdout=st.one_of(DOCUMENTS, st.sampled_from(HOSTILE_TEXT).map(to_bytes)),
+    inputs=st.one_of(st.none(), YAML_TEXT.map(to_bytes)),
+    trail=st.one_of(st.none(), TRAILS),
+    template=st.sampled_from(TEMPLATES),
+    budget=st.sampled_from([50, 2000, 100_000]),
+    window=st.sampled_from([None, 4096, 32_768]),
+)
 def test_any_case_builds_a_prompt_whose_fences_hold(
-    tree: dict[str, bytes], stdout: bytes, inputs: bytes | None, trail: bytes | None,
-    template: str, budget: int, window: int | None,
-) -> None:  # fmt: skip
+    tree: dict[str, bytes],
+    stdout: bytes,
+    inputs: bytes | None,
+    trail: bytes | None,
+    template: str,
+    budget: int,
+    window: int | None,
+) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         case = Path(scratch) / "case"
         case.mkdir()
-        write_tree(case, {**tree, "stdout.log": stdout, **({"input.yaml": inputs} if inputs
-                                                          else {}),
-                          **({"trajectory.json": trail} if trail else {})})  # fmt: skip
+        write_tree(
+            case,
+            {
+                **tree,
+                "stdout.log": stdout,
+                **({"input.yaml": inputs} if inputs else {}),
+                **({"trajectory.json": trail} if trail else {}),
+            },
+        )
         record = read_case(check_case_dir(case), (), {}, trajectory_from=FROM_CASE).record
         with bounded():
             prompt = plan(template, budget, window).build(record, BUILTIN_ARGUMENTS)

@@ -63,8 +63,15 @@ def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
 
 
 def grade_args(layout: dict[str, Path]) -> list[str]:
-    return ["grade", "--config", str(layout["config"]), "--case", str(layout["case"]),
-            "--out", str(layout["out"])]  # fmt: skip
+    return [
+        "grade",
+        "--config",
+        str(layout["config"]),
+        "--case",
+        str(layout["case"]),
+        "--out",
+        str(layout["out"]),
+    ]
 
 
 def test_grade_writes_the_three_files_and_a_summary(layout: dict[str, Path]) -> None:
@@ -75,17 +82,23 @@ def test_grade_writes_the_three_files_and_a_summary(layout: dict[str, Path]) -> 
         "reward=0.8750  [has_report=1.0, mentions_fix=1.0, quality=4.0, broken=error, "
         "skipped_one=skipped]"
     )
-    assert lines[1:] == [f"wrote {layout['out'] / name}" for name in
-                         ("judges.json", "reward-details.json", "reward.txt", "reward.json")]  # fmt: skip
+    assert lines[1:] == [
+        f"wrote {layout['out'] / name}"
+        for name in ("judges.json", "reward-details.json", "reward.txt", "reward.json")
+    ]
     reward = json.loads((layout["out"] / "reward.json").read_text())
     assert reward == {"reward": 0.875, "has_report": 1.0, "mentions_fix": 1.0, "quality": 4.0}
     assert float((layout["out"] / "reward.txt").read_text()) == reward["reward"]
     judges = json.loads((layout["out"] / "judges.json").read_text())
     assert judges["reward"] == 0.875
     assert judges["per_judge"]["quality"] == {
-        "value": 4.0, "rationale": "four of five", "status": "ok", "error": None,
-        "judge_type": "check", "duration_s": judges["per_judge"]["quality"]["duration_s"],
-    }  # fmt: skip
+        "value": 4.0,
+        "rationale": "four of five",
+        "status": "ok",
+        "error": None,
+        "judge_type": "check",
+        "duration_s": judges["per_judge"]["quality"]["duration_s"],
+    }
     assert judges["per_judge"]["broken"]["status"] == "error"
     assert judges["per_judge"]["broken"]["error"].startswith("ZeroDivisionError")
     assert judges["per_judge"]["skipped_one"]["status"] == "skipped"
@@ -93,8 +106,11 @@ def test_grade_writes_the_three_files_and_a_summary(layout: dict[str, Path]) -> 
     assert "warning: judge broken: error: ZeroDivisionError" in completed.stderr
     assert "judge chatter" in completed.stderr
     assert sorted(p.name for p in layout["out"].iterdir()) == [
-        "judges.json", "reward-details.json", "reward.json", "reward.txt"
-    ]  # fmt: skip
+        "judges.json",
+        "reward-details.json",
+        "reward.json",
+        "reward.txt",
+    ]
 
 
 def test_termination_log_gets_the_summary_line(layout: dict[str, Path]) -> None:
@@ -113,8 +129,12 @@ def test_zero_reward_still_exits_zero(layout: dict[str, Path]) -> None:
 
 
 def test_environment_variables_set_the_defaults(layout: dict[str, Path]) -> None:
-    env = {**os.environ, "VERIFIER_CONFIG": str(layout["config"]),
-           "VERIFIER_CASE": str(layout["case"]), "VERIFIER_OUT": str(layout["out"])}  # fmt: skip
+    env = {
+        **os.environ,
+        "VERIFIER_CONFIG": str(layout["config"]),
+        "VERIFIER_CASE": str(layout["case"]),
+        "VERIFIER_OUT": str(layout["out"]),
+    }
     completed = run("grade", env=env)
     assert completed.returncode == 0, completed.stderr
     assert (layout["out"] / "reward.json").exists()
@@ -126,23 +146,32 @@ def test_environment_variables_set_the_defaults(layout: dict[str, Path]) -> None
         ("reward", {"reward": 0.875}),
         ("all", {"reward": 0.875, "has_report": 1.0, "mentions_fix": 1.0, "quality": 4.0}),
         # a chosen judge without a value (errored, skipped) is there, as 0.0
-        ("quality,broken,skipped_one", {"reward": 0.875, "quality": 4.0, "broken": 0.0,
-                                        "skipped_one": 0.0}),
+        (
+            "quality,broken,skipped_one",
+            {"reward": 0.875, "quality": 4.0, "broken": 0.0, "skipped_one": 0.0},
+        ),
         ("reward,has_report", {"reward": 0.875, "has_report": 1.0}),
     ],
-)  # fmt: skip
+)
 def test_reward_keys_choose_what_reward_json_holds(
     layout: dict[str, Path], keys: str, expected: dict[str, float]
 ) -> None:
-    for given, env in ((["--reward-keys", keys], None),
-                       ([], {**os.environ, "VERIFIER_REWARD_JSON": keys})):  # fmt: skip
+    for given, env in (
+        (["--reward-keys", keys], None),
+        ([], {**os.environ, "VERIFIER_REWARD_JSON": keys}),
+    ):
         completed = run(*grade_args(layout), *given, env=env)
         assert completed.returncode == 0, completed.stderr
         reward = json.loads((layout["out"] / "reward.json").read_text())
         assert reward == expected and next(iter(reward)) == "reward"
         judges = json.loads((layout["out"] / "judges.json").read_text())
-        assert set(judges["per_judge"]) == {"has_report", "mentions_fix", "quality", "broken",
-                                            "skipped_one"}  # fmt: skip
+        assert set(judges["per_judge"]) == {
+            "has_report",
+            "mentions_fix",
+            "quality",
+            "broken",
+            "skipped_one",
+        }
         details = json.loads((layout["out"] / "reward-details.json").read_text())
         assert next(iter(details)) == "reward" and len(details) == 6
 
@@ -173,8 +202,7 @@ def test_a_grade_whose_judges_overrun_writes_its_reward_before_the_deadline(
     slow = "  - name: slow\n    timeout: 100\n    check: |\n      import time\n      time.sleep(100)\n      return 5\n"
     assert "  - name: broken\n" in EVAL
     layout["config"].write_text(EVAL.replace("  - name: broken\n", slow + "  - name: broken\n"))
-    for given, env in ((["--deadline", "4"], None),
-                       ([], {**os.environ, "VERIFIER_DEADLINE": "4"})):  # fmt: skip
+    for given, env in ((["--deadline", "4"], None), ([], {**os.environ, "VERIFIER_DEADLINE": "4"})):
         started = time.monotonic()
         completed = run(*grade_args(layout), *given, env=env)
         assert time.monotonic() - started < 4
@@ -202,14 +230,23 @@ def write_stale_reward(out: Path) -> None:
     ("config_text", "message"),
     [
         ("judges: [\n", "invalid YAML"),
-        ("judges:\n  - {name: a, chekc: x}\n", "judges[0] (a).chekc: unknown judge key (did you mean 'check'?)"),
+        (
+            "judges:\n  - {name: a, chekc: x}\n",
+            "judges[0] (a).chekc: unknown judge key (did you mean 'check'?)",
+        ),
         ("judges:\n  - {name: a, check: 'return ('}\n", "judges[0] (a).check: does not compile"),
-        ("judges:\n  - {name: a, module: nomodule_here, function: f}\n", "cannot import 'nomodule_here'"),
-        ("judges:\n  - {name: a, check: 'return 1'}\nreward: {formula: 'a ** 2'}\n", "reward.formula: '**' is not allowed"),
+        (
+            "judges:\n  - {name: a, module: nomodule_here, function: f}\n",
+            "cannot import 'nomodule_here'",
+        ),
+        (
+            "judges:\n  - {name: a, check: 'return 1'}\nreward: {formula: 'a ** 2'}\n",
+            "reward.formula: '**' is not allowed",
+        ),
         ("judges:\n  - {name: a, check: 'return 1', score_range: [2, 1]}\n", "must be increasing"),
         ("judges:\n  - {name: reward, check: 'return 1'}\n", "'reward' is reserved"),
     ],
-)  # fmt: skip
+)
 def test_load_errors_exit_2_with_one_line_and_no_reward(
     layout: dict[str, Path], config_text: str, message: str
 ) -> None:
@@ -316,9 +353,12 @@ def test_a_reward_json_that_cannot_be_replaced_leaves_no_file_of_the_run(
 def test_a_full_disk_leaves_no_file_of_the_run(layout: dict[str, Path]) -> None:
     write_stale_reward(layout["out"])
     completed = subprocess.run(
-        [VERIFIER, *grade_args(layout)], capture_output=True, text=True, timeout=60,
+        [VERIFIER, *grade_args(layout)],
+        capture_output=True,
+        text=True,
+        timeout=60,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200)),
-    )  # fmt: skip
+    )
     assert completed.returncode == 4, completed.stderr
     assert "File too large" in completed.stderr
     assert leftovers(layout["out"]) == []
@@ -365,8 +405,11 @@ def test_python_m_verifier_ignores_modules_planted_in_the_working_dir(
     (layout["case"] / "attrs.py").write_text("raise SystemExit('planted attrs imported')\n")
     completed = subprocess.run(
         [sys.executable, "-m", "verifier", *grade_args(layout)],
-        capture_output=True, text=True, cwd=layout["case"], timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=layout["case"],
+        timeout=60,
+    )
     assert completed.returncode == 0, completed.stderr
     assert "planted" not in completed.stderr
 
@@ -432,8 +475,12 @@ def test_check_warns_about_a_model_left_to_the_grading_environment(
     assert strict.returncode == 2
     assert f"{layout['config']}: invalid under --strict (1 warning)" in strict.stdout
     assert "no model here" in strict.stderr
-    with_model = run("check", "--strict", str(layout["config"]),
-                     env={**without_model(), "EVAL_JUDGE_MODEL": "openai/m"})  # fmt: skip
+    with_model = run(
+        "check",
+        "--strict",
+        str(layout["config"]),
+        env={**without_model(), "EVAL_JUDGE_MODEL": "openai/m"},
+    )
     assert with_model.returncode == 0, with_model.stderr
     assert "  quality: llm $EVAL_JUDGE_MODEL" in with_model.stdout
 
@@ -491,15 +538,22 @@ def harbor_task(root: Path, verifier_toml: str) -> Path:
 @pytest.mark.parametrize(
     ("verifier_toml", "warned"),
     [
-        ("timeout_sec = 600.0\n", "no VERIFIER_DEADLINE: when they run long, Harbor kills the "
-         "verifier and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = \"570\""),
-        ("timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = \"598\"}\n",
-         "VERIFIER_DEADLINE = 598 is not at least 30s below Harbor's [verifier] timeout_sec"),
-        ("timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = \"570\"}\n",
-         "more than the deadline of 570s leaves them (568s)"),
+        (
+            "timeout_sec = 600.0\n",
+            "no VERIFIER_DEADLINE: when they run long, Harbor kills the "
+            'verifier and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = "570"',
+        ),
+        (
+            'timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = "598"}\n',
+            "VERIFIER_DEADLINE = 598 is not at least 30s below Harbor's [verifier] timeout_sec",
+        ),
+        (
+            'timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = "570"}\n',
+            "more than the deadline of 570s leaves them (568s)",
+        ),
         ("", "timeout_sec = 600 leaves them"),  # Harbor's default timeout
     ],
-)  # fmt: skip
+)
 def test_check_of_a_task_dir_warns_when_the_judges_can_overrun_harbors_timeout(
     tmp_path: Path, verifier_toml: str, warned: str
 ) -> None:

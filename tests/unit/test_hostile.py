@@ -87,18 +87,41 @@ def grade_dir(root: Path, config_text: str) -> subprocess.CompletedProcess[str]:
     config.write_text(config_text)
     (root / "case").mkdir()
     return subprocess.run(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(root / "case"),
-         "--out", str(root / "out")], capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(root / "case"),
+            "--out",
+            str(root / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def grade(paths: dict[str, Path], *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OPENAI_API_KEY": KEY, "HF_TOKEN": SHORT_TOKEN}
     return subprocess.run(
-        [VERIFIER, "grade", "--config", str(paths["config"]), "--case", str(paths["case"]),
-         "--out", str(paths["out"]), *extra],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "grade",
+            "--config",
+            str(paths["config"]),
+            "--case",
+            str(paths["case"]),
+            "--out",
+            str(paths["out"]),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_the_attacks_get_the_honest_reward_and_leave_nothing(hostile: dict[str, Path]) -> None:
@@ -186,9 +209,20 @@ def test_a_signal_stops_grading_within_a_second_leaving_nothing(
     out.mkdir()
     (out / "reward.json").write_text('{"reward": 1.0}')  # an earlier run's
     process = subprocess.Popen(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(tmp_path / "case"),
-         "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(tmp_path / "case"),
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while len(leftovers(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)

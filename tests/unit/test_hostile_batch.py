@@ -28,8 +28,9 @@ AS = {"root": None, "non-root": NONROOT}
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
 
 
-def batch_of(root: Path, uid: int | None, cases: dict[str, dict[str, str]], command: str
-             ) -> tuple[Path, Path, Path]:  # fmt: skip
+def batch_of(
+    root: Path, uid: int | None, cases: dict[str, dict[str, str]], command: str
+) -> tuple[Path, Path, Path]:
     """eval.yaml (one command judge), the cases dir, the out dir."""
     tests, cases_dir, out = root / "tests", root / "cases", root / "out"
     for directory in (tests, cases_dir, out):
@@ -46,10 +47,27 @@ def batch_of(root: Path, uid: int | None, cases: dict[str, dict[str, str]], comm
     return tests / "eval.yaml", cases_dir, out
 
 
-def run_batch(uid: int | None, config: Path, cases: Path, out: Path, *extra: str,
-              landlock: bool = True, nproc: int | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    arguments = ["batch", "--config", str(config), "--cases", str(cases), "--out", str(out),
-                 "--jobs", "2", *extra]  # fmt: skip
+def run_batch(
+    uid: int | None,
+    config: Path,
+    cases: Path,
+    out: Path,
+    *extra: str,
+    landlock: bool = True,
+    nproc: int | None = None,
+) -> subprocess.CompletedProcess[str]:
+    arguments = [
+        "batch",
+        "--config",
+        str(config),
+        "--cases",
+        str(cases),
+        "--out",
+        str(out),
+        "--jobs",
+        "2",
+        *extra,
+    ]
     return run_grader(uid, arguments, landlock=landlock, nproc=nproc)
 
 
@@ -65,10 +83,15 @@ def test_a_case_cannot_harm_its_sibling_in_a_batch(root_dir: Path, who: str) -> 
     uid = AS[who]
     victim, attacker = (BATCH / "victim.sh").read_text(), (BATCH / "attacker.sh").read_text()
     hold = "hold" if uid is None else ""
-    config, cases, out = batch_of(root_dir, uid, {
-        "attacker": {"run.sh": attacker},
-        "victim": {"run.sh": victim, "answer.txt": "42\n"},
-    }, f"sh run.sh {root_dir / 'cases'} {root_dir / 'out'} {hold}")  # fmt: skip
+    config, cases, out = batch_of(
+        root_dir,
+        uid,
+        {
+            "attacker": {"run.sh": attacker},
+            "victim": {"run.sh": victim, "answer.txt": "42\n"},
+        },
+        f"sh run.sh {root_dir / 'cases'} {root_dir / 'out'} {hold}",
+    )
     completed = run_batch(uid, config, cases, out, nproc=400)
     assert completed.returncode == 0, completed.stderr
     assert rewards(out) == {"attacker": 0.0, "victim": 1.0}, completed.stderr
@@ -91,9 +114,12 @@ def test_a_case_cannot_reach_the_batch_parent_through_its_pipes(
     their pipes cannot be opened; and what reaches a pipe is JSON frames or nothing."""
     marker = root_dir / "pickle-ran"
     inject = (BATCH / "inject.py").read_text()
-    config, cases, out = batch_of(root_dir, NONROOT, {
-        f"case{index}": {"inject.py": inject} for index in range(4)
-    }, f"python3 inject.py {marker}")  # fmt: skip
+    config, cases, out = batch_of(
+        root_dir,
+        NONROOT,
+        {f"case{index}": {"inject.py": inject} for index in range(4)},
+        f"python3 inject.py {marker}",
+    )
     root_dir.chmod(0o777)
     started = time.monotonic()
     extra = () if landlock else ("--weak-sandbox",)
@@ -119,15 +145,23 @@ def test_a_judge_holding_every_process_of_the_grader_uid_leaves_the_grader_a_res
         "judges:\n"
         "  - name: bomb\n    builtin: command_succeeds\n"
         "    arguments: {cmd: sh attacker.sh /nowhere /nowhere hold, timeout: 30}\n"
-        + "".join(f"  - name: after{index}\n    check: |\n      import time\n"
-                  "      time.sleep(0.5)\n      return True\n" for index in range(4))
-    )  # fmt: skip
+        + "".join(
+            f"  - name: after{index}\n    check: |\n      import time\n"
+            "      time.sleep(0.5)\n      return True\n"
+            for index in range(4)
+        )
+    )
     give(NONROOT, tests, case, out)
-    completed = run_grader(NONROOT, ["grade", "--config", str(tests / "eval.yaml"),
-                                     "--case", str(case), "--out", str(out)], nproc=300)  # fmt: skip
+    completed = run_grader(
+        NONROOT,
+        ["grade", "--config", str(tests / "eval.yaml"), "--case", str(case), "--out", str(out)],
+        nproc=300,
+    )
     assert completed.returncode == 0, completed.stderr
-    values = {name: entry["value"] for name, entry in
-              json.loads((out / "judges.json").read_text())["per_judge"].items()}  # fmt: skip
+    values = {
+        name: entry["value"]
+        for name, entry in json.loads((out / "judges.json").read_text())["per_judge"].items()
+    }
     assert values == {"bomb": False, **{f"after{index}": True for index in range(4)}}
     bomb = json.loads((out / "judges.json").read_text())["per_judge"]["bomb"]["rationale"]
     held = int(bomb.split("held ")[1].split()[0])
@@ -143,8 +177,11 @@ def test_a_grader_that_cannot_fork_stops_with_exit_11_and_no_reward(root_dir: Pa
     (tests / "eval.yaml").write_text("judges:\n  - {name: a, check: 'return True'}\n")
     give(NONROOT, tests, case, out)
     started = time.monotonic()
-    completed = run_grader(NONROOT, ["grade", "--config", str(tests / "eval.yaml"),
-                                     "--case", str(case), "--out", str(out)], nproc=1)  # fmt: skip
+    completed = run_grader(
+        NONROOT,
+        ["grade", "--config", str(tests / "eval.yaml"), "--case", str(case), "--out", str(out)],
+        nproc=1,
+    )
     assert completed.returncode == 11, completed.stderr
     assert time.monotonic() - started < 30
     assert completed.stderr.startswith("verifier: error: cannot start a judge's process")
@@ -180,15 +217,32 @@ def test_garbage_in_a_workers_pipe_is_that_cases_error_row_and_nothing_hangs(
     judge = "".join(f"      {line}\n" for line in GARBAGE_JUDGE.splitlines())
     (tests / "eval.yaml").write_text(f"judges:\n  - name: j\n    check: |\n{judge}")
     started = time.monotonic()
-    completed = run_grader(None, ["batch", "--config", str(tests / "eval.yaml"), "--cases",
-                                  str(cases), "--out", str(out), "--jobs", "2"])  # fmt: skip
+    completed = run_grader(
+        None,
+        [
+            "batch",
+            "--config",
+            str(tests / "eval.yaml"),
+            "--cases",
+            str(cases),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+        ],
+    )
     assert completed.returncode == 0, completed.stderr
     assert time.monotonic() - started < 60
-    summary = {row["case"]: row for row in
-               json.loads((out / ".batch" / "summary.json").read_text())["cases"]}  # fmt: skip
+    summary = {
+        row["case"]: row
+        for row in json.loads((out / ".batch" / "summary.json").read_text())["cases"]
+    }
     assert {name: row["reward"] for name, row in summary.items()} == {
-        "c0": 1.0, "c1": None, "c2": 1.0, "c3": 1.0
-    }, {name: row["error"] for name, row in summary.items()}  # fmt: skip
+        "c0": 1.0,
+        "c1": None,
+        "c2": 1.0,
+        "c3": 1.0,
+    }, {name: row["error"] for name, row in summary.items()}
     assert summary["c1"]["error"].startswith("internal error: the worker sent a frame of"), summary[
         "c1"
     ]

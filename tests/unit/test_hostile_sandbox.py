@@ -33,21 +33,34 @@ from tests.hostile import NONROOT, REPO, give, leftovers, run_grader
 ATTACKS = REPO / "tests" / "fixtures" / "hostile" / "attacks"
 AS = {"root": None, "non-root": NONROOT}
 HONEST = {  # every judge's value when no attack works
-    "holder": True, "copies": False, "direct": False, "proc": False, "links": False,
-    "fds": False, "namespaces": False, "memory": False, "uring": False, "secrets": False,
+    "holder": True,
+    "copies": False,
+    "direct": False,
+    "proc": False,
+    "links": False,
+    "fds": False,
+    "namespaces": False,
+    "memory": False,
+    "uring": False,
+    "secrets": False,
     "plant": False,
-    "tamper": False, "chmod_tricks": False, "nested_listener": False, "own_modes": True,
+    "tamper": False,
+    "chmod_tricks": False,
+    "nested_listener": False,
+    "own_modes": True,
     "planted_used": False,
     "config_intact": True,
-}  # fmt: skip
+}
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
 
 
 def arena_eval(secret: str, tests: Path, out: Path) -> str:
     def attack(name: str, command: str) -> str:
-        return (f"  - name: {name}\n    builtin: command_output_matches\n"
-                f"    arguments: {{cmd: {json.dumps(command)}, expected: {secret}, timeout: 30}}\n")  # fmt: skip
+        return (
+            f"  - name: {name}\n    builtin: command_output_matches\n"
+            f"    arguments: {{cmd: {json.dumps(command)}, expected: {secret}, timeout: 30}}\n"
+        )
 
     return (
         "judges:\n"
@@ -100,19 +113,19 @@ def make_arena(root: Path, uid: int | None) -> dict[str, Path | str]:
     return {"tests": tests, "case": case, "out": out, "secret": secret}
 
 
-def grade_arena(arena: dict[str, Path | str], uid: int | None, *extra: str,
-                landlock: bool = True) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def grade_arena(
+    arena: dict[str, Path | str], uid: int | None, *extra: str, landlock: bool = True
+) -> subprocess.CompletedProcess[str]:
     """`verifier grade` as test.sh runs it: a shell holding the key in its environment
     is its parent, eval.yaml's dir its cwd."""
     tests, case, out = arena["tests"], arena["case"], arena["out"]
     return run_grader(
         uid,
-        ["grade", "--config", f"{tests}/eval.yaml", "--case", str(case), "--out", str(out),
-         *extra],
+        ["grade", "--config", f"{tests}/eval.yaml", "--case", str(case), "--out", str(out), *extra],
         landlock=landlock,
         env={"OPENAI_API_KEY": str(arena["secret"]), "HF_TOKEN": str(arena["secret"])},
         cwd=Path(str(tests)),
-    )  # fmt: skip
+    )
 
 
 def judged(out: Path) -> dict[str, object]:
@@ -128,8 +141,11 @@ def check_honest(arena: dict[str, Path | str], completed: subprocess.CompletedPr
     assert values == HONEST, json.dumps(json.loads((out / "judges.json").read_text()), indent=1)
     assert out.stat().st_mode & 0o700 == 0o700
     assert sorted(path.name for path in out.iterdir()) == [
-        "judges.json", "reward-details.json", "reward.json", "reward.txt"
-    ]  # fmt: skip
+        "judges.json",
+        "reward-details.json",
+        "reward.json",
+        "reward.txt",
+    ]
     reward = json.loads((out / "reward.json").read_text())
     assert reward["tamper"] == 0.0 and reward["holder"] == 1.0
     tests = Path(str(arena["tests"]))
@@ -208,8 +224,14 @@ def imported_before_the_package(python: str, env: dict[str, str], where: Path) -
     probe.mkdir()
     (probe / "__init__.py").write_text("import sys\nprint(' '.join(sorted(sys.modules)))\n")
     (probe / "__main__.py").write_text("")
-    listed = subprocess.run([python, "-m", "probe_before"], cwd=where, env=env,
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    listed = subprocess.run(
+        [python, "-m", "probe_before"],
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     shutil.rmtree(probe)
     return {name.partition(".")[0] for name in listed.split()}
 
@@ -239,7 +261,7 @@ def test_python_m_verifier_from_the_case_imports_nothing_of_it(root_dir: Path) -
             import os, subprocess
             open({str(marker)!r}, "a").write(__name__ + "\\n")
             subprocess.Popen(["sh", "-c", "while :; do echo '{{\\"reward\\": 1.0}}' > {out}/reward.json; sleep 0.05; done"], start_new_session=True)
-        """)  # fmt: skip
+        """)
         names = {name for name in sys.stdlib_module_names if name not in before}
         for name in names:
             if not name.startswith("_") or name in ("_collections_abc", "_sitebuiltins"):
@@ -253,8 +275,11 @@ def test_python_m_verifier_from_the_case_imports_nothing_of_it(root_dir: Path) -
         )
         give(uid, base)
         base.chmod(0o777)
-        completed = run_grader(uid, ["grade", "--config", str(base / "eval.yaml"), "--case",
-                                     str(case), "--out", str(out)], cwd=case)  # fmt: skip
+        completed = run_grader(
+            uid,
+            ["grade", "--config", str(base / "eval.yaml"), "--case", str(case), "--out", str(out)],
+            cwd=case,
+        )
         assert completed.returncode == 0, (who, completed.stderr)
         time.sleep(0.3)
         assert not marker.exists(), (who, marker.read_text())
@@ -270,8 +295,19 @@ def test_an_out_dir_of_slash_is_refused_where_commands_run(tmp_path: Path) -> No
         "judges:\n  - {name: a, builtin: command_succeeds, arguments: {cmd: 'true'}}\n"
     )
     completed = subprocess.run(
-        [VERIFIER_SELF, "grade", "--config", str(tmp_path / "eval.yaml"), "--case",
-         str(tmp_path / "case"), "--out", "/"], capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            VERIFIER_SELF,
+            "grade",
+            "--config",
+            str(tmp_path / "eval.yaml"),
+            "--case",
+            str(tmp_path / "case"),
+            "--out",
+            "/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert completed.returncode == 2, completed.stderr
     assert "one of them is /, which would hide every file from it" in completed.stderr

@@ -30,14 +30,24 @@ reward:
   weights: {answer: 1, words: 1}
 """
 MANIFEST = [
-    {"source": "/logs/artifacts", "destination": "artifacts/logs/artifacts", "type": "directory",
-     "status": "ok"},
+    {
+        "source": "/logs/artifacts",
+        "destination": "artifacts/logs/artifacts",
+        "type": "directory",
+        "status": "ok",
+    },
     {"source": "/app", "destination": "artifacts/app", "type": "directory", "status": "ok"},
-]  # fmt: skip
+]
 
 
-def harbor_trial(job: Path, task: str, attempt: int, files: dict[str, str],
-                 rewards: dict | None, exception: str | None = None) -> Path:  # fmt: skip
+def harbor_trial(
+    job: Path,
+    task: str,
+    attempt: int,
+    files: dict[str, str],
+    rewards: dict | None,
+    exception: str | None = None,
+) -> Path:
     """A finished trial as Harbor writes it: config.json, result.json, artifacts, verifier/."""
     name = f"{task}__{attempt:03d}"
     trial = job / name
@@ -53,14 +63,20 @@ def harbor_trial(job: Path, task: str, attempt: int, files: dict[str, str],
     if rewards is not None:
         (trial / "verifier" / "reward.json").write_text(json.dumps(rewards))
     result = {
-        "task_name": f"org/{task}", "trial_name": name, "source": None,
+        "task_name": f"org/{task}",
+        "trial_name": name,
+        "source": None,
         "agent_info": {"name": "oracle", "model_info": None},
         "verifier_result": None if rewards is None else {"rewards": rewards},
-        "exception_info": None if exception is None else {
-            "exception_type": exception, "exception_message": "no reward file",
-            "occurred_at": "2026-01-01T00:01:30"},
+        "exception_info": None
+        if exception is None
+        else {
+            "exception_type": exception,
+            "exception_message": "no reward file",
+            "occurred_at": "2026-01-01T00:01:30",
+        },
         "verifier": {"started_at": "2026-01-01T00:01:00", "finished_at": "2026-01-01T00:01:31"},
-    }  # fmt: skip
+    }
     (trial / "result.json").write_text(json.dumps(result, indent=4))
     return trial
 
@@ -71,10 +87,24 @@ def job(tmp_path: Path) -> Path:
     job = tmp_path / "jobs" / "rl"
     job.mkdir(parents=True)
     (job / "config.json").write_text(json.dumps({"job_name": "rl", "jobs_dir": "jobs"}))
-    (job / "result.json").write_text(json.dumps({
-        "finished_at": "2026-01-01T00:02:00", "stats": {"n_errored_trials": 1, "evals": {
-            "oracle__adhoc": {"n_trials": 3, "n_errors": 1, "metrics": [{"mean": 0.5}],
-                              "pass_at_k": {}}}}}))  # fmt: skip
+    (job / "result.json").write_text(
+        json.dumps(
+            {
+                "finished_at": "2026-01-01T00:02:00",
+                "stats": {
+                    "n_errored_trials": 1,
+                    "evals": {
+                        "oracle__adhoc": {
+                            "n_trials": 3,
+                            "n_errors": 1,
+                            "metrics": [{"mean": 0.5}],
+                            "pass_at_k": {},
+                        }
+                    },
+                },
+            }
+        )
+    )
     good = {"answer.txt": "42\n", "notes.md": "one two three four five\n"}
     harbor_trial(job, "same", 1, good, {"reward": 0.75})
     harbor_trial(job, "same", 2, good, None, exception="RewardFileNotFoundError")
@@ -94,8 +124,15 @@ def test_a_batch_over_a_job_dir_writes_the_job_report(tmp_path: Path, job: Path)
     report = json.loads((tmp_path / "out" / ".batch" / "report.json").read_text())
     assert summary.report.to_json() == report
     tasks = {task["task"]: task for task in report["per_task"]}
-    assert tasks["same"] == {"task": "same", "attempts": 2, "mean": 0.75, "spread": 0.0,
-                             "low": 0.75, "high": 0.75, "uniform": True}  # fmt: skip
+    assert tasks["same"] == {
+        "task": "same",
+        "attempts": 2,
+        "mean": 0.75,
+        "spread": 0.0,
+        "low": 0.75,
+        "high": 0.75,
+        "uniform": True,
+    }
     assert tasks["mixed"]["uniform"] is False and tasks["mixed"]["spread"] == 0.375
     assert report["uniform_task_share"] == 0.5
     assert report["pass_at_k"] == {"2": 0.0}  # no attempt reached 1.0
@@ -120,8 +157,10 @@ def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, jo
     assert result["verifier_result"] == {"rewards": {"reward": 0.75}}
     assert result["exception_info"] is None  # the verifier's failure, superseded
     original = failed / "verifier" / "original"
-    assert json.loads((original / "result.json").read_text())["exception_info"]["exception_type"] \
-        == "RewardFileNotFoundError"  # fmt: skip
+    assert (
+        json.loads((original / "result.json").read_text())["exception_info"]["exception_type"]
+        == "RewardFileNotFoundError"
+    )
     assert (original / "test-stdout.txt").read_text() == "the first grading\n"
     stdout = (failed / "verifier" / "test-stdout.txt").read_text()
     assert stdout.startswith("regraded by `verifier batch --write-back`") and "0.75" in stdout
@@ -135,8 +174,9 @@ def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, jo
     assert (evals["n_trials"], evals["n_errors"], stats["n_errored_trials"]) == (4, 0, 0)
     assert evals["metrics"] == [{"mean": (0.75 * 3 + 0.0) / 4}]
     assert evals["pass_at_k"] == {}  # 0.75 is not pass/fail: Harbor shows none either
-    assert evals["reward_stats"] == {"reward": {"0.75": ["mixed__001", "same__001", "same__002"],
-                                                "0.0": ["mixed__002"]}}  # fmt: skip
+    assert evals["reward_stats"] == {
+        "reward": {"0.75": ["mixed__001", "same__001", "same__002"], "0.0": ["mixed__002"]}
+    }
     # a second write-back keeps the first grading in original/
     batch(config, job, tmp_path / "out2", reward_keys=(), write_back=True, force=True)
     assert (original / "test-stdout.txt").read_text() == "the first grading\n"
@@ -156,8 +196,13 @@ def test_write_back_needs_a_finished_harbor_job(tmp_path: Path, job: Path) -> No
 
 @pytest.mark.parametrize(
     ("n", "c", "k", "expected"),
-    [(2, 1, 2, 1.0), (4, 1, 2, 0.5), (5, 0, 2, 0.0), (10, 3, 5, 1 - math.comb(7, 5) / math.comb(10, 5))],
-)  # fmt: skip
+    [
+        (2, 1, 2, 1.0),
+        (4, 1, 2, 0.5),
+        (5, 0, 2, 0.0),
+        (10, 3, 5, 1 - math.comb(7, 5) / math.comb(10, 5)),
+    ],
+)
 def test_pass_at_k_is_the_unbiased_estimator(n: int, c: int, k: int, expected: float) -> None:
     assert pass_at_k(n, c, k) == pytest.approx(expected)
 

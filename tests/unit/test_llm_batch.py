@@ -74,10 +74,25 @@ def run_batch(
     environment = {**client_environment(*servers), **FAST, "OPENAI_API_KEY": KEY, **env}
     out = root / "out"
     completed = subprocess.run(
-        [VERIFIER, "batch", "--config", str(root / "eval.yaml"), "--cases", str(root / "cases"),
-         "--out", str(out), "-j", "2", *args],
-        capture_output=True, text=True, env=environment, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(root / "eval.yaml"),
+            "--cases",
+            str(root / "cases"),
+            "--out",
+            str(out),
+            "-j",
+            "2",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stderr
     return completed, json.loads(summary_paths(out, None)[0].read_text())
 
@@ -132,7 +147,7 @@ def test_each_endpoint_has_its_own_bound(
               llm_rubric: Is it complete?
               feedback_type: bool
               model: anthropic/claude-b
-            """)  # fmt: skip
+            """)
         anthropic.default = anthropic.grade(passed=True)
         _, summary = run_batch(
             tmp_path, eval_yaml(judges), openai_server, anthropic, args=("--llm-concurrency", "4")
@@ -141,9 +156,12 @@ def test_each_endpoint_has_its_own_bound(
         anthropic.stop()
     assert openai_server.peak_in_flight == anthropic.peak_in_flight == 4
     assert summary["llm"]["requests"] == 24
-    assert sorted(figures["peak_in_flight"] for figures in summary["llm"]["endpoints"].values()) == [
-        4, 4,
-    ]  # fmt: skip
+    assert sorted(
+        figures["peak_in_flight"] for figures in summary["llm"]["endpoints"].values()
+    ) == [
+        4,
+        4,
+    ]
 
 
 def test_samples_of_a_judge_are_asked_side_by_side(tmp_path: Path, openai_server: FakeLLM) -> None:
@@ -244,9 +262,13 @@ def test_cases_whose_judges_errored_are_graded_again(
     ],
 )
 def test_a_throttled_endpoint_pauses_every_request_to_it(
-    tmp_path: Path, openai_server: FakeLLM, status: int, headers: dict, backoff: str,
+    tmp_path: Path,
+    openai_server: FakeLLM,
+    status: int,
+    headers: dict,
+    backoff: str,
     pause_s: float,
-) -> None:  # fmt: skip
+) -> None:
     """The first request gets the 429/503 once the 3 others of its wave have arrived;
     those are held for 1 s, so their threads are free only after the throttle: without
     one pause for every request they would send the next cases at once."""
@@ -271,9 +293,12 @@ def test_a_throttled_endpoint_pauses_every_request_to_it(
     make_cases(tmp_path, 8)
     config = eval_yaml(QUALITY.replace("MODEL", "openai/m"))
     _, summary = run_batch(
-        tmp_path, config, openai_server, args=("--llm-concurrency", "4"),
+        tmp_path,
+        config,
+        openai_server,
+        args=("--llm-concurrency", "4"),
         VERIFIER_LLM_BACKOFF=backoff,
-    )  # fmt: skip
+    )
     sent_429 = min(when for when, code in openai_server.replied if code == status)
     later = [r.at for r in openai_server.received if r.at > sent_429]
     assert later and min(later) >= sent_429 + pause_s - 0.05
@@ -333,11 +358,25 @@ def test_a_dead_llm_stage_is_error_rows_for_its_cases_and_a_new_one_takes_over(
     (tmp_path / "eval.yaml").write_text(eval_yaml(QUALITY.replace("MODEL", "openai/m")))
     environment = {**client_environment(openai_server), **FAST}
     process = subprocess.Popen(
-        [VERIFIER, "batch", "--config", str(tmp_path / "eval.yaml"), "--cases",
-         str(tmp_path / "cases"), "--out", str(tmp_path / "out"), "-j", "2",
-         "--llm-concurrency", "4"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(tmp_path / "eval.yaml"),
+            "--cases",
+            str(tmp_path / "cases"),
+            "--out",
+            str(tmp_path / "out"),
+            "-j",
+            "2",
+            "--llm-concurrency",
+            "4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+    )
     try:
         deadline = time.monotonic() + 30
         while len(openai_server.received) < 4 and time.monotonic() < deadline:
@@ -353,15 +392,17 @@ def test_a_dead_llm_stage_is_error_rows_for_its_cases_and_a_new_one_takes_over(
     assert process.returncode == 0, stderr
     summary = json.loads(summary_paths(tmp_path / "out", None)[0].read_text())
     failed = [row for row in summary["cases"] if row["status"] == "error"]
-    assert failed and all("the LLM request process was killed by SIGKILL" in row["error"]
-                          for row in failed)  # fmt: skip
+    assert failed and all(
+        "the LLM request process was killed by SIGKILL" in row["error"] for row in failed
+    )
     # the cases waiting on it: at most the bound (2 x 4 requests) and one per worker
     assert summary["graded"] == 30 - len(failed) and len(failed) <= 8 + 2
 
 
 def children_of(pid: int) -> list[int]:
-    listing = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
-                             text=True, check=False)  # fmt: skip
+    listing = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=False
+    )
     return [int(line) for line in listing.stdout.split()]
 
 
@@ -389,9 +430,12 @@ def test_a_429_storm_is_met_by_fewer_requests_not_more(
     make_cases(tmp_path, 16)
     config = eval_yaml(QUALITY.replace("MODEL", "openai/m"))
     _, summary = run_batch(
-        tmp_path, config, openai_server, args=("--llm-concurrency", "8"),
+        tmp_path,
+        config,
+        openai_server,
+        args=("--llm-concurrency", "8"),
         VERIFIER_LLM_RETRIES="20",
-    )  # fmt: skip
+    )
     assert summary["graded"] == 16 and summary["cases_with_judge_errors"] == 0
     during = [r for r in openai_server.received if r.at < storm[0] + 1.0]
     assert len(during) <= 8 + 4 + 2 + 1 * 3  # the first wave, then at most the halved limits

@@ -110,10 +110,25 @@ def labelled_set(root: Path, rubric: str = "How good is it?") -> Path:
 
 def batch(root: Path, server: FakeLLM, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     completed = subprocess.run(
-        [VERIFIER, "batch", "--config", str(root / "eval.yaml"), "--cases", str(root / "cases"),
-         "--out", str(root / "out"), "-j", "2", "--force", *args],
-        capture_output=True, text=True, env=client_environment(server), timeout=120,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(root / "eval.yaml"),
+            "--cases",
+            str(root / "cases"),
+            "--out",
+            str(root / "out"),
+            "-j",
+            "2",
+            "--force",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=client_environment(server),
+        timeout=120,
+    )
     path = summary_paths(root / "out", None)[0]
     return completed, json.loads(path.read_text()) if path.exists() else {}
 
@@ -164,8 +179,9 @@ def test_min_agreement_fails_the_run_below_it(tmp_path: Path, openai_server: Fak
     grading_server(openai_server)
     labelled_set(tmp_path)
     labels = str(labels_file(tmp_path))
-    completed, summary = batch(tmp_path, openai_server, "--labels", labels,
-                               "--min-agreement", "0.8")  # fmt: skip
+    completed, summary = batch(
+        tmp_path, openai_server, "--labels", labels, "--min-agreement", "0.8"
+    )
     assert completed.returncode == EXIT_DISAGREES, completed.stdout  # kappa is below 0.8
     assert summary["calibration"]["passed"] is False
     assert "calibration: fixed cohen_kappa=" in completed.stdout and "BELOW 0.8" in completed.stdout

@@ -54,16 +54,23 @@ def test_a_context_overflow_is_the_judges_lowest_value(
 
 
 def test_an_overflow_fails_the_gate_under_the_default_on_error(
-    openai_server: FakeLLM, write_config: Callable[..., Path], make_case: Callable[..., Path],
+    openai_server: FakeLLM,
+    write_config: Callable[..., Path],
+    make_case: Callable[..., Path],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """It was an error: dropped beside the other judge, the reward was 1.0."""
     for name, value in openai_server.env.items():
         monkeypatch.setenv(name, value)
     openai_server.queue(openai_server.error(400, OVERFLOWS["openai"]))
-    config = write_config("judges:\n  - {name: report, builtin: file_exists, arguments: "
-                          "{path: report.md}}\n" + rubric(openai_server, "feedback_type: bool").replace("\n- ", "\n  - ")
-                          .replace("\n  ", "\n    ").replace("\n    - ", "\n  - "))  # fmt: skip
+    config = write_config(
+        "judges:\n  - {name: report, builtin: file_exists, arguments: "
+        "{path: report.md}}\n"
+        + rubric(openai_server, "feedback_type: bool")
+        .replace("\n- ", "\n  - ")
+        .replace("\n  ", "\n    ")
+        .replace("\n    - ", "\n  - ")
+    )
     grading = grade(load_eval(config), make_case({"report.md": CJK * 3}))
     quality = next(result for result in grading.results if result.name == "quality")
     assert (quality.status, quality.value) == (Status.OK, False)
@@ -122,11 +129,21 @@ def test_a_batch_scores_a_missing_output_file_lowest_without_a_request(
 """)
     (tmp_path / "cases" / "c1").mkdir(parents=True)
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("verifier")), "batch", "--config", str(config),
-         "--cases", str(tmp_path / "cases"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, check=False,
+        [
+            str(Path(sys.executable).with_name("verifier")),
+            "batch",
+            "--config",
+            str(config),
+            "--cases",
+            str(tmp_path / "cases"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
         env={**__import__("os").environ, **openai_server.env},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     judges = json.loads((tmp_path / "out" / "c1" / "judges.json").read_text())
     assert judges["per_judge"]["q"]["value"] is False and judges["reward"] == 0.0
@@ -137,8 +154,16 @@ def test_a_batch_scores_a_missing_output_file_lowest_without_a_request(
 
 
 def plan(window: int | None, answer: int = 1024) -> PromptPlan:
-    return PromptPlan(compile_template("Grade it."), True, (), AnswerScale("pass_fail"), "json",
-                      100_000, context_tokens=window, answer_tokens=answer)  # fmt: skip
+    return PromptPlan(
+        compile_template("Grade it."),
+        True,
+        (),
+        AnswerScale("pass_fail"),
+        "json",
+        100_000,
+        context_tokens=window,
+        answer_tokens=answer,
+    )
 
 
 def test_80000_cjk_characters_are_cut_to_fit_a_32k_context() -> None:
@@ -160,10 +185,16 @@ def test_the_cut_keeps_the_head_and_the_tail_of_the_material() -> None:
 
 @pytest.mark.parametrize(
     ("model", "override", "window"),
-    [("gpt-4o-mini", None, 128_000), ("claude-sonnet-4-5", None, 200_000),
-     ("meta-llama/Llama-3.1-8B-Instruct", None, 131_072), ("Qwen/Qwen3-8B", None, 32_768),
-     ("o3-mini", None, 200_000), ("my-finetune", None, 32_768), ("gpt-4o", 8_192, 8_192)],
-)  # fmt: skip
+    [
+        ("gpt-4o-mini", None, 128_000),
+        ("claude-sonnet-4-5", None, 200_000),
+        ("meta-llama/Llama-3.1-8B-Instruct", None, 131_072),
+        ("Qwen/Qwen3-8B", None, 32_768),
+        ("o3-mini", None, 200_000),
+        ("my-finetune", None, 32_768),
+        ("gpt-4o", 8_192, 8_192),
+    ],
+)
 def test_the_context_of_a_model_comes_from_its_family_or_the_override(
     model: str, override: int | None, window: int
 ) -> None:
@@ -171,9 +202,10 @@ def test_the_context_of_a_model_comes_from_its_family_or_the_override(
 
 
 def test_a_judges_context_tokens_key_and_the_environment_set_the_budget(
-    openai_server: FakeLLM, judge_of: Callable[..., Callable[[], object]],
+    openai_server: FakeLLM,
+    judge_of: Callable[..., Callable[[], object]],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     judge = judge_of(
         openai_server, rubric(openai_server, "feedback_type: bool") + "  context_tokens: 8192\n"
     )
@@ -195,12 +227,17 @@ def test_a_judges_context_tokens_key_and_the_environment_set_the_budget(
 
 @pytest.mark.parametrize(
     ("status", "message", "overflow"),
-    [(400, OVERFLOWS["openai"], True), (400, OVERFLOWS["anthropic"], True),
-     (400, "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096", True),
-     (400, "the request exceeds the available context size, try increasing it", True),
-     (413, "Request Entity Too Large", True), (400, "temperature is not supported", False),
-     (500, "maximum context length", False), (401, "bad key", False)],
-)  # fmt: skip
+    [
+        (400, OVERFLOWS["openai"], True),
+        (400, OVERFLOWS["anthropic"], True),
+        (400, "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096", True),
+        (400, "the request exceeds the available context size, try increasing it", True),
+        (413, "Request Entity Too Large", True),
+        (400, "temperature is not supported", False),
+        (500, "maximum context length", False),
+        (401, "bad key", False),
+    ],
+)
 def test_an_overflow_is_told_from_other_refusals(status: int, message: str, overflow: bool) -> None:
     assert is_context_overflow(status, message) is overflow
 
@@ -228,12 +265,15 @@ def overflow_for_b(server: FakeLLM) -> None:
     server.route = route
 
 
-@pytest.mark.parametrize(("extra", "lowest"), [("score_range: [1, 5]", 1.0),
-                                               ("feedback_type: bool", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "lowest"), [("score_range: [1, 5]", 1.0), ("feedback_type: bool", False)]
+)
 def test_a_panel_member_that_refuses_the_prompt_for_its_length_gives_the_lowest_value(
-    llm_server: FakeLLM, judge_of: Callable[..., Callable[[], object]], extra: str,
+    llm_server: FakeLLM,
+    judge_of: Callable[..., Callable[[], object]],
+    extra: str,
     lowest: bool | float,
-) -> None:  # fmt: skip
+) -> None:
     """The first member's 5 is not the judge's value: the case's material overflowed a
     model the judge asks, so the case scores as if every member had refused it."""
     overflow_for_b(llm_server)
@@ -257,15 +297,27 @@ def test_a_batch_scores_a_panel_member_overflow_lowest(
 
     overflow_for_b(openai_server)
     config = tmp_path / "eval.yaml"
-    config.write_text("outputs: [report.md]\njudges:" + two_member_panel(openai_server)
-                      .replace("\n", "\n  "))  # fmt: skip
+    config.write_text(
+        "outputs: [report.md]\njudges:" + two_member_panel(openai_server).replace("\n", "\n  ")
+    )
     (tmp_path / "cases" / "c1").mkdir(parents=True)
     (tmp_path / "cases" / "c1" / "report.md").write_text("Fixed the parser.")
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("verifier")), "batch", "--config", str(config),
-         "--cases", str(tmp_path / "cases"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, check=False, env={**os.environ, **openai_server.env},
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).with_name("verifier")),
+            "batch",
+            "--config",
+            str(config),
+            "--cases",
+            str(tmp_path / "cases"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **openai_server.env},
+    )
     assert done.returncode == 0, done.stderr
     judges = json.loads((tmp_path / "out" / "c1" / "judges.json").read_text())
     quality = judges["per_judge"]["quality"]
@@ -284,22 +336,32 @@ def lowest_paths(server: FakeLLM) -> dict[str, tuple[str, dict[str, str], str]]:
     model = f"  model: {model_for(server)}\n  score_range: [1, 5]\n"
     prompt = "  llm_rubric: Is the report clear?\n"
     return {
-        "case fact": ("- name: q\n" + model + MISSING_FILE, {},
-                      "the prompt template looks up what the case does not hold"),
+        "case fact": (
+            "- name: q\n" + model + MISSING_FILE,
+            {},
+            "the prompt template looks up what the case does not hold",
+        ),
         "overflow": ("- name: q\n" + model + prompt, {}, "model judge-model refused the prompt"),
-        "guard zero": ("- name: q\n" + model + prompt + "  guard: zero\n",
-                       {"report.md": ATTACK}, "guard (on_detect: zero)"),
+        "guard zero": (
+            "- name: q\n" + model + prompt + "  guard: zero\n",
+            {"report.md": ATTACK},
+            "guard (on_detect: zero)",
+        ),
         "the model's guard vote": (
             "- name: q\n" + model + prompt + "  guard: {on_detect: zero, ask_model: true}\n",
-            {}, "guard (on_detect: zero)"),
-    }  # fmt: skip
+            {},
+            "guard (on_detect: zero)",
+        ),
+    }
 
 
 @pytest.mark.parametrize("path", ["case fact", "overflow", "guard zero", "the model's guard vote"])
 def test_every_lowest_value_goes_through_one_helper(
-    llm_server: FakeLLM, judge_of: Callable[..., Callable[[], object]],
-    monkeypatch: pytest.MonkeyPatch, path: str,
-) -> None:  # fmt: skip
+    llm_server: FakeLLM,
+    judge_of: Callable[..., Callable[[], object]],
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+) -> None:
     """A case fact (main's) and the guard's zero (llm's) are one path, LLMJudge.lowest:
     the same value on the judge's scale, the rationale and details redacted alike."""
     from verifier.judges.llm.judge import LLMJudge
@@ -334,12 +396,15 @@ CRITERIA = """
 """
 
 
-@pytest.mark.parametrize(("extra", "lowest"), [("description: default scale", 0.0),
-                                               ("feedback_type: bool", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "lowest"), [("description: default scale", 0.0), ("feedback_type: bool", False)]
+)
 def test_a_criteria_judges_lowest_value_is_on_its_own_scale(
-    openai_server: FakeLLM, judge_of: Callable[..., Callable[[], object]], extra: str,
+    openai_server: FakeLLM,
+    judge_of: Callable[..., Callable[[], object]],
+    extra: str,
     lowest: bool | float,
-) -> None:  # fmt: skip
+) -> None:
     """Its prompt asks for criteria, not one score: the lowest value is the judge's
     (its aggregate's [0, 1], or fail), for a case fact and a guard's zero alike."""
     entry = CRITERIA.replace("MODEL", model_for(openai_server)).replace("EXTRA", extra)
@@ -350,9 +415,10 @@ def test_a_criteria_judges_lowest_value_is_on_its_own_scale(
 
 
 def test_a_panels_context_is_the_smallest_window_among_its_members(
-    openai_server: FakeLLM, judge_of: Callable[..., Callable[[], object]],
+    openai_server: FakeLLM,
+    judge_of: Callable[..., Callable[[], object]],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """One prompt goes to every member: it is cut to fit gpt-4's 8192 tokens, not
     gpt-4o's 128k, unless the judge or the environment says what the models take."""
     panel = """
@@ -362,8 +428,10 @@ def test_a_panels_context_is_the_smallest_window_among_its_members(
   panel: [openai/gpt-4o, openai/gpt-4, openai/claude-sonnet-4-5]
 """
     assert judge_of(openai_server, panel).func.plan.context_tokens == 8_192
-    assert judge_of(openai_server, panel + "  context_tokens: 50000\n").func.plan.context_tokens \
-        == 50_000  # fmt: skip
+    assert (
+        judge_of(openai_server, panel + "  context_tokens: 50000\n").func.plan.context_tokens
+        == 50_000
+    )
     builtin = """
 - name: complete
   builtin: quality/output_completeness
@@ -371,8 +439,10 @@ def test_a_panels_context_is_the_smallest_window_among_its_members(
   arguments: {criteria: [names the root cause]}
 """
     assert judge_of(openai_server, builtin).func.plan.context_tokens == 8_192
-    assert judge_of(openai_server, builtin + "  context_tokens: 4096\n").func.plan.context_tokens \
-        == 4_096  # fmt: skip
+    assert (
+        judge_of(openai_server, builtin + "  context_tokens: 4096\n").func.plan.context_tokens
+        == 4_096
+    )
     openai_server.default = openai_server.grade(passed=True)
     verdict = judge_of(openai_server, panel, files={"report.md": "x" * 60_000})()
     assert verdict.value is True and verdict.details["truncated"] is True  # 20k tokens: cut
@@ -391,10 +461,13 @@ def test_a_criteria_judges_schema_is_counted_in_the_budget() -> None:
     from verifier.judges.llm.spec import CriterionSpec
 
     criteria = tuple(
-        CriterionSpec(f"point_{index}", f"Does the report cover point {index} of the fix, "
-                      "in its own words, with the evidence the reviewer asked for?")
+        CriterionSpec(
+            f"point_{index}",
+            f"Does the report cover point {index} of the fix, "
+            "in its own words, with the evidence the reviewer asked for?",
+        )
         for index in range(40)
-    )  # fmt: skip
+    )
     form = CriteriaForm(criteria, "weighted-mean", 0.5, AnswerScale("number", 0.0, 1.0))
     record = {"stdout": "x" * 60_000, "files": {}}
     for mode in ("tool", "json"):

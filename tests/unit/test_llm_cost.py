@@ -63,9 +63,12 @@ def test_a_model_without_a_price_costs_null_not_zero(openai_server: FakeLLM, jud
 
 
 def test_prices_in_eval_yaml_a_file_and_the_environment(
-    openai_server: FakeLLM, judge_of, write_config, monkeypatch: pytest.MonkeyPatch,
+    openai_server: FakeLLM,
+    judge_of,
+    write_config,
+    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     openai_server.default = openai_server.grade(score=4)
     inline = judge("openai/qwen", "  prices: {qwen: {input: 0.5, output: 1.5}}\n")
     assert judge_of(openai_server, inline)().details["cost_usd"] == pytest.approx(usd(0.5, 1.5))
@@ -159,10 +162,25 @@ def run_batch(
         """)
     )
     completed = subprocess.run(
-        [VERIFIER, "batch", "--config", str(tmp_path / "eval.yaml"), "--cases", str(root),
-         "--out", str(tmp_path / "out"), "-j", "2", "--no-llm-cache", *args],
-        capture_output=True, text=True, env=client_environment(server), timeout=120,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(tmp_path / "eval.yaml"),
+            "--cases",
+            str(root),
+            "--out",
+            str(tmp_path / "out"),
+            "-j",
+            "2",
+            "--no-llm-cache",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=client_environment(server),
+        timeout=120,
+    )
     path = summary_paths(tmp_path / "out", None)[0]
     return completed, json.loads(path.read_text()) if path.exists() else None
 
@@ -223,8 +241,11 @@ def test_unpriced_models_are_named_in_the_summary(tmp_path: Path, openai_server:
     openai_server.route = route
     completed, summary = run_batch(tmp_path, openai_server, 2, model="openai/qwen")
     assert completed.returncode == 0
-    assert summary["llm"]["cost_usd"] == {"total": None, "by_model": {},
-                                          "unpriced_models": ["qwen"]}  # fmt: skip
+    assert summary["llm"]["cost_usd"] == {
+        "total": None,
+        "by_model": {},
+        "unpriced_models": ["qwen"],
+    }
     assert "cost_usd=unknown" in completed.stdout
 
 

@@ -48,8 +48,9 @@ def three(server: FakeLLM, extra: str = "") -> str:
 
 def verdicts(**entries: object) -> dict:
     """criteria={name: {rationale, score}} as a model answers."""
-    return {name: {"rationale": f"because {name}", "score": score}
-            for name, score in entries.items()}  # fmt: skip
+    return {
+        name: {"rationale": f"because {name}", "score": score} for name, score in entries.items()
+    }
 
 
 def tool_schema(server: FakeLLM) -> dict:
@@ -58,8 +59,9 @@ def tool_schema(server: FakeLLM) -> dict:
 
 
 def test_every_criterion_is_graded_in_one_request(llm_server: FakeLLM, judge_of) -> None:
-    llm_server.queue(llm_server.grade(criteria=verdicts(says_what_broke=True, clarity=4,
-                                                        coverage=5)))  # fmt: skip
+    llm_server.queue(
+        llm_server.grade(criteria=verdicts(says_what_broke=True, clarity=4, coverage=5))
+    )
     verdict = judge_of(llm_server, three(llm_server))()
     (request,) = llm_server.received
     assert "`clarity` (an integer from 1 (worst) to 5 (best)): How clear" in request.system
@@ -73,9 +75,14 @@ def test_every_criterion_is_graded_in_one_request(llm_server: FakeLLM, judge_of)
     assert verdict.value == pytest.approx((1.0 + 2 * 0.75 + 0.5) / 4)
     rows = {row["name"]: row for row in verdict.details["criteria"]}
     assert rows["clarity"] == {
-        "name": "clarity", "type": "likert", "verdict": 4.0, "value": 0.75, "weight": 2.0,
-        "passed": False, "rationale": "because clarity",
-    }  # fmt: skip
+        "name": "clarity",
+        "type": "likert",
+        "verdict": 4.0,
+        "value": 0.75,
+        "weight": 2.0,
+        "passed": False,
+        "rationale": "because clarity",
+    }
     assert rows["says_what_broke"]["passed"] is True and rows["coverage"]["value"] == 0.5
     assert verdict.details["aggregate"] == {"rule": "weighted-mean"}
     assert verdict.rationale.splitlines() == [
@@ -97,8 +104,9 @@ def test_every_criterion_is_graded_in_one_request(llm_server: FakeLLM, judge_of)
         ("all_pass", {"a": True, "b": 5}, 1.0),  # rewardkit's spelling
     ],
 )
-def test_the_aggregation_rules(openai_server: FakeLLM, judge_of, rule: str, answers: dict,
-                               value: float) -> None:  # fmt: skip
+def test_the_aggregation_rules(
+    openai_server: FakeLLM, judge_of, rule: str, answers: dict, value: float
+) -> None:
     openai_server.queue(openai_server.grade(criteria=verdicts(**answers)))
     judge = f"""
 - name: j
@@ -169,9 +177,16 @@ REWARDKIT = """
 def test_a_rewardkit_judge_moves_across_as_written(openai_server: FakeLLM, judge_of) -> None:
     """rewardkit's [[criterion]] tables as YAML: names from the descriptions, its types,
     optional, annotations, id and its aggregation names."""
-    openai_server.queue(openai_server.grade(criteria=verdicts(
-        is_the_code_correct=True, is_the_code_idiomatic=1, share_of_edge_cases_handled=1,
-        documentation=2)))  # fmt: skip
+    openai_server.queue(
+        openai_server.grade(
+            criteria=verdicts(
+                is_the_code_correct=True,
+                is_the_code_idiomatic=1,
+                share_of_edge_cases_handled=1,
+                documentation=2,
+            )
+        )
+    )
     verdict = judge_of(openai_server, REWARDKIT)()
     assert verdict.value == 1.0  # the optional likert at 1 of 3 does not count
     system = openai_server.received[0].system
@@ -181,9 +196,11 @@ def test_a_rewardkit_judge_moves_across_as_written(openai_server: FakeLLM, judge
     )
     rows = verdict.details["criteria"]
     assert [row["name"] for row in rows] == [
-        "is_the_code_correct", "is_the_code_idiomatic", "share_of_edge_cases_handled",
+        "is_the_code_correct",
+        "is_the_code_idiomatic",
+        "share_of_edge_cases_handled",
         "documentation",
-    ]  # fmt: skip
+    ]
     assert rows[1]["optional"] is True and rows[3]["id"] == "doc-1"
 
 
@@ -194,12 +211,27 @@ def test_a_missing_verdict_is_an_error_naming_the_criterion(llm_server: FakeLLM,
 
 
 INVALID_VERDICTS = [
-    ({"says_what_broke": True, "clarity": 7, "coverage": 1}, r"criterion 'clarity': answered 7, outside 1..5"),
-    ({"says_what_broke": True, "clarity": 3.5, "coverage": 1}, "criterion 'clarity': answered 3.5, not a whole number"),
-    ({"says_what_broke": "maybe", "clarity": 3, "coverage": 1}, "criterion 'says_what_broke': answered 'maybe', not yes or no"),
-    ({"says_what_broke": True, "clarity": 3, "coverage": 11}, "criterion 'coverage': answered 11, outside 0..10"),
-    ({"says_what_broke": True, "clarity": None, "coverage": 1}, "criterion 'clarity': answered None, not a number"),
-]  # fmt: skip
+    (
+        {"says_what_broke": True, "clarity": 7, "coverage": 1},
+        r"criterion 'clarity': answered 7, outside 1..5",
+    ),
+    (
+        {"says_what_broke": True, "clarity": 3.5, "coverage": 1},
+        "criterion 'clarity': answered 3.5, not a whole number",
+    ),
+    (
+        {"says_what_broke": "maybe", "clarity": 3, "coverage": 1},
+        "criterion 'says_what_broke': answered 'maybe', not yes or no",
+    ),
+    (
+        {"says_what_broke": True, "clarity": 3, "coverage": 11},
+        "criterion 'coverage': answered 11, outside 0..10",
+    ),
+    (
+        {"says_what_broke": True, "clarity": None, "coverage": 1},
+        "criterion 'clarity': answered None, not a number",
+    ),
+]
 
 
 @pytest.mark.parametrize(("answers", "problem"), INVALID_VERDICTS)
@@ -240,15 +272,17 @@ def test_criteria_in_a_text_answer(openai_server: FakeLLM, judge_of) -> None:
 
 
 def test_a_pass_fail_criteria_judge(openai_server: FakeLLM, judge_of) -> None:
-    openai_server.queue(openai_server.grade(criteria=verdicts(says_what_broke=True, clarity=5,
-                                                              coverage=10)))  # fmt: skip
+    openai_server.queue(
+        openai_server.grade(criteria=verdicts(says_what_broke=True, clarity=5, coverage=10))
+    )
     verdict = judge_of(openai_server, three(openai_server, "  feedback_type: bool\n"))()
     assert verdict.value is True and verdict.details["aggregate"] == {"rule": "all-pass"}
 
 
 def test_the_value_lands_on_the_declared_scale(openai_server: FakeLLM, judge_of) -> None:
-    openai_server.queue(openai_server.grade(criteria=verdicts(says_what_broke=True, clarity=3,
-                                                              coverage=0)))  # fmt: skip
+    openai_server.queue(
+        openai_server.grade(criteria=verdicts(says_what_broke=True, clarity=3, coverage=0))
+    )
     verdict = judge_of(openai_server, three(openai_server, "  score_range: [1, 5]\n"))()
     assert verdict.value == pytest.approx(1 + 4 * (1.0 + 2 * 0.5 + 0.0) / 4)
 
@@ -268,14 +302,22 @@ def test_judges_json_and_reward_details_show_every_criterion(
     assert result.status is Status.OK and len(result.details["criteria"]) == 3
     row = reward_details(grading)["review"]
     assert [c["name"] for c in row["criteria"]] == ["says_what_broke", "clarity", "coverage"]
-    assert row["criteria"][1] == {"name": "clarity", "value": 0.75, "weight": 2.0, "raw": 4.0,
-                                  "reasoning": "because clarity"}  # fmt: skip
+    assert row["criteria"][1] == {
+        "name": "clarity",
+        "value": 0.75,
+        "weight": 2.0,
+        "raw": 4.0,
+        "reasoning": "because clarity",
+    }
     assert grading.reward == pytest.approx(result.value)  # [0, 1]: normalized as it is
 
 
 def test_the_aggregate_of_known_values() -> None:
-    criteria = [CriterionSpec("a", "A", weight=3.0), CriterionSpec("b", "B", weight=1.0),
-                CriterionSpec("c", "C", optional=True)]  # fmt: skip
+    criteria = [
+        CriterionSpec("a", "A", weight=3.0),
+        CriterionSpec("b", "B", weight=1.0),
+        CriterionSpec("c", "C", optional=True),
+    ]
     assert aggregate(criteria, [1.0, 0.0, 0.0], "weighted-mean", 0.5) == 0.6  # 3 of 5
     assert aggregate(criteria, [1.0, 0.0, 0.0], "threshold", 0.6) == 1.0
     assert aggregate(criteria, [1.0, 0.0, 0.0], "threshold", 0.61) == 0.0
@@ -287,24 +329,68 @@ def test_the_aggregate_of_known_values() -> None:
 
 
 LOAD_MISTAKES = [
-    ("- {description: x, files: [/app/main.py]}", "", "criteria[0].files: per-criterion files are not read"),
-    ("- {description: x}\n- {description: x}", "", "criteria[1].name: duplicate criterion name 'x'"),
-    ("- {description: x, points: 3}", "", "criteria[0].points: is for likert criteria; this one is binary"),
-    ("- {description: x, type: likert, points: 1}", "", "criteria[0].points: 1 must be a finite number >= 2"),
-    ("- {description: x, type: numeric, min: 2, max: 1}", "", "criteria[0].max: 1 must be greater than min"),
-    ("- {description: x, type: rubric, levels: [only]}", "", "criteria[0].levels: must list 2 to 10"),
-    ("- {description: x, name: 'has space'}", "", "criteria[0].name: 'has space' must be 1-64 letters"),
+    (
+        "- {description: x, files: [/app/main.py]}",
+        "",
+        "criteria[0].files: per-criterion files are not read",
+    ),
+    (
+        "- {description: x}\n- {description: x}",
+        "",
+        "criteria[1].name: duplicate criterion name 'x'",
+    ),
+    (
+        "- {description: x, points: 3}",
+        "",
+        "criteria[0].points: is for likert criteria; this one is binary",
+    ),
+    (
+        "- {description: x, type: likert, points: 1}",
+        "",
+        "criteria[0].points: 1 must be a finite number >= 2",
+    ),
+    (
+        "- {description: x, type: numeric, min: 2, max: 1}",
+        "",
+        "criteria[0].max: 1 must be greater than min",
+    ),
+    (
+        "- {description: x, type: rubric, levels: [only]}",
+        "",
+        "criteria[0].levels: must list 2 to 10",
+    ),
+    (
+        "- {description: x, name: 'has space'}",
+        "",
+        "criteria[0].name: 'has space' must be 1-64 letters",
+    ),
     ("- {description: x, weight: -1}", "", "criteria[0].weight: -1 must be a finite number >= 0"),
-    ("- {description: x, wieght: 2}", "", "criteria[0].wieght: unknown criterion key (did you mean 'weight'?)"),
-    ("- {description: x, required: true, optional: true}", "", "a criterion is required or optional, not both"),
+    (
+        "- {description: x, wieght: 2}",
+        "",
+        "criteria[0].wieght: unknown criterion key (did you mean 'weight'?)",
+    ),
+    (
+        "- {description: x, required: true, optional: true}",
+        "",
+        "a criterion is required or optional, not both",
+    ),
     ("- {description: x, weight: 0}", "", "weighted-mean needs a criterion with a weight above 0"),
     ("- {description: x}", "aggregate: weighted-sum", "weighted-sum is not supported"),
     ("- {description: x}", "aggregate: median", "'median' is a panel rule"),
     ("- {description: x}", "threshold: 0.5", "threshold: is read only with aggregate: threshold"),
-    ("- {description: x}", "feedback_type: bool\n  aggregate: weighted-mean", "weighted-mean gives a fraction and this judge is pass/fail"),
-    ("- {description: x}", "feedback_type: int\n  score_range: [1, 5]", "gives a fraction and this judge's values are whole"),
+    (
+        "- {description: x}",
+        "feedback_type: bool\n  aggregate: weighted-mean",
+        "weighted-mean gives a fraction and this judge is pass/fail",
+    ),
+    (
+        "- {description: x}",
+        "feedback_type: int\n  score_range: [1, 5]",
+        "gives a fraction and this judge's values are whole",
+    ),
     ("[]", "", "criteria: must be a non-empty list"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("criteria", "extra", "problem"), LOAD_MISTAKES)
@@ -318,8 +404,13 @@ def test_criteria_mistakes_are_load_errors(
     if criteria == "[]":
         text = "name: t\njudges:\n  - name: j\n    model: openai/m\n    criteria: []\n"
     with pytest.raises(ConfigError) as caught:
-        load_eval(write_config(text.replace("\n  aggregate", "\n    aggregate")
-                                   .replace("\n  score_range", "\n    score_range")))  # fmt: skip
+        load_eval(
+            write_config(
+                text.replace("\n  aggregate", "\n    aggregate").replace(
+                    "\n  score_range", "\n    score_range"
+                )
+            )
+        )
     assert problem in caught.value.message, caught.value.message
 
 

@@ -123,13 +123,32 @@ def batch(tmp_path: Path, server: FakeLLM, cases: int, *args: str) -> dict:
             model: MODEL
         """).replace("MODEL", model)
     )
-    environment = {**client_environment(server), "VERIFIER_LLM_RETRIES": "20",
-                   "VERIFIER_LLM_BACKOFF": "0.2", "VERIFIER_LLM_MAX_WAIT": "2"}  # fmt: skip
+    environment = {
+        **client_environment(server),
+        "VERIFIER_LLM_RETRIES": "20",
+        "VERIFIER_LLM_BACKOFF": "0.2",
+        "VERIFIER_LLM_MAX_WAIT": "2",
+    }
     completed = subprocess.run(
-        [VERIFIER, "batch", "--config", str(tmp_path / "eval.yaml"), "--cases", str(root),
-         "--out", str(tmp_path / "out"), "-j", "2", "--no-llm-cache", *args],
-        capture_output=True, text=True, env=environment, timeout=300,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(tmp_path / "eval.yaml"),
+            "--cases",
+            str(root),
+            "--out",
+            str(tmp_path / "out"),
+            "-j",
+            "2",
+            "--no-llm-cache",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr
     summary = json.loads(summary_paths(tmp_path / "out", None)[0].read_text())
     assert summary["graded"] == cases and summary["cases_with_judge_errors"] == 0

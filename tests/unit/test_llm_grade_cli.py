@@ -65,10 +65,23 @@ def grade(
     environment.update(OPENAI_API_KEY=OPENAI_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
     environment.update(env or {})
     return subprocess.run(
-        [VERIFIER, "grade", "--config", str(layout["config"]), "--case", str(layout["case"]),
-         "--out", str(layout["out"]), *args],
-        capture_output=True, text=True, env=environment, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "grade",
+            "--config",
+            str(layout["config"]),
+            "--case",
+            str(layout["case"]),
+            "--out",
+            str(layout["out"]),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+        check=False,
+    )
 
 
 def per_judge(layout: dict[str, Path]) -> dict[str, dict]:
@@ -82,8 +95,10 @@ def test_llm_rubric_1_to_5_grades_a_case(llm_server: FakeLLM, layout: dict[str, 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.splitlines()[0] == "reward=0.7500  [has_report=1.0, quality=4.0]"
     assert json.loads((layout["out"] / "reward.json").read_text()) == {
-        "reward": 0.75, "has_report": 1.0, "quality": 4.0,
-    }  # fmt: skip
+        "reward": 0.75,
+        "has_report": 1.0,
+        "quality": 4.0,
+    }
     quality = per_judge(layout)["quality"]
     assert quality["status"] == "ok" and quality["judge_type"] == "llm"
     assert quality["rationale"] == "Says what broke and how."
@@ -254,8 +269,10 @@ def test_criteria_a_panel_and_the_guard_through_grade(
 
     def route(request: Received) -> Reply:
         clarity = 5 if request.body["model"] == "gpt-4o" else 3
-        entries = {"fixed": {"rationale": "it does", "score": True},
-                   "clarity": {"rationale": "fine", "score": clarity}}  # fmt: skip
+        entries = {
+            "fixed": {"rationale": "it does", "score": True},
+            "clarity": {"rationale": "fine", "score": clarity},
+        }
         return openai_server.grade(criteria=entries)
 
     openai_server.route = route

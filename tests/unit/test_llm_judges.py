@@ -413,12 +413,15 @@ def test_output_completeness_builtin_sends_its_rubric_and_the_case(
     llm_server: FakeLLM, judge_of
 ) -> None:
     llm_server.queue(llm_server.grade(passed=True, rationale="Complete."))
-    verdict = judge_of(llm_server, f"""
+    verdict = judge_of(
+        llm_server,
+        f"""
 - name: complete
   builtin: quality/output_completeness
   model: {model_for(llm_server)}
   arguments: {{strictness: high, criteria: [names the root cause]}}
-""")()  # fmt: skip
+""",
+    )()
     assert (verdict.value, verdict.rationale) == (True, "Complete.")
     request = llm_server.received[0]
     assert "pass or fail" in request.system
@@ -431,11 +434,14 @@ def test_no_harmful_content_builtin_defaults_to_its_five_categories(
     openai_server: FakeLLM, judge_of
 ) -> None:
     openai_server.queue(openai_server.grade(passed=False, rationale="Leaks a key."))
-    verdict = judge_of(openai_server, f"""
+    verdict = judge_of(
+        openai_server,
+        f"""
 - name: safe
   builtin: no_harmful_content
   model: {model_for(openai_server)}
-""")()  # fmt: skip
+""",
+    )()
     assert verdict.value is False
     assert "malicious code (malware, exploits, data exfiltration)" in openai_server.received[0].user
 
@@ -453,12 +459,15 @@ def test_llm_builtin_arguments_are_checked_at_load(
     openai_server: FakeLLM, judge_of, extra: str, problem: str
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(problem)):
-        judge_of(openai_server, f"""
+        judge_of(
+            openai_server,
+            f"""
 - name: complete
   builtin: quality/output_completeness
   model: {model_for(openai_server)}
   {extra}
-""")  # fmt: skip
+""",
+        )
 
 
 # --- samples side by side, within the judge's whole budget -------------------------
@@ -478,8 +487,9 @@ def test_the_timeout_is_the_whole_budget_of_all_samples(
 ) -> None:
     monkeypatch.setenv("VERIFIER_LLM_REQUEST_TIMEOUT", "30")
     openai_server.default = openai_server.hang()
-    judge = judge_of(openai_server, rubric(openai_server, "score_range: [1, 5]\n  timeout: 2") +
-                     "  samples: 5\n")  # fmt: skip
+    judge = judge_of(
+        openai_server, rubric(openai_server, "score_range: [1, 5]\n  timeout: 2") + "  samples: 5\n"
+    )
     started = time.monotonic()
     with pytest.raises(LLMJudgeError, match="no time left"):
         judge()
@@ -554,8 +564,9 @@ def test_seed_is_sent_when_set(
 def test_grade_with_a_cache_asks_once(
     llm_server: FakeLLM, judge_of, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY" if llm_server.style == "anthropic" else "OPENAI_API_KEY",
-                       KEY)  # fmt: skip
+    monkeypatch.setenv(
+        "ANTHROPIC_API_KEY" if llm_server.style == "anthropic" else "OPENAI_API_KEY", KEY
+    )
     llm_server.default = llm_server.grade(score=4, rationale=f"saw {KEY}")
     judge = judge_of(llm_server, rubric(llm_server) + "  samples: 2\n")
     cache = ResponseCache(tmp_path / "cache", 1024 * 1024)
@@ -693,18 +704,41 @@ def test_a_single_model_judge_asks_and_records_as_before(
     cache = ResponseCache(tmp_path / "cache", 1 << 20)
     verdict = with_cache(call, cache)()
     (request,) = openai_server.received
-    assert set(request.body) == {"model", "messages", "max_tokens", "temperature", "tools",
-                                 "tool_choice"}  # fmt: skip
+    assert set(request.body) == {
+        "model",
+        "messages",
+        "max_tokens",
+        "temperature",
+        "tools",
+        "tool_choice",
+    }
     schema = request.body["tools"][0]["function"]["parameters"]
     assert schema["required"] == ["rationale", "score"] and set(schema["properties"]) == {
-        "rationale", "score"}  # fmt: skip
+        "rationale",
+        "score",
+    }
     assert "criteria" not in request.system and "grader_directed" not in request.system
     nonce = re.search(r"<case-material-([0-9a-f]+)>", request.system).group(1)
-    fields = {"provider": "openai", "url": f"{openai_server.url}/chat/completions",
-              "model": "judge-model", "output_mode": "tool", "sample": 0}  # fmt: skip
+    fields = {
+        "provider": "openai",
+        "url": f"{openai_server.url}/chat/completions",
+        "model": "judge-model",
+        "output_mode": "tool",
+        "sample": 0,
+    }
     (stored,) = (tmp_path / "cache").rglob("*.json")
     assert stored.stem == ResponseCache.key(fields, request.body, nonce)
     assert set(verdict.details) == {
-        "model", "provider", "endpoint", "truncated", "latency_s", "attempts", "usage",
-        "samples", "cached", "answer_format", "cost_usd", "cost_note",
-    }  # fmt: skip
+        "model",
+        "provider",
+        "endpoint",
+        "truncated",
+        "latency_s",
+        "attempts",
+        "usage",
+        "samples",
+        "cached",
+        "answer_format",
+        "cost_usd",
+        "cost_note",
+    }

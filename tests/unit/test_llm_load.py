@@ -21,10 +21,21 @@ WriteConfig = Callable[..., Path]
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("EVAL_JUDGE_MODEL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
-                 "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "VERIFIER_LLM_RETRIES",
-                 "VERIFIER_LLM_OUTPUT", "VERIFIER_LLM_TEMPERATURE", "http_proxy", "https_proxy",
-                 "HTTP_PROXY", "HTTPS_PROXY"):  # fmt: skip
+    for name in (
+        "EVAL_JUDGE_MODEL",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "VERIFIER_LLM_RETRIES",
+        "VERIFIER_LLM_OUTPUT",
+        "VERIFIER_LLM_TEMPERATURE",
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("VERIFIER_LLM_REQUEST_TIMEOUT", "2")
 
@@ -74,9 +85,13 @@ def load_error(write_config: WriteConfig, judge: str, top: str = "") -> str:
     ],
 )
 def test_provider_from_the_model_name(
-    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case, model: str,
-    provider: str, sent: str,
-) -> None:  # fmt: skip
+    servers: dict[str, FakeLLM],
+    write_config: WriteConfig,
+    make_case,
+    model: str,
+    provider: str,
+    sent: str,
+) -> None:
     result = graded(write_config, make_case, f"llm_rubric: ok?\nmodel: {model}")
     assert result.value == 3.0 and result.details["provider"] == provider
     (other,) = [name for name in servers if name != provider]
@@ -92,9 +107,11 @@ def test_provider_key_wins_and_sends_the_name_verbatim(
 
 
 def test_model_falls_back_to_models_judge_then_the_env(
-    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case,
+    servers: dict[str, FakeLLM],
+    write_config: WriteConfig,
+    make_case,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     graded(write_config, make_case, "llm_rubric: ok?", top="models: {judge: claude-x}\n")
     monkeypatch.setenv("EVAL_JUDGE_MODEL", "openai/from-env")
     graded(write_config, make_case, "llm_rubric: ok?")
@@ -114,8 +131,10 @@ def test_without_base_urls_the_hosted_apis_are_asked(
 ) -> None:
     monkeypatch.setenv("VERIFIER_LLM_RETRIES", "0")
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # nothing leaves this machine
-    for model, url in (("m", "https://api.openai.com/v1/chat/completions"),
-                       ("claude-3", "https://api.anthropic.com/v1/messages")):  # fmt: skip
+    for model, url in (
+        ("m", "https://api.openai.com/v1/chat/completions"),
+        ("claude-3", "https://api.anthropic.com/v1/messages"),
+    ):
         result = graded(write_config, make_case, f"llm_rubric: ok?\nmodel: {model}")
         assert result.status.value == "error" and f"endpoint {url}, model {model}" in result.error
 
@@ -188,11 +207,15 @@ def test_bad_tuning_variable(write_config: WriteConfig, monkeypatch: pytest.Monk
     ],
 )
 def test_rubric_without_case_variables_gets_the_material_appended(
-    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case, rubric: str,
+    servers: dict[str, FakeLLM],
+    write_config: WriteConfig,
+    make_case,
+    rubric: str,
     appended: bool,
-) -> None:  # fmt: skip
-    graded(write_config, make_case, f"llm_rubric: '{rubric}'\nmodel: m",
-           top="annotations: {x: 1}\n")  # fmt: skip
+) -> None:
+    graded(
+        write_config, make_case, f"llm_rubric: '{rubric}'\nmodel: m", top="annotations: {x: 1}\n"
+    )
     assert ("## Material to grade" in servers["openai"].received[0].user) is appended
 
 
@@ -206,9 +229,13 @@ def test_rubric_without_case_variables_gets_the_material_appended(
     ],
 )
 def test_scale_follows_the_judge(
-    servers: dict[str, FakeLLM], write_config: WriteConfig, make_case, scale: str, said: str,
+    servers: dict[str, FakeLLM],
+    write_config: WriteConfig,
+    make_case,
+    scale: str,
+    said: str,
     field: str,
-) -> None:  # fmt: skip
+) -> None:
     servers["openai"].default = servers["openai"].grade(**{field: True if field == "passed" else 1})
     graded(write_config, make_case, f"llm_rubric: a\nmodel: m\n{scale}")
     request = servers["openai"].received[0]
@@ -249,13 +276,28 @@ def test_a_filter_block_with_constant_arguments_is_allowed(
 
 NEW_KEYS = [
     ("judges:\n  - {name: a, model: m, criteria: [{description: 'ok?'}]}\n", True),
-    ("judges:\n  - {name: a, model: m, llm_rubric: x, criteria: [{description: 'ok?', type: likert, points: 3, weight: 2, negate: true}], aggregate: all_pass}\n", True),
-    ("judges:\n  - {name: a, model: m, criteria: [{description: x, type: rubric, levels: [a, b], id: r1, optional: true}], aggregate: threshold, threshold: 0.7}\n", True),
+    (
+        "judges:\n  - {name: a, model: m, llm_rubric: x, criteria: [{description: 'ok?', type: likert, points: 3, weight: 2, negate: true}], aggregate: all_pass}\n",
+        True,
+    ),
+    (
+        "judges:\n  - {name: a, model: m, criteria: [{description: x, type: rubric, levels: [a, b], id: r1, optional: true}], aggregate: threshold, threshold: 0.7}\n",
+        True,
+    ),
     ("judges:\n  - {name: a, llm_rubric: x, panel: [m1, m2], aggregate: majority}\n", True),
-    ("judges:\n  - {name: a, llm_rubric: x, panel: {models: [m1, {model: m2, provider: vllm}], aggregate: min}}\n", True),
+    (
+        "judges:\n  - {name: a, llm_rubric: x, panel: {models: [m1, {model: m2, provider: vllm}], aggregate: min}}\n",
+        True,
+    ),
     ("judges:\n  - {name: a, model: m, llm_rubric: x, guard: zero}\n", True),
-    ("judges:\n  - {name: a, model: m, llm_rubric: x, guard: {on_detect: flag, ask_model: true}}\n", True),
-    ("judges:\n  - {name: a, model: m, llm_rubric: x, prices: {m: {input: 1, output: 2.5}}}\n", True),
+    (
+        "judges:\n  - {name: a, model: m, llm_rubric: x, guard: {on_detect: flag, ask_model: true}}\n",
+        True,
+    ),
+    (
+        "judges:\n  - {name: a, model: m, llm_rubric: x, prices: {m: {input: 1, output: 2.5}}}\n",
+        True,
+    ),
     ("judges:\n  - {name: a, model: m, criteria: []}\n", False),
     ("judges:\n  - {name: a, model: m, criteria: [{name: x}]}\n", False),
     ("judges:\n  - {name: a, model: m, criteria: [{description: x, files: [a.py]}]}\n", False),
@@ -264,8 +306,11 @@ NEW_KEYS = [
     ("judges:\n  - {name: a, llm_rubric: x, model: m, panel: [m1, m2]}\n", False),
     ("judges:\n  - {name: a, model: m, llm_rubric: x, guard: block}\n", False),
     ("judges:\n  - {name: a, model: m, llm_rubric: x, aggregate: weighted_sum}\n", False),
-    ("judges:\n  - {name: a, model: m, llm_rubric: x, prices: {m: {input: -1, output: 2}}}\n", False),
-]  # fmt: skip
+    (
+        "judges:\n  - {name: a, model: m, llm_rubric: x, prices: {m: {input: -1, output: 2}}}\n",
+        False,
+    ),
+]
 
 
 @pytest.mark.parametrize(("text", "valid"), NEW_KEYS)

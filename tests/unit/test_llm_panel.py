@@ -34,9 +34,12 @@ def panel_judge(models: str, extra: str = "score_range: [1, 5]") -> str:
 
 
 def test_each_model_is_asked_and_the_median_taken(llm_server: FakeLLM, judge_of) -> None:
-    by_model(llm_server, a=llm_server.grade(score=2, rationale="weak"),
-             b=llm_server.grade(score=4, rationale="good"),
-             c=llm_server.grade(score=5, rationale="great"))  # fmt: skip
+    by_model(
+        llm_server,
+        a=llm_server.grade(score=2, rationale="weak"),
+        b=llm_server.grade(score=4, rationale="good"),
+        c=llm_server.grade(score=5, rationale="great"),
+    )
     style = llm_server.style
     verdict = judge_of(llm_server, panel_judge(f"[{style}/a, {style}/b, {style}/c]"))()
     assert sorted(r.body["model"] for r in llm_server.received) == ["a", "b", "c"]
@@ -78,14 +81,16 @@ def test_a_panel_mixes_the_two_wire_formats(judge_of, monkeypatch: pytest.Monkey
         ("majority", (2, 4, 5, 3), 2.0),  # no majority: the lowest of the tied
     ],
 )
-def test_the_panel_rules(openai_server: FakeLLM, judge_of, rule: str, scores: tuple,
-                         value: float) -> None:  # fmt: skip
+def test_the_panel_rules(
+    openai_server: FakeLLM, judge_of, rule: str, scores: tuple, value: float
+) -> None:
     by_model(
         openai_server,
         **{m: openai_server.grade(score=s) for m, s in zip("abcd", scores, strict=True)},
     )
-    judge = panel_judge("[openai/a, openai/b, openai/c, openai/d]",
-                        f"score_range: [1, 5]\n  aggregate: {rule}")  # fmt: skip
+    judge = panel_judge(
+        "[openai/a, openai/b, openai/c, openai/d]", f"score_range: [1, 5]\n  aggregate: {rule}"
+    )
     assert judge_of(openai_server, judge)().value == value
 
 
@@ -98,8 +103,12 @@ def test_an_even_panel_on_a_fractional_scale_takes_the_middle(
 
 
 def test_a_failing_minority_is_recorded_and_left_out(openai_server: FakeLLM, judge_of) -> None:
-    by_model(openai_server, a=openai_server.grade(score=4), b=openai_server.grade(score=5),
-             c=openai_server.error(401, "bad key"))  # fmt: skip
+    by_model(
+        openai_server,
+        a=openai_server.grade(score=4),
+        b=openai_server.grade(score=5),
+        c=openai_server.error(401, "bad key"),
+    )
     verdict = judge_of(openai_server, panel_judge("[openai/a, openai/b, openai/c]"))()
     assert verdict.value == 4.0  # median_low of 4, 5
     (failed,) = [m for m in verdict.details["panel"] if m["value"] is None]
@@ -107,8 +116,12 @@ def test_a_failing_minority_is_recorded_and_left_out(openai_server: FakeLLM, jud
 
 
 def test_a_failing_majority_is_an_error(openai_server: FakeLLM, judge_of) -> None:
-    by_model(openai_server, a=openai_server.grade(score=4), b=openai_server.text("no idea"),
-             c=openai_server.error(401, "bad key"))  # fmt: skip
+    by_model(
+        openai_server,
+        a=openai_server.grade(score=4),
+        b=openai_server.text("no idea"),
+        c=openai_server.error(401, "bad key"),
+    )
     with pytest.raises(LLMJudgeError, match=r"panel: 1 of 3 models gave a value") as caught:
         judge_of(openai_server, panel_judge("[openai/a, openai/b, openai/c]"))()
     assert "model b: no score found" in str(caught.value)
@@ -116,8 +129,12 @@ def test_a_failing_majority_is_an_error(openai_server: FakeLLM, judge_of) -> Non
 
 
 def test_min_needs_every_member(openai_server: FakeLLM, judge_of) -> None:
-    by_model(openai_server, a=openai_server.grade(score=4), b=openai_server.grade(score=5),
-             c=openai_server.text("no idea"))  # fmt: skip
+    by_model(
+        openai_server,
+        a=openai_server.grade(score=4),
+        b=openai_server.grade(score=5),
+        c=openai_server.text("no idea"),
+    )
     judge = panel_judge("[openai/a, openai/b, openai/c]", "score_range: [1, 5]\n  aggregate: min")
     with pytest.raises(LLMJudgeError, match=r"min needs every model"):
         judge_of(openai_server, judge)()
@@ -141,8 +158,10 @@ def test_each_member_asks_its_samples(openai_server: FakeLLM, judge_of) -> None:
 
 def test_a_panel_grades_criteria_per_criterion(openai_server: FakeLLM, judge_of) -> None:
     def answer(fixed: bool, clarity: int) -> Reply:
-        entries = {"fixed": {"rationale": "r", "score": fixed},
-                   "clarity": {"rationale": "r", "score": clarity}}  # fmt: skip
+        entries = {
+            "fixed": {"rationale": "r", "score": fixed},
+            "clarity": {"rationale": "r", "score": clarity},
+        }
         return openai_server.grade(criteria=entries)
 
     by_model(openai_server, a=answer(True, 5), b=answer(True, 1), c=answer(False, 3))
@@ -165,11 +184,14 @@ PANEL_MISTAKES = [
     ("panel: [openai/a]", "panel: must list 2 to 9 models"),
     ("panel: [openai/a, openai/b]\n    model: openai/c", "set model or panel, not both"),
     ("panel: [openai/a, openai/b]\n    aggregate: all-pass", "'all-pass' is a criteria rule"),
-    ("panel: [openai/a, openai/b]\n    feedback_type: bool\n    aggregate: mean", "mean of pass/fail answers is a fraction"),
+    (
+        "panel: [openai/a, openai/b]\n    feedback_type: bool\n    aggregate: mean",
+        "mean of pass/fail answers is a fraction",
+    ),
     ("panel: {models: [openai/a, openai/b], aggregate: average}", "'average' must be one of"),
     ("panel: [openai/a, {model: b, provider: azure}]", "panel[1].provider: 'azure' must be one of"),
     ("aggregate: median", "combines criteria or a panel's models, and this judge has neither"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("judge", "problem"), PANEL_MISTAKES)

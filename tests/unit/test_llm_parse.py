@@ -163,9 +163,8 @@ def test_only_trusted_values_print_unfenced_whatever_the_expression() -> None:
     template = compile_template(
         "{{ arguments.x }}|{{ arguments.n }}|{{ '{' }}|{{ c }}|{{ c | upper }}|{{ c[:2] }}"
         "|{{ c.split('-')[0] }}|{{ arguments.x | upper }}|{{ c ~ '' }}|{{ '%s' % c }}"
-        "|{{ arguments.x + c }}"
-        .replace("c", "conversation")
-    )  # fmt: skip
+        "|{{ arguments.x + c }}".replace("c", "conversation")
+    )
     fence = _Recorder()
     variables = {"conversation": "ab-cd", "arguments": mark_trusted({"x": "t", "n": 2})}
     text = template.render(variables, fence)

@@ -29,9 +29,18 @@ def options_of(command: str, environ: dict[str, str], **given: str | bool):
 @pytest.mark.parametrize("command", BOTH)
 @pytest.mark.parametrize(
     ("text", "skipped"),
-    [("1", True), ("true", True), ("YES", True), ("on", True),
-     ("0", False), ("false", False), ("no", False), ("off", False), ("", False)],
-)  # fmt: skip
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("no", False),
+        ("off", False),
+        ("", False),
+    ],
+)
 def test_no_llm_variable_means_the_same_in_every_command(
     command: str, text: str, skipped: bool
 ) -> None:
@@ -53,11 +62,15 @@ def test_a_flag_wins_over_its_variable_which_wins_over_the_default(command: str)
         ({"memory_mb": "0"}, {}, "--memory-mb: 0 must be at least 1"),
         ({"memory_mb": "-5"}, {}, "--memory-mb: -5 must be at least 1"),
         ({"memory_mb": "99999999"}, {}, "--memory-mb: 99999999 is more than"),
-        ({}, {"VERIFIER_JUDGE_MEMORY_MB": "lots"}, "$VERIFIER_JUDGE_MEMORY_MB: 'lots' is not a whole"),
+        (
+            {},
+            {"VERIFIER_JUDGE_MEMORY_MB": "lots"},
+            "$VERIFIER_JUDGE_MEMORY_MB: 'lots' is not a whole",
+        ),
         ({}, {"VERIFIER_NO_LLM": "maybe"}, "$VERIFIER_NO_LLM: 'maybe' is not a boolean"),
         ({"config": "a\0b"}, {}, "--config: 'a\\x00b' is not a path"),
     ],
-)  # fmt: skip
+)
 def test_bad_values_are_usage_errors_naming_the_flag_or_variable(
     command: str, given: dict[str, str], environ: dict[str, str], message: str
 ) -> None:
@@ -77,8 +90,10 @@ def test_batch_needs_cases_and_out_but_out_may_come_from_its_variable() -> None:
 
 @pytest.mark.parametrize("command", BOTH)
 def test_memory_mb_zero_is_refused_on_the_command_line(command: str, tmp_path: Path) -> None:
-    arguments = {"grade": ["--out", str(tmp_path / "o")],
-                 "batch": ["--cases", str(tmp_path), "--out", str(tmp_path / "o")]}[command]  # fmt: skip
+    arguments = {
+        "grade": ["--out", str(tmp_path / "o")],
+        "batch": ["--cases", str(tmp_path), "--out", str(tmp_path / "o")],
+    }[command]
     completed = subprocess.run(
         [VERIFIER, command, *arguments, "--memory-mb", "0"], capture_output=True, text=True
     )
@@ -110,19 +125,43 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
     (tmp_path / "case").mkdir()
     (tmp_path / "case" / "x.txt").write_text("x")
     completed = subprocess.run(
-        [sys.executable, "-v", "-m", "verifier", "grade", "--config", str(config),
-         "--case", str(tmp_path / "case"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-v",
+            "-m",
+            "verifier",
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(tmp_path / "case"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert completed.returncode == 0, completed.stderr
     imported = imported_modules(completed.stderr)
     assert {"verifier.commands.grade", "verifier.judges.kinds.check"} <= imported
-    costly = {"typer", "click", "jinja2", "argparse", "multiprocessing",
-              "verifier.batch", "verifier.commands.batch",
-              "verifier.judges.kinds.agent", "verifier.judges.kinds.builtin",
-              "verifier.judges.kinds.llm", "verifier.judges.kinds.module",
-              "verifier.judges.llm", "verifier.judges.builtins",
-              "verifier.judges.supervisor", "verifier.judges.workcopy"}  # fmt: skip
+    costly = {
+        "typer",
+        "click",
+        "jinja2",
+        "argparse",
+        "multiprocessing",
+        "verifier.batch",
+        "verifier.commands.batch",
+        "verifier.judges.kinds.agent",
+        "verifier.judges.kinds.builtin",
+        "verifier.judges.kinds.llm",
+        "verifier.judges.kinds.module",
+        "verifier.judges.llm",
+        "verifier.judges.builtins",
+        "verifier.judges.supervisor",
+        "verifier.judges.workcopy",
+    }
     assert not costly & imported, sorted(costly & imported)
 
 
@@ -133,10 +172,26 @@ def test_a_plain_batch_command_line_runs_without_typer(tmp_path: Path) -> None:
     (tmp_path / "cases" / "one").mkdir(parents=True)
     (tmp_path / "cases" / "one" / "x.txt").write_text("x")
     completed = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "verifier", "batch", "--config", str(config),
-         "--cases", str(tmp_path / "cases"), "--out", str(tmp_path / "out"), "-j", "1"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "verifier",
+            "batch",
+            "--config",
+            str(config),
+            "--cases",
+            str(tmp_path / "cases"),
+            "--out",
+            str(tmp_path / "out"),
+            "-j",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert completed.returncode == 0, completed.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
     assert "verifier.commands.batch" in imported
@@ -147,8 +202,9 @@ def test_a_plain_batch_command_line_runs_without_typer(tmp_path: Path) -> None:
 def test_a_memory_limit_above_the_hard_data_limit_is_a_usage_error(tmp_path: Path) -> None:
     completed = subprocess.run(
         [VERIFIER, "grade", "--out", str(tmp_path / "o"), "--memory-mb", "2048"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_DATA, (2**30, 2**30)),
-    )  # fmt: skip
+    )
     assert completed.returncode == 2
     assert "--memory-mb 2048: this process may use at most 1024 MiB" in completed.stderr

@@ -20,8 +20,27 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLS = ("bash", "sh", "env", "make", "python3", "git", "sed", "head", "id", "timeout", "grep",
-         "tail", "sort", "paste", "dirname", "mktemp", "rm", "cat", "tr")  # fmt: skip
+TOOLS = (
+    "bash",
+    "sh",
+    "env",
+    "make",
+    "python3",
+    "git",
+    "sed",
+    "head",
+    "id",
+    "timeout",
+    "grep",
+    "tail",
+    "sort",
+    "paste",
+    "dirname",
+    "mktemp",
+    "rm",
+    "cat",
+    "tr",
+)
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NOBODY = 65534
 PODMAN_PACKAGES = "ca-certificates catatonit fuse-overlayfs podman runc slirp4netns uidmap"
@@ -53,8 +72,14 @@ def bare() -> Iterator[tuple[Path, str]]:
 def stopped_at_once(target: str, bare: tuple[Path, str], *, as_nobody: bool) -> tuple[str, str]:
     """`make TARGET` must fail within a second; its (stdout, stderr)."""
     checkout, path = bare
-    command = ["make", "--no-print-directory", "-C", str(checkout), target,
-               "IMAGE=localhost/harbor-verifier:prerequisites-test"]  # fmt: skip
+    command = [
+        "make",
+        "--no-print-directory",
+        "-C",
+        str(checkout),
+        target,
+        "IMAGE=localhost/harbor-verifier:prerequisites-test",
+    ]
     if as_nobody and os.getuid() == 0:
         setpriv = shutil.which("setpriv") or "setpriv"
         command = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *command]

@@ -57,16 +57,24 @@ def examples_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
-@pytest.mark.parametrize("command", commands_of("verifier", "mkdir"),
-                         ids=ids(commands_of("verifier", "mkdir")))  # fmt: skip
+@pytest.mark.parametrize(
+    "command", commands_of("verifier", "mkdir"), ids=ids(commands_of("verifier", "mkdir"))
+)
 def test_the_command_runs_on_the_examples_and_prints_what_is_shown(
     command: Command, examples_dir: Path
 ) -> None:
     program = str(VERIFIER) if command.argv[0] == "verifier" else command.argv[0]
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("VERIFIER_")}  # fmt: skip
-    completed = subprocess.run([program, *command.argv[1:]], cwd=examples_dir,
-                               capture_output=True, text=True, timeout=120, env=environment)  # fmt: skip
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith("VERIFIER_")
+    }
+    completed = subprocess.run(
+        [program, *command.argv[1:]],
+        cwd=examples_dir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     if command.output:
         assert tuple(completed.stdout.splitlines()) == command.output
@@ -81,15 +89,23 @@ def test_pip_install_gives_the_verifier_command() -> None:
 def make_database() -> str:
     """make's rules as it reads the Makefile, without building anything: the target
     asked for does not exist, and no recipe runs."""
-    completed = subprocess.run(["make", "--print-data-base", "--question", ".no-such-target"],
-                               cwd=REPO, capture_output=True, text=True, timeout=60)  # fmt: skip
+    completed = subprocess.run(
+        ["make", "--print-data-base", "--question", ".no-such-target"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return completed.stdout
 
 
 def recipe_of(database: str, target: str) -> str:
     """The prerequisites line and the recipe of a target in make's database."""
-    match = re.search(rf"^{re.escape(target)}:(?: [^\n]*)?\n(.*?)(?=\n\n)", database,
-                      flags=re.MULTILINE | re.DOTALL)  # fmt: skip
+    match = re.search(
+        rf"^{re.escape(target)}:(?: [^\n]*)?\n(.*?)(?=\n\n)",
+        database,
+        flags=re.MULTILINE | re.DOTALL,
+    )
     assert match, f"make has no target {target}"
     return match.group(0)
 
@@ -115,8 +131,11 @@ def test_make_demo_builds_the_image_and_grades_both_examples(database: str) -> N
 
 
 def test_make_test_runs_lint_the_image_and_every_test_and_ci_runs_it(database: str) -> None:
-    prerequisites = [line for line in recipe_of(database, "test").splitlines()
-                     if line.startswith("test: ") and "=" not in line]  # fmt: skip
+    prerequisites = [
+        line
+        for line in recipe_of(database, "test").splitlines()
+        if line.startswith("test: ") and "=" not in line
+    ]
     assert prerequisites, "make test lists no prerequisites"
     assert {"lint", "image"} <= set(prerequisites[0].split()[1:])
     assert "$(VENV)/bin/pytest $(TESTS)" in recipe_of(database, "test")
@@ -124,8 +143,9 @@ def test_make_test_runs_lint_the_image_and_every_test_and_ci_runs_it(database: s
     assert (REPO / ".ci" / "run").read_text().rstrip().endswith("exec make test")
 
 
-@pytest.mark.parametrize("command", commands_of("podman", "docker"),
-                         ids=ids(commands_of("podman", "docker")))  # fmt: skip
+@pytest.mark.parametrize(
+    "command", commands_of("podman", "docker"), ids=ids(commands_of("podman", "docker"))
+)
 def test_the_container_commands_grade_the_bundled_example(command: Command) -> None:
     assert command.argv[1] == "run" and command.argv[-1] == "localhost/harbor-verifier:latest"
     mounts = [command.argv[index + 1] for index, word in enumerate(command.argv) if word == "-v"]

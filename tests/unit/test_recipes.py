@@ -212,21 +212,29 @@ class Recipe:
         if span.startswith("make "):
             target = span.removeprefix("make ")
             makefile = (REPO / "Makefile").read_text()
-            return None if re.search(rf"^{re.escape(target)}:", makefile, re.M) else (
-                "names a make target the Makefile does not define"
-            )  # fmt: skip
+            return (
+                None
+                if re.search(rf"^{re.escape(target)}:", makefile, re.M)
+                else ("names a make target the Makefile does not define")
+            )
         if PATH.fullmatch(span):
-            return None if all(p.exists() for p in expand(span)) and expand(span) else (
-                "names a path that does not exist"
-            )  # fmt: skip
+            return (
+                None
+                if all(p.exists() for p in expand(span)) and expand(span)
+                else ("names a path that does not exist")
+            )
         if FILE_NAME.fullmatch(span):
-            return None if self.any(lambda s: span in s.strings) else (
-                "is a file name no module the recipe names writes"
-            )  # fmt: skip
+            return (
+                None
+                if self.any(lambda s: span in s.strings)
+                else ("is a file name no module the recipe names writes")
+            )
         if match := KEY.fullmatch(span):
-            return None if self.any(lambda s: match[1] in s.keys | s.strings) else (
-                "is an eval.yaml key no module the recipe names declares (Key(...)) or reads"
-            )  # fmt: skip
+            return (
+                None
+                if self.any(lambda s: match[1] in s.keys | s.strings)
+                else ("is an eval.yaml key no module the recipe names declares (Key(...)) or reads")
+            )
         match = NAME.fullmatch(span)
         if match is None:
             return "is none of the kinds of span the Recipes section lists"
@@ -386,9 +394,12 @@ def toy_builtin() -> Iterator[str]:
 
 
 def test_a_toy_builtin_grades_a_case(toy_builtin: str, tmp_path: Path) -> None:
-    config = write_eval(tmp_path / "config", f"""judges:
+    config = write_eval(
+        tmp_path / "config",
+        f"""judges:
   - {{name: said, builtin: {toy_builtin}, arguments: {{path: notes.md, word: done}}}}
-""")  # fmt: skip
+""",
+    )
     loaded = load_eval(config)
     for text, expected in (("all done here\n", 1.0), ("not yet\n", 0.0)):
         case = tmp_path / f"case-{expected}"
@@ -401,9 +412,12 @@ def test_a_toy_builtin_grades_a_case(toy_builtin: str, tmp_path: Path) -> None:
     result = grade(loaded, missing).results[0]
     assert (result.value, result.status.value) == (False, "ok")
     assert "notes.md" in result.rationale
-    misspelt = write_eval(tmp_path / "bad", f"""judges:
+    misspelt = write_eval(
+        tmp_path / "bad",
+        f"""judges:
   - {{name: said, builtin: {toy_builtin}, arguments: {{path: notes.md, wrod: done}}}}
-""")  # fmt: skip
+""",
+    )
     with pytest.raises(ConfigError, match="wrod"):
         load_eval(misspelt)
     assert toy_builtin in str(eval_schema(KINDS))
@@ -447,10 +461,13 @@ def test_a_toy_judge_kind_grades_a_case(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setitem(sys.modules, module.__name__, module)
     extended = kinds.KindRegistry({**kinds.KINDS.triggers, toy.name: toy.claim_keys})
     replace_registry(monkeypatch, kinds, "KINDS", extended)
-    config = write_eval(tmp_path / "config", """judges:
+    config = write_eval(
+        tmp_path / "config",
+        """judges:
   - {name: fixed, constant: 0.25, score_range: [0, 1]}
   - {name: passed, check: 'return True'}
-""")  # fmt: skip
+""",
+    )
     case = tmp_path / "case"
     case.mkdir()
     graded = grade(load_eval(config), case)

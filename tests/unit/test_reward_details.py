@@ -66,9 +66,10 @@ def test_weighted_declared_weights_and_zero_for_the_rest(details: Callable[..., 
     assert group["gate"] == {"enabled": True, "passed": True, "failed_judges": []}
     (a,) = [part for part in group["components"] if part["name"] == "a"]
     assert a["detail"] == {
-        "kind": "check", "score": 0.8,
+        "kind": "check",
+        "score": 0.8,
         "criteria": [{"name": "a", "value": 0.8, "weight": 3.0, "raw": 8}],
-    }  # fmt: skip
+    }
     assert document["a"]["score"] == 0.8
 
 

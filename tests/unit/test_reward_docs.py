@@ -331,29 +331,38 @@ def test_on_error_zero_fails_the_gate_for_an_errored_boolean_judge(load: Load) -
 def test_on_error_zero_fails_the_gate_for_an_errored_verdict_builtin(load: Load) -> None:
     """A builtin without a partial-credit scale gives verdicts: errored, it is a failed
     gate, not a skipped one, though eval.yaml declares no feedback_type."""
-    config = load(JUDGES + "  - {name: report, builtin: file_exists, arguments: {path: a}}\n"
-                  + WEIGHTED + "  on_error: zero\n")  # fmt: skip
+    config = load(
+        JUDGES
+        + "  - {name: report, builtin: file_exists, arguments: {path: a}}\n"
+        + WEIGHTED
+        + "  on_error: zero\n"
+    )
     assert config.judge("report").feedback_type == "bool"
     zero = compose(results(quality=5.0, efficiency=1.0, report=None), config)
     assert (zero.reward, zero.gate_failed) == (0.0, ("report",))
 
 
 def test_an_llm_builtin_is_a_verdict_and_an_llm_rubric_is_not(load: Load) -> None:
-    config = load(JUDGES + "  - {name: complete, builtin: quality/output_completeness, "
-                  "model: openai/m}\n  - {name: rubric, llm_rubric: grade it, model: openai/m}\n")  # fmt: skip
+    config = load(
+        JUDGES + "  - {name: complete, builtin: quality/output_completeness, "
+        "model: openai/m}\n  - {name: rubric, llm_rubric: grade it, model: openai/m}\n"
+    )
     assert config.judge("complete").feedback_type == "bool"
     assert config.judge("rubric").feedback_type is None
 
 
 def test_a_partial_credit_builtin_keeps_its_range_and_no_verdict_type(load: Load) -> None:
-    config = load(JUDGES + "  - {name: rate, builtin: diff_ratio, "
-                  "arguments: {path: a, expected: b}}\n")  # fmt: skip
+    config = load(
+        JUDGES + "  - {name: rate, builtin: diff_ratio, arguments: {path: a, expected: b}}\n"
+    )
     assert (config.judge("rate").feedback_type, config.judge("rate").score_range) == (None, (0, 1))
 
 
 def test_a_builtin_with_a_declared_range_is_not_made_a_verdict(load: Load) -> None:
-    config = load(JUDGES + "  - {name: report, builtin: file_exists, arguments: {path: a}, "
-                  "score_range: [0, 1]}\n")  # fmt: skip
+    config = load(
+        JUDGES + "  - {name: report, builtin: file_exists, arguments: {path: a}, "
+        "score_range: [0, 1]}\n"
+    )
     assert config.judge("report").feedback_type is None
 
 

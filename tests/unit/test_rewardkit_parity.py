@@ -77,17 +77,33 @@ def workbook(cells: dict[str, str]) -> bytes:
 
 def atif(*steps: tuple[str, list[str]]) -> str:
     """An ATIF trajectory: each step's source and the tools it called."""
-    return json.dumps({"schema_version": "ATIF-v1.2", "steps": [
-        {"step_id": index, "source": source, "message": "",
-         "tool_calls": [{"tool_call_id": f"c{index}-{n}", "function_name": name, "arguments": {}}
-                        for n, name in enumerate(tools)]}
-        for index, (source, tools) in enumerate(steps, 1)
-    ]})  # fmt: skip
+    return json.dumps(
+        {
+            "schema_version": "ATIF-v1.2",
+            "steps": [
+                {
+                    "step_id": index,
+                    "source": source,
+                    "message": "",
+                    "tool_calls": [
+                        {"tool_call_id": f"c{index}-{n}", "function_name": name, "arguments": {}}
+                        for n, name in enumerate(tools)
+                    ],
+                }
+                for index, (source, tools) in enumerate(steps, 1)
+            ],
+        }
+    )
 
 
 CRLF = "line one\r\nanswer: 42\r\n"
-BOOK = workbook({"A1": '<c r="A1"><v>42</v></c>', "B1": '<c r="B1" t="inlineStr"><is><t>'
-                 "total</t></is></c>", "C1": '<c r="C1"/>'})  # fmt: skip
+BOOK = workbook(
+    {
+        "A1": '<c r="A1"><v>42</v></c>',
+        "B1": '<c r="B1" t="inlineStr"><is><t>total</t></is></c>',
+        "C1": '<c r="C1"/>',
+    }
+)
 TRAIL = atif(("user", []), ("agent", ["Bash"]), ("system", ["Write"]), ("agent", ["Bash"]))
 
 # (criterion, arguments (the same for both), the case's files, the value both give)
@@ -102,64 +118,129 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, str | bytes], Any]] = [
     ("file_contains_regex", {"path": "a.txt", "pattern": "^answer"}, {"a.txt": CRLF}, False),
     ("file_contains_regex", {"path": "a.txt", "pattern": "(?m)^answer"}, {"a.txt": CRLF}, True),
     ("file_contains_regex", {"path": "a.txt", "pattern": "one$"}, {"a.txt": CRLF}, False),
-    ("file_matches", {"path": "a.txt", "expected": "line one\nanswer: 42"}, {"a.txt": CRLF},
-     True),
-    ("file_matches", {"path": "a.txt", "expected": "  line one\nanswer: 42\n\n"},
-     {"a.txt": CRLF}, True),
+    ("file_matches", {"path": "a.txt", "expected": "line one\nanswer: 42"}, {"a.txt": CRLF}, True),
+    (
+        "file_matches",
+        {"path": "a.txt", "expected": "  line one\nanswer: 42\n\n"},
+        {"a.txt": CRLF},
+        True,
+    ),
     ("file_matches", {"path": "a.txt", "expected": "line one"}, {"a.txt": CRLF}, False),
-    ("files_equal", {"path1": "a.txt", "path2": "b.txt"},
-     {"a.txt": CRLF, "b.txt": "line one\nanswer: 42\n"}, True),
-    ("files_equal", {"path1": "a.txt", "path2": "b.txt"},
-     {"a.txt": "\n  same \n\n", "b.txt": "same"}, True),
-    ("files_equal", {"path1": "a.txt", "path2": "b.txt"}, {"a.txt": "a b", "b.txt": "a  b"},
-     False),
+    (
+        "files_equal",
+        {"path1": "a.txt", "path2": "b.txt"},
+        {"a.txt": CRLF, "b.txt": "line one\nanswer: 42\n"},
+        True,
+    ),
+    (
+        "files_equal",
+        {"path1": "a.txt", "path2": "b.txt"},
+        {"a.txt": "\n  same \n\n", "b.txt": "same"},
+        True,
+    ),
+    ("files_equal", {"path1": "a.txt", "path2": "b.txt"}, {"a.txt": "a b", "b.txt": "a  b"}, False),
     ("files_equal", {"path1": "a.txt", "path2": "gone.txt"}, {"a.txt": "x"}, False),
     ("diff_ratio", {"path": "a.txt", "expected": "line one\nanswer: 42"}, {"a.txt": CRLF}, 1.0),
     ("diff_ratio", {"path": "a.txt", "expected": "abcd"}, {"a.txt": "\n abxy \n"}, 0.5),
-    ("diff_ratio", {"path": "a.txt", "expected": "roses are red"},
-     {"a.txt": "roses are red\nviolets are blue\n"}, 2 * 13 / (13 + 30)),
+    (
+        "diff_ratio",
+        {"path": "a.txt", "expected": "roses are red"},
+        {"a.txt": "roses are red\nviolets are blue\n"},
+        2 * 13 / (13 + 30),
+    ),
     ("diff_ratio", {"path": "gone.txt", "expected": "x"}, {"a.txt": "x"}, 0.0),
     ("command_succeeds", {"cmd": "test -f a.txt"}, {"a.txt": "x"}, True),
     ("command_succeeds", {"cmd": "exit 3"}, {"a.txt": "x"}, False),
     ("command_output_contains", {"cmd": "cat a.txt", "text": "42\n"}, {"a.txt": CRLF}, True),
-    ("command_output_matches", {"cmd": "cat a.txt", "expected": "line one\nanswer: 42"},
-     {"a.txt": CRLF}, True),
-    ("command_output_matches", {"cmd": "cat a.txt; echo more", "expected": "answer: 42"},
-     {"a.txt": "answer: 42\n"}, False),
-    ("command_output_matches_regex", {"cmd": "cat a.txt", "pattern": r"answer: \d+$"},
-     {"a.txt": CRLF}, True),
-    ("command_output_matches_regex", {"cmd": "cat a.txt", "pattern": "^answer"},
-     {"a.txt": CRLF}, False),
-    ("json_key_equals", {"path": "a.json", "key": "n", "expected": 2}, {"a.json": '{"n": 2.0}'},
-     True),
+    (
+        "command_output_matches",
+        {"cmd": "cat a.txt", "expected": "line one\nanswer: 42"},
+        {"a.txt": CRLF},
+        True,
+    ),
+    (
+        "command_output_matches",
+        {"cmd": "cat a.txt; echo more", "expected": "answer: 42"},
+        {"a.txt": "answer: 42\n"},
+        False,
+    ),
+    (
+        "command_output_matches_regex",
+        {"cmd": "cat a.txt", "pattern": r"answer: \d+$"},
+        {"a.txt": CRLF},
+        True,
+    ),
+    (
+        "command_output_matches_regex",
+        {"cmd": "cat a.txt", "pattern": "^answer"},
+        {"a.txt": CRLF},
+        False,
+    ),
+    (
+        "json_key_equals",
+        {"path": "a.json", "key": "n", "expected": 2},
+        {"a.json": '{"n": 2.0}'},
+        True,
+    ),
     ("json_key_equals", {"path": "a.json", "key": "n", "expected": 2}, {"a.json": "[1]"}, False),
-    ("json_path_equals", {"path": "a.json", "json_path": "items.1.id", "expected": "b"},
-     {"a.json": '{"items": [{"id": "a"}, {"id": "b"}]}'}, True),
-    ("json_path_equals", {"path": "a.json", "json_path": "items.5.id", "expected": "b"},
-     {"a.json": '{"items": [{"id": "a"}]}'}, False),
-    ("csv_cell_equals", {"path": "a.csv", "row": 0, "col": "name", "expected": "x"},
-     {"a.csv": "name,n\r\nx,1\r\n"}, True),
-    ("csv_cell_equals", {"path": "a.csv", "row": 1, "col": 1, "expected": "1"},
-     {"a.csv": "name,n\nx,1\n"}, True),
+    (
+        "json_path_equals",
+        {"path": "a.json", "json_path": "items.1.id", "expected": "b"},
+        {"a.json": '{"items": [{"id": "a"}, {"id": "b"}]}'},
+        True,
+    ),
+    (
+        "json_path_equals",
+        {"path": "a.json", "json_path": "items.5.id", "expected": "b"},
+        {"a.json": '{"items": [{"id": "a"}]}'},
+        False,
+    ),
+    (
+        "csv_cell_equals",
+        {"path": "a.csv", "row": 0, "col": "name", "expected": "x"},
+        {"a.csv": "name,n\r\nx,1\r\n"},
+        True,
+    ),
+    (
+        "csv_cell_equals",
+        {"path": "a.csv", "row": 1, "col": 1, "expected": "1"},
+        {"a.csv": "name,n\nx,1\n"},
+        True,
+    ),
     ("xlsx_cell_equals", {"path": "b.xlsx", "cell": "A1", "expected": 42}, {"b.xlsx": BOOK}, True),
-    ("xlsx_cell_equals", {"path": "b.xlsx", "cell": "B1", "expected": "total"}, {"b.xlsx": BOOK},
-     True),
-    ("xlsx_cell_equals", {"path": "b.xlsx", "cell": "C1", "expected": None}, {"b.xlsx": BOOK},
-     True),
-    ("xlsx_cell_equals", {"path": "b.xlsx", "cell": "Z9", "expected": None}, {"b.xlsx": BOOK},
-     True),
-    ("xlsx_cell_equals", {"path": "b.xlsx", "cell": "A1", "expected": None}, {"b.xlsx": BOOK},
-     False),
+    (
+        "xlsx_cell_equals",
+        {"path": "b.xlsx", "cell": "B1", "expected": "total"},
+        {"b.xlsx": BOOK},
+        True,
+    ),
+    (
+        "xlsx_cell_equals",
+        {"path": "b.xlsx", "cell": "C1", "expected": None},
+        {"b.xlsx": BOOK},
+        True,
+    ),
+    (
+        "xlsx_cell_equals",
+        {"path": "b.xlsx", "cell": "Z9", "expected": None},
+        {"b.xlsx": BOOK},
+        True,
+    ),
+    (
+        "xlsx_cell_equals",
+        {"path": "b.xlsx", "cell": "A1", "expected": None},
+        {"b.xlsx": BOOK},
+        False,
+    ),
     ("trajectory_tool_used", {"tool_name": "Bash", "min_count": 2}, {"t.json": TRAIL}, True),
     ("trajectory_tool_used", {"tool_name": "Write"}, {"t.json": TRAIL}, True),
     ("trajectory_tool_not_used", {"tool_name": "Write"}, {"t.json": TRAIL}, False),
     ("trajectory_tool_not_used", {"tool_name": "Read"}, {"t.json": TRAIL}, True),
     ("trajectory_turn_count", {"max_turns": 2}, {"t.json": TRAIL}, 1.0),
     ("trajectory_turn_count", {"max_turns": 1}, {"t.json": TRAIL}, 0.0),
-    ("trajectory_turn_count", {"max_turns": 4},
-     {"t.json": atif(*[("agent", [])] * 6)}, 0.5),
+    ("trajectory_turn_count", {"max_turns": 4}, {"t.json": atif(*[("agent", [])] * 6)}, 0.5),
     ("trajectory_tool_not_used", {"tool_name": "Read"}, {"a.txt": "no trail"}, False),
-]  # fmt: skip
+]
 
 TRAJECTORY_CRITERIA = ("trajectory_tool_used", "trajectory_tool_not_used", "trajectory_turn_count")
 
@@ -174,8 +255,15 @@ def rewardkit_arguments(criterion: str, arguments: dict[str, Any]) -> dict[str, 
 @pytest.fixture(scope="module")
 def rewardkit_values() -> list[Any]:
     """Every row through rewardkit itself, in one process."""
-    probe = subprocess.run([str(HARBOR_PYTHON), "-c", "import rewardkit, openpyxl"],
-                           capture_output=True, check=False) if HARBOR_PYTHON.exists() else None  # fmt: skip
+    probe = (
+        subprocess.run(
+            [str(HARBOR_PYTHON), "-c", "import rewardkit, openpyxl"],
+            capture_output=True,
+            check=False,
+        )
+        if HARBOR_PYTHON.exists()
+        else None
+    )
     if probe is None or probe.returncode != 0:
         missing = f"harbor-rewardkit and openpyxl in {HARBOR_PYTHON} (.ci/harbor-venv.sh)"
         pytest.fail(missing) if os.environ.get("CI") else pytest.skip(missing)
@@ -193,15 +281,24 @@ def rewardkit_values() -> list[Any]:
         for criterion, arguments, files, _ in ROWS
     ]
     completed = subprocess.run(
-        [str(HARBOR_PYTHON), str(ORACLE)], input=json.dumps(rows), capture_output=True,
-        text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [str(HARBOR_PYTHON), str(ORACLE)],
+        input=json.dumps(rows),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
 
-def verifier_value(tmp_path: Path, index: int, criterion: str, arguments: dict[str, Any],
-                   files: dict[str, str | bytes]) -> Any:  # fmt: skip
+def verifier_value(
+    tmp_path: Path,
+    index: int,
+    criterion: str,
+    arguments: dict[str, Any],
+    files: dict[str, str | bytes],
+) -> Any:
     case = tmp_path / f"case-{index}"
     case.mkdir()
     for name, content in files.items():
@@ -218,8 +315,9 @@ def verifier_value(tmp_path: Path, index: int, criterion: str, arguments: dict[s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("index", "row"), list(enumerate(ROWS)),
-                         ids=[f"{row[0]}-{n}" for n, row in enumerate(ROWS)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("index", "row"), list(enumerate(ROWS)), ids=[f"{row[0]}-{n}" for n, row in enumerate(ROWS)]
+)
 def test_a_criterion_gives_what_rewardkit_gives(
     rewardkit_values: list[Any], tmp_path: Path, index: int, row: tuple
 ) -> None:

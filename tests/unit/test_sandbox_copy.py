@@ -71,15 +71,17 @@ def test_a_case_nested_too_deep_is_a_fact(tmp_path: Path) -> None:
         copy_case(str(deep), str(tmp_path / "copy"))
 
 
-def grade_big_case(root: Path, uid: int | None, big: int, sparse: bool, tmp_mib: int
-                   ) -> tuple[subprocess.CompletedProcess[str], dict[str, object], Path]:  # fmt: skip
+def grade_big_case(
+    root: Path, uid: int | None, big: int, sparse: bool, tmp_mib: int
+) -> tuple[subprocess.CompletedProcess[str], dict[str, object], Path]:
     """Grade a case holding one big file (sparse or written out) with a command judge
     that checks the file's size in its copy, the temp dir a tmpfs of tmp_mib MiB."""
     tmp, tests, case, out = root / "tmp", root / "tests", root / "case", root / "out"
     for directory in (tmp, tests, case, out):
         directory.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={tmp_mib}m,mode=1777", "tmpfs",
-                    str(tmp)], check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={tmp_mib}m,mode=1777", "tmpfs", str(tmp)], check=True
+    )
     with open(case / "big", "wb") as handle:
         if sparse:
             handle.truncate(big)
@@ -93,10 +95,16 @@ def grade_big_case(root: Path, uid: int | None, big: int, sparse: bool, tmp_mib:
         "  - name: other\n    check: 'return True'\n"
     )
     give(uid, tests, case, out)
-    completed = run_grader(uid, ["grade", "--config", str(tests / "eval.yaml"), "--case",
-                                 str(case), "--out", str(out)], env={"TMPDIR": str(tmp)})  # fmt: skip
-    judges = json.loads((out / "judges.json").read_text())["per_judge"] if (
-        out / "judges.json").exists() else {}  # fmt: skip
+    completed = run_grader(
+        uid,
+        ["grade", "--config", str(tests / "eval.yaml"), "--case", str(case), "--out", str(out)],
+        env={"TMPDIR": str(tmp)},
+    )
+    judges = (
+        json.loads((out / "judges.json").read_text())["per_judge"]
+        if (out / "judges.json").exists()
+        else {}
+    )
     return completed, judges, tmp
 
 
@@ -118,8 +126,9 @@ def test_a_case_bigger_than_the_temp_space_fails_its_command_judge(
     assert completed.returncode == 0, completed.stderr
     assert (judges["sees_it"]["status"], judges["sees_it"]["value"]) == ("ok", False)
     rationale = judges["sees_it"]["rationale"]
-    assert rationale.startswith("the case cannot be copied for the command: the case holds "
-                                "more than"), rationale  # fmt: skip
+    assert rationale.startswith(
+        "the case cannot be copied for the command: the case holds more than"
+    ), rationale
     assert f"the free space of {tmp}" in rationale
     assert judges["other"]["value"] is True
     assert not any(tmp.rglob("big"))
@@ -139,8 +148,9 @@ def test_a_command_filling_the_temp_space_is_stopped_and_its_neighbour_is_not(
     tmp, tests, case, out = (root_dir / name for name in ("tmp", "tests", "case", "out"))
     for directory in (tmp, tests, case, out):
         directory.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128m,mode=1777", "tmpfs", str(tmp)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=128m,mode=1777", "tmpfs", str(tmp)], check=True
+    )
     (case / "answer.txt").write_text("42\n")
     fill = 'python3 -c \'import time\nwith open("fill", "wb") as f:\n    while True:\n        f.write(bytes(1 << 20)); f.flush(); time.sleep(0.02)\''
     (tests / "eval.yaml").write_text(
@@ -150,8 +160,11 @@ def test_a_command_filling_the_temp_space_is_stopped_and_its_neighbour_is_not(
         "    arguments: {cmd: 'sleep 1; test \"$(cat answer.txt)\" = 42', timeout: 30}\n"
     )
     give(uid, tests, case, out)
-    completed = run_grader(uid, ["grade", "--config", str(tests / "eval.yaml"), "--case",
-                                 str(case), "--out", str(out)], env={"TMPDIR": str(tmp)})  # fmt: skip
+    completed = run_grader(
+        uid,
+        ["grade", "--config", str(tests / "eval.yaml"), "--case", str(case), "--out", str(out)],
+        env={"TMPDIR": str(tmp)},
+    )
     assert completed.returncode == 0, completed.stderr
     judges = json.loads((out / "judges.json").read_text())["per_judge"]
     assert judges["neighbour"]["value"] is True, judges["neighbour"]
@@ -175,10 +188,22 @@ def test_the_graders_dirs_inside_the_case_are_left_out_of_its_copy(tmp_path: Pat
         "    arguments: {cmd: 'test -f kept.txt && test ! -e out && test ! -e logs'}\n"
     )
     completed = subprocess.run(
-        [VERIFIER_SELF, "grade", "--config", str(tests / "eval.yaml"), "--case", str(case),
-         "--out", str(case / "out"), "--agent-logs", str(case / "logs")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            VERIFIER_SELF,
+            "grade",
+            "--config",
+            str(tests / "eval.yaml"),
+            "--case",
+            str(case),
+            "--out",
+            str(case / "out"),
+            "--agent-logs",
+            str(case / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert completed.returncode == 0, completed.stderr
     judges = json.loads((case / "out" / "judges.json").read_text())["per_judge"]
     assert judges["copy"]["value"] is True, judges["copy"]
@@ -205,8 +230,10 @@ def test_a_read_only_case_not_the_graders_lets_its_tests_write_their_report(
         "    arguments: {command: sh run_tests.sh, report: report.xml}\n"
     )
     give(AS[who], tests, out)
-    completed = run_grader(AS[who], ["grade", "--config", str(tests / "eval.yaml"), "--case",
-                                     str(case), "--out", str(out)])  # fmt: skip
+    completed = run_grader(
+        AS[who],
+        ["grade", "--config", str(tests / "eval.yaml"), "--case", str(case), "--out", str(out)],
+    )
     assert completed.returncode == 0, completed.stderr
     assert json.loads((out / "reward.json").read_text())["tests"] == 0.5
     assert sorted(path.name for path in case.iterdir()) == ["run_tests.sh"]

@@ -85,9 +85,13 @@ def test_a_command_gets_its_provided_files_and_stdin_and_hands_back_its_report(
     if uid is not None:
         command = ["setpriv", f"--reuid={uid}", "--regid=0", "--clear-groups", *command]
     completed = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, cwd=root_dir,
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root_dir,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", **environment},
-    )  # fmt: skip
+    )
     assert completed.returncode == 0, completed.stderr
     run = json.loads(completed.stdout)
     assert "Landlock" in run["confinement"], run["confinement"]

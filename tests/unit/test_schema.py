@@ -113,27 +113,76 @@ MODULE = {"judges_x.py": "def score(outputs):\n    return 1\n"}
 # (eval.yaml, files beside it, whether it is valid): the loader and the schema agree.
 AGREED = [
     (JUDGE, None, True),
-    ("judges:\n  - {name: a, check: 'return True', timeout: null, if: null, arguments: null}\n", None, True),
+    (
+        "judges:\n  - {name: a, check: 'return True', timeout: null, if: null, arguments: null}\n",
+        None,
+        True,
+    ),
     ("judges:\n  - {name: a, check: 'return True', feedback_type: bool}\n", None, True),
-    ("judges:\n  - {name: a, check: 'return 1', feedback_type: bool, score_range: null}\n", None, True),
-    ("judges:\n  - {name: a, check: 'return 1', feedback_type: int, score_range: [1, 5.0]}\n", None, True),
-    ("judges:\n  - {name: a, check: 'return 1', feedback_type: '', score_range: [0, 0.5]}\n", None, True),
+    (
+        "judges:\n  - {name: a, check: 'return 1', feedback_type: bool, score_range: null}\n",
+        None,
+        True,
+    ),
+    (
+        "judges:\n  - {name: a, check: 'return 1', feedback_type: int, score_range: [1, 5.0]}\n",
+        None,
+        True,
+    ),
+    (
+        "judges:\n  - {name: a, check: 'return 1', feedback_type: '', score_range: [0, 0.5]}\n",
+        None,
+        True,
+    ),
     ("judges:\n  - {name: a, builtin: files/file_exists, arguments: {path: x}}\n", None, True),
     ("judges:\n  - {name: a, builtin: file_exists, check: 5, arguments: {path: x}}\n", None, True),
-    ("judges:\n  - {name: a, builtin: file_contains, arguments: {path: x, text: y, ignore_case: true}}\n", None, True),
-    ("judges:\n  - {name: a, builtin: command_succeeds, arguments: {command: [make, test], timeout: 5}}\n", None, True),
-    ("judges:\n  - {name: a, builtin: json_path_equals, arguments: {path: x, key: a.0, expected: null}}\n", None, True),
+    (
+        "judges:\n  - {name: a, builtin: file_contains, arguments: {path: x, text: y, ignore_case: true}}\n",
+        None,
+        True,
+    ),
+    (
+        "judges:\n  - {name: a, builtin: command_succeeds, arguments: {command: [make, test], timeout: 5}}\n",
+        None,
+        True,
+    ),
+    (
+        "judges:\n  - {name: a, builtin: json_path_equals, arguments: {path: x, key: a.0, expected: null}}\n",
+        None,
+        True,
+    ),
     ("judges:\n  - {name: a, module: judges_x, function: score, samples: zero}\n", MODULE, True),
-    ("judges:\n  - {name: a, prompt: 'ok?', llm_rubric: null, model: m, samples: 3, provider: vllm}\n", None, True),
-    ("judges:\n  - {name: pairwise, anything: [1]}\n  - {name: a, check: 'return 1'}\n", None, True),
-    (JUDGE + "outputs: [report.md, {path: ./out/, schema: 'not read'}, {path: ...}, {path: a/./b}]\n", None, True),
+    (
+        "judges:\n  - {name: a, prompt: 'ok?', llm_rubric: null, model: m, samples: 3, provider: vllm}\n",
+        None,
+        True,
+    ),
+    (
+        "judges:\n  - {name: pairwise, anything: [1]}\n  - {name: a, check: 'return 1'}\n",
+        None,
+        True,
+    ),
+    (
+        JUDGE
+        + "outputs: [report.md, {path: ./out/, schema: 'not read'}, {path: ...}, {path: a/./b}]\n",
+        None,
+        True,
+    ),
     (JUDGE + "outputs: null\nreward: null\nannotations: null\nname: null\n", None, True),
-    (JUDGE + "annotations: {expected: 4}\nmodels: {judge: m}\nmatrix: {x: 1}\n"
-     "dataset: {schema: x}\n", None, True),
+    (
+        JUDGE + "annotations: {expected: 4}\nmodels: {judge: m}\nmatrix: {x: 1}\n"
+        "dataset: {schema: x}\n",
+        None,
+        True,
+    ),
     (JUDGE + "dataset: d\n", None, False),
     (JUDGE + "reward: {judge: a, normalize: true, gate: true, score_range: [0, 10]}\n", None, True),
     (JUDGE + "reward: {weights: {a: 0, b: 2}}\n", None, True),
-    (JUDGE + "reward: {formula: ' weighted ', weights: {a: 1}, raw: [a], gate: null}\n", None, True),
+    (
+        JUDGE + "reward: {formula: ' weighted ', weights: {a: 1}, raw: [a], gate: null}\n",
+        None,
+        True,
+    ),
     (JUDGE + "reward: {formula: 'min(a, 1)', weights: {a: 0}}\n", None, True),
     ("name: x\n", None, False),
     ("judges: []\n", None, False),
@@ -161,23 +210,49 @@ AGREED = [
     ("judges:\n  - {name: a, builtin: cost_budget, arguments: {max_cost_usd: -1}}\n", None, False),
     ("judges:\n  - {name: a, builtin: files_equal, arguments: {path1: x, path2: y}}\n", None, True),
     ("judges:\n  - {name: a, builtin: files_equal, arguments: {path1: x}}\n", None, False),
-    ("judges:\n  - {name: a, builtin: command_succeeds, arguments: {cmd: x, command: y}}\n", None,
-     False),
-    ("judges:\n  - {name: a, builtin: quality/output_completeness, model: m,\n"
-     "     arguments: {strictness: high}}\n", None, True),
-    ("judges:\n  - {name: a, builtin: output_completeness, model: m,\n"
-     "     arguments: {strictness: extreme}}\n", None, False),
-    ("outputs: [{tool: Bash}, {path: x}]\njudges:\n  - {name: a, builtin: tool_call_validation}\n",
-     None, True),
+    (
+        "judges:\n  - {name: a, builtin: command_succeeds, arguments: {cmd: x, command: y}}\n",
+        None,
+        False,
+    ),
+    (
+        "judges:\n  - {name: a, builtin: quality/output_completeness, model: m,\n"
+        "     arguments: {strictness: high}}\n",
+        None,
+        True,
+    ),
+    (
+        "judges:\n  - {name: a, builtin: output_completeness, model: m,\n"
+        "     arguments: {strictness: extreme}}\n",
+        None,
+        False,
+    ),
+    (
+        "outputs: [{tool: Bash}, {path: x}]\njudges:\n  - {name: a, builtin: tool_call_validation}\n",
+        None,
+        True,
+    ),
     ("judges:\n  - {name: a, builtin: null}\n", None, False),
     ("judges:\n  - {name: a, builtin: file_exists}\n", None, False),
     ("judges:\n  - {name: a, builtin: file_exists, arguments: {path: x, pth: y}}\n", None, False),
-    ("judges:\n  - {name: a, builtin: file_contains, arguments: {path: x, text: 3}}\n", None, False),
+    (
+        "judges:\n  - {name: a, builtin: file_contains, arguments: {path: x, text: 3}}\n",
+        None,
+        False,
+    ),
     ("judges:\n  - {name: a, builtin: command_succeeds, arguments: {command: []}}\n", None, False),
     ("judges:\n  - {name: a, check: null}\n", None, False),
     ("judges:\n  - {name: a, check: 'x = 1'}\n", None, False),
-    ("judges:\n  - {name: a, check: 'return 1', feedback_type: bool, score_range: [0, 1]}\n", None, False),
-    ("judges:\n  - {name: a, check: 'return 1', feedback_type: int, score_range: [0, 1.5]}\n", None, False),
+    (
+        "judges:\n  - {name: a, check: 'return 1', feedback_type: bool, score_range: [0, 1]}\n",
+        None,
+        False,
+    ),
+    (
+        "judges:\n  - {name: a, check: 'return 1', feedback_type: int, score_range: [0, 1.5]}\n",
+        None,
+        False,
+    ),
     ("judges:\n  - {name: a, check: 'return 1', feedback_type: str}\n", None, False),
     ("judges:\n  - {name: a, check: 'return 1', score_range: [1]}\n", None, False),
     ("judges:\n  - {name: a, check: 'return 1', timeout: 0}\n", None, False),
@@ -186,7 +261,10 @@ AGREED = [
     ("judges:\n  - {name: a, check: 'return 1', arguments: {1x: 2}}\n", None, False),
     (JUDGE + "name: 5\n", None, False),
     (JUDGE + "outputs: report.md\n", None, False),
-    *((JUDGE + f"outputs: [{path!r}]\n", None, False) for path in ("../x", "a/..", "/abs", ".", "./", ".//.", " ")),
+    *(
+        (JUDGE + f"outputs: [{path!r}]\n", None, False)
+        for path in ("../x", "a/..", "/abs", ".", "./", ".//.", " ")
+    ),
     (JUDGE + "outputs: [{schema: x}]\n", None, False),
     (JUDGE + "annotations: [1, 2]\n", None, False),
     (JUDGE + "reward: 3\n", None, False),
@@ -204,7 +282,7 @@ AGREED = [
     (JUDGE + "reward: {formula: null}\n", None, False),
     (JUDGE + "reward: {formula: '  '}\n", None, False),
     (JUDGE + "reward: {formula: a, raw: a}\n", None, False),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "files", "valid"), AGREED)
@@ -221,16 +299,22 @@ def test_the_loader_and_the_schema_agree(
 ONLY_LOADING = [
     ("judges:\n  - {name: a, check: 'return ('}\n", "does not compile"),
     ("judges:\n  - {name: a, check: 'return 1', if: 'x =='}\n", "not a Python expression"),
-    ("judges:\n  - {name: a, check: 'return 1'}\n  - {name: a, check: 'return 2'}\n", "duplicate judge name"),
+    (
+        "judges:\n  - {name: a, check: 'return 1'}\n  - {name: a, check: 'return 2'}\n",
+        "duplicate judge name",
+    ),
     ("judges:\n  - {name: a, check: 'return 1', score_range: [5, 1]}\n", "increasing"),
     ("judges:\n  - {name: a, module: nowhere, function: f}\n", "cannot import"),
     ("judges:\n  - {name: a, prompt_file: missing.md, model: m}\n", "not found"),
     ("judges:\n  - {name: a, prompt: '{{ nothing_known }}', model: m}\n", "nothing_known"),
-    ("judges:\n  - {name: a, builtin: file_matches, arguments: {path: x, pattern: '('}}\n", "not a valid regex"),
+    (
+        "judges:\n  - {name: a, builtin: file_matches, arguments: {path: x, pattern: '('}}\n",
+        "not a valid regex",
+    ),
     (JUDGE + "annotations: missing.yaml\n", "not a file beside eval.yaml"),
     (JUDGE + "reward: {judge: b}\n", "not a defined judge"),
     (JUDGE + "reward: {formula: 'a ** 2'}\n", "'**'"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "problem"), ONLY_LOADING)
@@ -251,8 +335,29 @@ def test_where_the_schema_is_stricter_than_the_loader(tmp_path: Path, text: str)
     assert not schema_accepts(yaml.safe_load(text))
 
 
-PATHS = ["a", "a/b", "./a", "a/./b", "...", "..a", "a/..b/c", " a", "a b/", "../a", "a/..",
-         "a//..", "/a", "//a", ".", "./", "./.", ".//", "", "  ", "a\0b"]  # fmt: skip
+PATHS = [
+    "a",
+    "a/b",
+    "./a",
+    "a/./b",
+    "...",
+    "..a",
+    "a/..b/c",
+    " a",
+    "a b/",
+    "../a",
+    "a/..",
+    "a//..",
+    "/a",
+    "//a",
+    ".",
+    "./",
+    "./.",
+    ".//",
+    "",
+    "  ",
+    "a\0b",
+]
 
 
 @pytest.mark.parametrize("path", PATHS)

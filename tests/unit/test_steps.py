@@ -41,9 +41,12 @@ def verifier(*args: str | Path, env: dict[str, str] | None = None) -> subprocess
     environment = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     environment["VERIFIER_NO_LLM"] = "1"
     return subprocess.run(
-        [VERIFIER, *map(str, args)], capture_output=True, text=True, check=False,
+        [VERIFIER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
         env={**environment, **(env or {})},
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -101,8 +104,17 @@ def test_a_step_eval_yaml_does_not_define_is_a_usage_error(
 ) -> None:
     config = write(tmp_path / "suite", {"eval.yaml": config_text}) / "eval.yaml"
     (tmp_path / "case").mkdir()
-    done = verifier("grade", "--config", config, "--case", tmp_path / "case", "--out",
-                    tmp_path / "out", "--step", "deploy")  # fmt: skip
+    done = verifier(
+        "grade",
+        "--config",
+        config,
+        "--case",
+        tmp_path / "case",
+        "--out",
+        tmp_path / "out",
+        "--step",
+        "deploy",
+    )
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out" / "reward.json").exists()
@@ -116,12 +128,14 @@ def test_a_step_eval_yaml_does_not_define_is_a_usage_error(
         (('      prompt: "Carry out', '      note: "Carry out'), "must set a prompt or a skill"),
         (("  mode: case", "  mode: batch"), "execution.mode: must be 'case' with execution.steps"),
         (("  mode: case", "  prompt: hi"), "execution.steps: cannot be combined"),
-        (("    step: build", "    step: biuld"),
-         "judges[3] (kept_plan).step: 'biuld' is not a step of execution.steps (plan, build) "
-         "(did you mean 'build'?)"),
+        (
+            ("    step: build", "    step: biuld"),
+            "judges[3] (kept_plan).step: 'biuld' is not a step of execution.steps (plan, build) "
+            "(did you mean 'build'?)",
+        ),
         (("      timeout: 300", "      timeout: -1"), "timeout: -1 must be a positive number"),
     ],
-)  # fmt: skip
+)
 def test_bad_steps_are_load_errors(tmp_path: Path, change: tuple[str, str], message: str) -> None:
     config = write(tmp_path, {"eval.yaml": TWO_STEPS.replace(*change)}) / "eval.yaml"
     with pytest.raises(ConfigError) as caught:
@@ -131,10 +145,18 @@ def test_bad_steps_are_load_errors(tmp_path: Path, change: tuple[str, str], mess
 
 
 def test_a_judge_step_without_steps_is_a_load_error(tmp_path: Path) -> None:
-    config = write(tmp_path, {"eval.yaml": textwrap.dedent("""\
+    config = (
+        write(
+            tmp_path,
+            {
+                "eval.yaml": textwrap.dedent("""\
         judges:
           - {name: a, step: plan, check: return True}
-    """)}) / "eval.yaml"  # fmt: skip
+    """)
+            },
+        )
+        / "eval.yaml"
+    )
     with pytest.raises(ConfigError, match=r"judges\[0\] \(a\)\.step: names step 'plan', but"):
         load_eval(config)
 
@@ -159,12 +181,22 @@ def test_the_package_has_a_step_per_step(tmp_path: Path, suite: Path) -> None:
     # Each step's verifier has its own time (Harbor reads the step's): its judges' 60 s
     # each plus 30 s to write is the deadline, 60 s more Harbor's timeout (task/settings.py).
     assert config["steps"] == [
-        {"name": "plan", "verifier": {"timeout_sec": 210.0,
-                                      "env": {"VERIFIER_STEP": "plan", "VERIFIER_DEADLINE": "150"}}},
-        {"name": "build", "agent": {"timeout_sec": 300.0},
-         "verifier": {"timeout_sec": 330.0,
-                      "env": {"VERIFIER_STEP": "build", "VERIFIER_DEADLINE": "270"}}},
-    ]  # fmt: skip
+        {
+            "name": "plan",
+            "verifier": {
+                "timeout_sec": 210.0,
+                "env": {"VERIFIER_STEP": "plan", "VERIFIER_DEADLINE": "150"},
+            },
+        },
+        {
+            "name": "build",
+            "agent": {"timeout_sec": 300.0},
+            "verifier": {
+                "timeout_sec": 330.0,
+                "env": {"VERIFIER_STEP": "build", "VERIFIER_DEADLINE": "270"},
+            },
+        },
+    ]
     # The final step's LLM judge (Anthropic) reaches its endpoint, and only that host.
     assert config["verifier"]["env"] == {
         "VERIFIER_CASE": "/app",
@@ -201,8 +233,9 @@ def test_batch_grades_each_step_of_a_harbor_trial(tmp_path: Path, suite: Path) -
         write(artifacts / "app", files)
         (artifacts / "manifest.json").write_text(json.dumps(MANIFEST))
     write(job, {"config.json": json.dumps({"job_name": "job"})})
-    done = verifier("batch", "--config", suite / "eval.yaml", "--cases", job, "--out",
-                    tmp_path / "out")  # fmt: skip
+    done = verifier(
+        "batch", "--config", suite / "eval.yaml", "--cases", job, "--out", tmp_path / "out"
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "out" / ".batch" / "summary.json").read_text())
     rows = {row["case"]: row for row in summary["cases"]}
@@ -211,8 +244,13 @@ def test_batch_grades_each_step_of_a_harbor_trial(tmp_path: Path, suite: Path) -
         out = tmp_path / "out" / "two-steps__Abc" / "steps" / step
         judges = json.loads((out / "judges.json").read_text())
         assert judges["step"] == step
-        single = graded(suite / "eval.yaml", trial / "steps" / step / "artifacts" / "app",
-                        tmp_path / "single" / step, "--step", step)  # fmt: skip
+        single = graded(
+            suite / "eval.yaml",
+            trial / "steps" / step / "artifacts" / "app",
+            tmp_path / "single" / step,
+            "--step",
+            step,
+        )
         assert (
             judges["reward"] == single["reward"] == rows[f"two-steps__Abc/steps/{step}"]["reward"]
         )

@@ -21,9 +21,18 @@ def init(*args: str) -> subprocess.CompletedProcess[str]:
 def test_task_init_renders_a_separate_verifier_package(tmp_path: Path) -> None:
     dest = tmp_path / "fix-bug"
     completed = init(
-        str(dest), "--config", str(EXAMPLE), "--image", "quay.io/org/verifier:1.0",
-        "--agent-image", "quay.io/org/agent:2", "--name", "org/fix-bug", "--workdir", "/work",
-    )  # fmt: skip
+        str(dest),
+        "--config",
+        str(EXAMPLE),
+        "--image",
+        "quay.io/org/verifier:1.0",
+        "--agent-image",
+        "quay.io/org/agent:2",
+        "--name",
+        "org/fix-bug",
+        "--workdir",
+        "/work",
+    )
     assert completed.returncode == 0, completed.stderr
     task = tomllib.loads((dest / "task.toml").read_text())
     assert task["artifacts"] == ["/work"]
@@ -55,8 +64,11 @@ def test_task_init_only_warns_about_a_model_left_to_the_environment(tmp_path: Pa
     environ = {name: value for name, value in os.environ.items() if name != "EVAL_JUDGE_MODEL"}
     completed = subprocess.run(
         [VERIFIER, "task", "init", str(tmp_path / "task"), "--config", str(config)],
-        capture_output=True, text=True, timeout=60, env=environ,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environ,
+    )
     assert completed.returncode == 0
     assert "judges[0] (q).model: no model here: set $EVAL_JUDGE_MODEL" in completed.stderr
     assert "verifier error" not in completed.stderr
@@ -89,13 +101,18 @@ def test_task_init_reward_keys_go_into_the_verifiers_env(tmp_path: Path) -> None
     """`--reward-keys reward`: the package's reward.json holds the reward alone (Harbor's
     pass@k); a name that is no judge of eval.yaml writes no package."""
     env = {key: value for key, value in os.environ.items() if key != "VERIFIER_REWARD_JSON"}
-    for keys, expected in (("reward", "reward"), ("has_report,length_score",
-                                                  "has_report,length_score")):  # fmt: skip
+    for keys, expected in (
+        ("reward", "reward"),
+        ("has_report,length_score", "has_report,length_score"),
+    ):
         dest = tmp_path / f"task-{len(keys)}"
         completed = subprocess.run(
             [VERIFIER, "task", "init", str(dest), "--config", str(EXAMPLE), "--reward-keys", keys],
-            capture_output=True, text=True, timeout=60, env=env,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert completed.returncode == 0, completed.stderr
         verifier = tomllib.loads((dest / "task.toml").read_text())["verifier"]
         assert verifier["env"]["VERIFIER_REWARD_JSON"] == expected

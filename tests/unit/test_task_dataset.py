@@ -58,28 +58,35 @@ def test_one_package_per_case_the_harness_way(tmp_path: Path, anova: Path) -> No
         assert _files(task / "environment") == {"input.yaml"}
         assert (task / "environment/input.yaml").read_bytes() == (entry / "input.yaml").read_bytes()
         assert _files(task / "tests") == {
-            "Dockerfile", "eval.yaml", "rubric-notes.md",
+            "Dockerfile",
+            "eval.yaml",
+            "rubric-notes.md",
             *(f"dataset/{case_id}/{name}" for name in _files(entry)),
-        }  # fmt: skip
+        }
         config = tomllib.loads((task / "task.toml").read_text())
         assert config["task"]["name"] == f"anova-example/{case_id}"
         deadline = config["verifier"]["env"].pop("VERIFIER_DEADLINE")
         assert config["verifier"]["timeout_sec"] == float(deadline) + 60
         # The rubric's model is Anthropic's: its endpoint, allow-listed, and its key
         assert config["verifier"]["env"] == {
-            "VERIFIER_CASE": "/app", "VERIFIER_CASE_ID": case_id,
+            "VERIFIER_CASE": "/app",
+            "VERIFIER_CASE_ID": case_id,
             "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
             "ANTHROPIC_API_KEY": "${ANTHROPIC_API_KEY}",
-        }  # fmt: skip
+        }
         assert config["verifier"]["network_mode"] == "allowlist"
         assert config["verifier"]["allowed_hosts"] == ["api.anthropic.com"]
         assert config["metadata"] == {
-            "verifier": "harbor-verifier", "eval_name": "anova-example", "case_id": case_id,
-        }  # fmt: skip
+            "verifier": "harbor-verifier",
+            "eval_name": "anova-example",
+            "case_id": case_id,
+        }
         assert config["agent"]["timeout_sec"] == 1800.0  # execution.timeout
         assert config["environment"] == {
-            "build_timeout_sec": 600.0, "docker_image": "localhost/agent:1", "workdir": "/app",
-        }  # fmt: skip
+            "build_timeout_sec": 600.0,
+            "docker_image": "localhost/agent:1",
+            "workdir": "/app",
+        }
         assert "steps" not in config
     manifest = tomllib.loads((tmp_path / "tasks" / "dataset.toml").read_text())
     assert manifest["dataset"]["name"] == "anova-example/anova-example"
@@ -97,9 +104,10 @@ def test_the_package_grades_its_case_with_its_own_entry(tmp_path: Path, anova: P
     (case / "output" / "tests.json").write_text('{"passed": true}')
     config = tomllib.loads((task / "task.toml").read_text())
     grading = grade(
-        load_eval(task / "tests" / "eval.yaml"), case,
+        load_eval(task / "tests" / "eval.yaml"),
+        case,
         case_id=config["verifier"]["env"]["VERIFIER_CASE_ID"],
-    )  # fmt: skip
+    )
     assert grading.dataset_entry == "dataset/task-0031"
     assert grading.task_input_source == "dataset/task-0031/input.yaml"
     assert grading.task_input_trusted
@@ -128,8 +136,11 @@ def test_a_dockerfile_environment_copies_the_inputs_into_the_workdir(tmp_path: P
     (task,) = init_dataset_tasks(tmp_path / "out", suite / "eval.yaml", org="acme", workdir="/work")
     assert (task / "instruction.md").read_text() == "You are careful.\n\nFix the crash in parser\n"
     assert _files(task / "environment") == {
-        "Dockerfile", "input.yaml", "answers.yaml", "fixtures/data.csv",
-    }  # fmt: skip
+        "Dockerfile",
+        "input.yaml",
+        "answers.yaml",
+        "fixtures/data.csv",
+    }
     dockerfile = (task / "environment" / "Dockerfile").read_text()
     assert dockerfile.endswith(
         'WORKDIR /work\nCOPY ["answers.yaml", "/work/answers.yaml"]\n'
@@ -149,16 +160,25 @@ def test_a_dockerfile_environment_copies_the_inputs_into_the_workdir(tmp_path: P
     [
         (Invocation(prompt="{{ input.prompt }}"), {"prompt": "do  it\tnow"}, "do it now"),
         (Invocation(arguments="--repo {repo} {flag?}"), {"repo": "r"}, "--repo r"),
-        (Invocation(skill="rfe.create", arguments="--priority {p}"), {"p": 2},
-         "/rfe.create --priority 2"),
-        (Invocation(skill="ci:triage", arguments="{id}", runner_type="codex"), {"id": 7},
-         "Use the triage skill with arguments: 7"),
+        (
+            Invocation(skill="rfe.create", arguments="--priority {p}"),
+            {"p": 2},
+            "/rfe.create --priority 2",
+        ),
+        (
+            Invocation(skill="ci:triage", arguments="{id}", runner_type="codex"),
+            {"id": 7},
+            "Use the triage skill with arguments: 7",
+        ),
         (Invocation(skill="ci:triage", runner_type="codex"), {}, "Use the triage skill"),
         (Invocation(), {"prompt": "from the input"}, "from the input"),
-        (Invocation(arguments="{prompt}", system_prompt="Charter.\n"), {"prompt": "go"},
-         "Charter.\n\ngo"),
+        (
+            Invocation(arguments="{prompt}", system_prompt="Charter.\n"),
+            {"prompt": "go"},
+            "Charter.\n\ngo",
+        ),
     ],
-)  # fmt: skip
+)
 def test_instructions_render_as_the_harness_renders_them(
     invocation: Invocation, task_input: dict, expected: str
 ) -> None:
@@ -188,8 +208,9 @@ def test_cases_picks_some_and_unknown_ones_are_refused(tmp_path: Path, anova: Pa
     assert [task.name for task in tasks] == ["task-0008", "task-0034"]
     manifest = tomllib.loads((tmp_path / "some" / "dataset.toml").read_text())
     assert [task["name"] for task in manifest["tasks"]] == [
-        "anova-example/task-0008", "anova-example/task-0034",
-    ]  # fmt: skip
+        "anova-example/task-0008",
+        "anova-example/task-0034",
+    ]
     with pytest.raises(UsageError, match="--cases: task-9999 not in the dataset"):
         init_dataset_tasks(tmp_path / "none", anova, case_ids=["task-9999"])
     assert not (tmp_path / "none").exists()
@@ -221,13 +242,24 @@ def run_init(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_the_command_line(tmp_path: Path, anova: Path) -> None:
-    done = run_init(tmp_path / "tasks", "--config", anova, "--from-dataset", "--cases",
-                    "task-0010,task-0034", "--name", "acme")  # fmt: skip
+    done = run_init(
+        tmp_path / "tasks",
+        "--config",
+        anova,
+        "--from-dataset",
+        "--cases",
+        "task-0010,task-0034",
+        "--name",
+        "acme",
+    )
     assert done.returncode == 0, done.stderr
     assert "wrote " + str(tmp_path / "tasks" / "dataset.toml") + " (2 tasks)" in done.stdout
     assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == [
-        ".verifier-task-init.json", "dataset.toml", "task-0010", "task-0034",
-    ]  # fmt: skip
+        ".verifier-task-init.json",
+        "dataset.toml",
+        "task-0010",
+        "task-0034",
+    ]
     for args, message in (
         (("--cases", "task-0010"), "--cases: only with --from-dataset"),
         (("--from-dataset", "--instruction", anova), "--instruction: --from-dataset renders"),

@@ -26,18 +26,27 @@ def moved(text: str) -> str:
         ("COPY ./ /app/", "COPY environment /app/"),
         ("COPY src/ /app/src/", "COPY environment/src/ /app/src/"),
         ("COPY /abs/x.txt ../y /app/", "COPY environment/abs/x.txt environment/y /app/"),
-        ("COPY --chown=1000:1000 --chmod=644 a b /dst/",
-         "COPY --chown=1000:1000 --chmod=644 environment/a environment/b /dst/"),
-        ('COPY ["my file.txt", "/app/my file.txt"]',
-         'COPY ["environment/my file.txt", "/app/my file.txt"]'),
+        (
+            "COPY --chown=1000:1000 --chmod=644 a b /dst/",
+            "COPY --chown=1000:1000 --chmod=644 environment/a environment/b /dst/",
+        ),
+        (
+            'COPY ["my file.txt", "/app/my file.txt"]',
+            'COPY ["environment/my file.txt", "/app/my file.txt"]',
+        ),
         ("COPY ${SRC} /app", "COPY environment/${SRC} /app"),
         ("ADD requirements.txt /r.txt", "ADD environment/requirements.txt /r.txt"),
         ("add lower.txt /x", "ADD environment/lower.txt /x"),
-        ("RUN --mount=type=bind,source=req.txt,target=/r.txt pip install -r /r.txt",
-         "RUN --mount=type=bind,source=environment/req.txt,target=/r.txt pip install -r /r.txt"),
-        ("RUN --mount=target=/src make -C /src", "RUN --mount=target=/src,source=environment make -C /src"),
+        (
+            "RUN --mount=type=bind,source=req.txt,target=/r.txt pip install -r /r.txt",
+            "RUN --mount=type=bind,source=environment/req.txt,target=/r.txt pip install -r /r.txt",
+        ),
+        (
+            "RUN --mount=target=/src make -C /src",
+            "RUN --mount=target=/src,source=environment make -C /src",
+        ),
     ],
-)  # fmt: skip
+)
 def test_context_reads_move_under_the_prefix(line: str, expected: str) -> None:
     assert moved(f"FROM debian\n{line}\n") == f"FROM debian\n{expected}\n"
 
@@ -101,20 +110,30 @@ FILES = ["calc.py", "tests/test_calc.py", "tests/data/x.json", "README.md", "bui
     [
         ("WORKDIR /app\nCOPY . .", {f"/app/{f}": f for f in FILES}),
         ("COPY . /app", {f"/app/{f}": f for f in FILES}),
-        ("WORKDIR /app\nCOPY tests/ tests/", {"/app/tests/test_calc.py": "tests/test_calc.py",
-                                              "/app/tests/data/x.json": "tests/data/x.json"}),
+        (
+            "WORKDIR /app\nCOPY tests/ tests/",
+            {
+                "/app/tests/test_calc.py": "tests/test_calc.py",
+                "/app/tests/data/x.json": "tests/data/x.json",
+            },
+        ),
         ("WORKDIR /srv\nWORKDIR app\nCOPY calc.py .", {"/srv/app/calc.py": "calc.py"}),
         ("COPY calc.py /app/main.py", {"/app/main.py": "calc.py"}),
         ("COPY calc.py README.md /app", {"/app/calc.py": "calc.py", "/app/README.md": "README.md"}),
         ("COPY *.py /app/", {"/app/calc.py": "calc.py"}),
-        ("COPY test? /app/", {"/app/test_calc.py": "tests/test_calc.py",  # a dir: its contents
-                              "/app/data/x.json": "tests/data/x.json"}),
+        (
+            "COPY test? /app/",
+            {
+                "/app/test_calc.py": "tests/test_calc.py",  # a dir: its contents
+                "/app/data/x.json": "tests/data/x.json",
+            },
+        ),
         ("COPY tests/*/x.json /app/", {"/app/x.json": "tests/data/x.json"}),
         ("ADD build.tar.gz /app/", {}),
         ("COPY --from=0 /x /app/", {}),
         ("COPY . $DEST", {}),
     ],
-)  # fmt: skip
+)
 def test_where_the_context_files_land(body: str, expected: dict[str, str]) -> None:
     assert image_paths(parse_dockerfile(f"FROM debian\n{body}\n", "D"), FILES) == expected
 

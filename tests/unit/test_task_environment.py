@@ -37,15 +37,24 @@ def calc(tmp_path: Path) -> Path:
 
 
 def test_the_environment_goes_to_both_sides(tmp_path: Path, calc: Path) -> None:
-    dest = init_task(tmp_path / "task", calc / "eval.yaml", environment=calc / "environment",
-                     protect=("tests/**",), image="localhost/v:1")  # fmt: skip
+    dest = init_task(
+        tmp_path / "task",
+        calc / "eval.yaml",
+        environment=calc / "environment",
+        protect=("tests/**",),
+        image="localhost/v:1",
+    )
     source = _files(calc / "environment")
     assert _files(dest / "environment") == source
     context = {f"environment/{name}" for name in source - {"Dockerfile", ".dockerignore"}}
     assert _files(dest / "tests") == {
-        "Dockerfile", ".dockerignore", "eval.yaml", "tests.txt", "protected/tests/test_calc.py",
+        "Dockerfile",
+        ".dockerignore",
+        "eval.yaml",
+        "tests.txt",
+        "protected/tests/test_calc.py",
         *context,
-    }  # fmt: skip
+    }
     for name in source:
         assert (dest / "environment" / name).read_bytes() == (
             calc / "environment" / name
@@ -79,8 +88,12 @@ def test_the_environment_goes_to_both_sides(tmp_path: Path, calc: Path) -> None:
 def test_protect_takes_the_trusted_copies_from_the_environment(tmp_path: Path, calc: Path) -> None:
     """The files the Dockerfile's COPY puts in the work dir, laid out as in the case:
     no copy into DEST/environment first, no second init."""
-    dest = init_task(tmp_path / "task", calc / "eval.yaml", environment=calc / "environment",
-                     protect=("tests/**", "calc.py"))  # fmt: skip
+    dest = init_task(
+        tmp_path / "task",
+        calc / "eval.yaml",
+        environment=calc / "environment",
+        protect=("tests/**", "calc.py"),
+    )
     protected = dest / "tests" / "protected"
     assert _files(protected) == {"tests/test_calc.py", "calc.py"}
     assert (protected / "calc.py").read_bytes() == (calc / "environment/calc.py").read_bytes()
@@ -89,10 +102,17 @@ def test_protect_takes_the_trusted_copies_from_the_environment(tmp_path: Path, c
 def test_protect_names_what_the_dockerfile_copies_when_nothing_matches(
     tmp_path: Path, calc: Path
 ) -> None:
-    with pytest.raises(UsageError, match=r"matches none of the files .*Dockerfile COPYs into "
-                       r"the agent's work dir \(calc.py, run.sh, tests/test_calc.py\)"):  # fmt: skip
-        init_task(tmp_path / "task", calc / "eval.yaml", environment=calc / "environment",
-                  protect=("src/**",))  # fmt: skip
+    with pytest.raises(
+        UsageError,
+        match=r"matches none of the files .*Dockerfile COPYs into "
+        r"the agent's work dir \(calc.py, run.sh, tests/test_calc.py\)",
+    ):
+        init_task(
+            tmp_path / "task",
+            calc / "eval.yaml",
+            environment=calc / "environment",
+            protect=("src/**",),
+        )
     assert not (tmp_path / "task").exists()
 
 
@@ -102,8 +122,12 @@ def test_protect_follows_the_workdir_and_dockerignore(tmp_path: Path, calc: Path
     )
     (calc / "environment/.dockerignore").write_text("tests/test_*.py\n")
     with pytest.raises(UsageError, match=r"\(none\)"):  # the only test file is ignored
-        init_task(tmp_path / "task", calc / "eval.yaml", environment=calc / "environment",
-                  protect=("tests/**",))  # fmt: skip
+        init_task(
+            tmp_path / "task",
+            calc / "eval.yaml",
+            environment=calc / "environment",
+            protect=("tests/**",),
+        )
 
 
 @pytest.mark.parametrize(
@@ -137,10 +161,21 @@ def test_an_environment_inside_eval_yamls_dir_is_not_copied_into_tests_twice(
 
 def test_the_command_line(tmp_path: Path, calc: Path) -> None:
     done = subprocess.run(
-        [VERIFIER, "task", "init", str(tmp_path / "task"), "--config", str(calc / "eval.yaml"),
-         "--environment", str(calc / "environment"), "--protect", "tests/**"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "task",
+            "init",
+            str(tmp_path / "task"),
+            "--config",
+            str(calc / "eval.yaml"),
+            "--environment",
+            str(calc / "environment"),
+            "--protect",
+            "tests/**",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert f"verifier task test {tmp_path / 'task'}" in done.stdout
     assert "note: [verifier] network_mode = 'no-network': Harbor enforces it" in done.stdout
@@ -149,9 +184,19 @@ def test_the_command_line(tmp_path: Path, calc: Path) -> None:
         (("--from-dataset",), "--environment: --from-dataset"),
     ):
         done = subprocess.run(
-            [VERIFIER, "task", "init", str(tmp_path / "other"), "--config",
-             str(calc / "eval.yaml"), "--environment", str(calc / "environment"), *args],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                VERIFIER,
+                "task",
+                "init",
+                str(tmp_path / "other"),
+                "--config",
+                str(calc / "eval.yaml"),
+                "--environment",
+                str(calc / "environment"),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 2, done.stderr
         assert message in done.stderr and "Traceback" not in done.stderr

@@ -48,8 +48,11 @@ def grade(config: Path, case: Path, server: FakeLLM) -> tuple[dict, str]:
     env = {**os.environ, **server.env, "VERIFIER_LLM_RETRIES": "0"}
     completed = subprocess.run(
         [VERIFIER, "grade", "--config", str(config), "--case", str(case), "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads((out / "judges.json").read_text()), server.received[-1].user
 
@@ -85,8 +88,9 @@ def test_without_one_the_cases_input_is_fenced_as_agent_supplied(
     config, case = layout(tmp_path)
     judges, prompt = grade(config, case, server)
     assert judges["task_input"] == {
-        "source": "input.yaml in the case (agent-supplied)", "trusted": False,
-    }  # fmt: skip
+        "source": "input.yaml in the case (agent-supplied)",
+        "trusted": False,
+    }
     assert "<task-input>" not in prompt
     marker = "The task input, from the case's input.yaml (written by the agent, not the task author):\n<case-material-"
     assert marker in prompt

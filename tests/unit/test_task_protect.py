@@ -45,8 +45,9 @@ def test_protect_copies_the_agents_tests_into_tests_protected(tmp_path: Path) ->
     make_environment(dest)
     init_task(dest, make_source(tmp_path), protect=("tests/**",), force=True)
     protected = dest / "tests" / "protected"
-    found = sorted(str(path.relative_to(protected)) for path in protected.rglob("*")
-                   if path.is_file())  # fmt: skip
+    found = sorted(
+        str(path.relative_to(protected)) for path in protected.rglob("*") if path.is_file()
+    )
     assert found == ["tests/data/cases.json", "tests/test_answer.py"]  # not the stale copy
     dockerfile = (dest / "environment" / "Dockerfile").read_text()
     assert 'COPY ["tests", "/app/tests"]' in dockerfile
@@ -61,8 +62,9 @@ def test_the_packaged_guard_passes_the_untouched_tests_and_fails_edited_ones(
     loaded = load_eval(dest / "tests" / "eval.yaml")
     honest = make_case({**AGENT_FILES, "answer.txt": "42\n"}, name="honest")
     assert grade(loaded, honest).reward == 1.0
-    cheat = make_case({**AGENT_FILES, "tests/test_answer.py": "def test_answer():\n    pass\n"},
-                      name="cheat")  # fmt: skip
+    cheat = make_case(
+        {**AGENT_FILES, "tests/test_answer.py": "def test_answer():\n    pass\n"}, name="cheat"
+    )
     graded = grade(loaded, cheat)
     assert graded.reward == 0.0
     assert graded.results[0].rationale == (

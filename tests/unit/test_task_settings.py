@@ -67,15 +67,28 @@ judges:
 @pytest.mark.parametrize(
     ("model", "environ", "mode", "hosts", "env"),
     [
-        ("claude-sonnet-4-5", {}, "allowlist", ["api.anthropic.com"],
-         {"ANTHROPIC_BASE_URL": "https://api.anthropic.com",
-          "ANTHROPIC_API_KEY": "${ANTHROPIC_API_KEY}"}),
-        ("openai/qwen", {"OPENAI_BASE_URL": "http://vllm.models.svc:8000/v1"}, "allowlist",
-         ["vllm.models.svc"],
-         {"OPENAI_BASE_URL": "http://vllm.models.svc:8000/v1",
-          "OPENAI_API_KEY": "${OPENAI_API_KEY}"}),
+        (
+            "claude-sonnet-4-5",
+            {},
+            "allowlist",
+            ["api.anthropic.com"],
+            {
+                "ANTHROPIC_BASE_URL": "https://api.anthropic.com",
+                "ANTHROPIC_API_KEY": "${ANTHROPIC_API_KEY}",
+            },
+        ),
+        (
+            "openai/qwen",
+            {"OPENAI_BASE_URL": "http://vllm.models.svc:8000/v1"},
+            "allowlist",
+            ["vllm.models.svc"],
+            {
+                "OPENAI_BASE_URL": "http://vllm.models.svc:8000/v1",
+                "OPENAI_API_KEY": "${OPENAI_API_KEY}",
+            },
+        ),
     ],
-)  # fmt: skip
+)
 def test_llm_judges_reach_their_endpoint_and_nothing_else(
     tmp_path: Path, model: str, environ: dict, mode: str, hosts: list, env: dict
 ) -> None:
@@ -111,8 +124,7 @@ def test_each_step_gets_its_own_timeout_deadline_and_min_reward(tmp_path: Path) 
     config = two_steps(
         tmp_path, "      timeout: 300\n", "      timeout: 300\n      min_reward: 0.75\n"
     )
-    steps = {step["name"]: step for step in task_toml(tmp_path, config,
-                                                      min_reward=0.5)["steps"]}  # fmt: skip
+    steps = {step["name"]: step for step in task_toml(tmp_path, config, min_reward=0.5)["steps"]}
     assert steps["plan"]["min_reward"] == 0.5  # the flag
     assert steps["build"]["min_reward"] == 0.75  # eval.yaml's own, even on the last step
     for name, step in steps.items():

@@ -19,8 +19,13 @@ COMMAND = "name: t\njudges:\n  - name: a\n    builtin: command_succeeds\n    arg
 def test_a_package_reads_as_harbor_would_run_it(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "eval.yaml").write_text(COMMAND)
-    dest = init_task(tmp_path / "task", tmp_path / "src" / "eval.yaml", workdir="/work",
-                     agent_image="localhost/a:1", name="o/t")  # fmt: skip
+    dest = init_task(
+        tmp_path / "task",
+        tmp_path / "src" / "eval.yaml",
+        workdir="/work",
+        agent_image="localhost/a:1",
+        name="o/t",
+    )
     package = read_package(dest)
     assert (package.name, package.workdir, package.agent_image) == ("o/t", "/work", "localhost/a:1")
     assert package.verifier_user == "root" and package.verifier_network is False
@@ -44,8 +49,10 @@ def test_a_multi_step_package_runs_each_steps_solution(tmp_path: Path) -> None:
 def test_verifier_env_is_filled_from_the_host_as_harbor_does() -> None:
     env = {"A": "${KEY}", "B": "${UNSET:-fallback}", "C": "literal ${KEY}"}
     assert resolve_env(env, {"KEY": "k"}, "task.toml") == {
-        "A": "k", "B": "fallback", "C": "literal ${KEY}",
-    }  # fmt: skip
+        "A": "k",
+        "B": "fallback",
+        "C": "literal ${KEY}",
+    }
     with pytest.raises(
         UsageError, match=r"task.toml: \[verifier\] env A needs \$KEY, which is unset"
     ):

@@ -94,8 +94,13 @@ NODE_IDS = {
 }
 
 
-def run_judge(write_config: WriteConfig, case: Path, arguments: dict[str, Any],
-              builtin: str = "tests/pass_rate", files: dict[str, str] | None = None) -> JudgeResult:  # fmt: skip
+def run_judge(
+    write_config: WriteConfig,
+    case: Path,
+    arguments: dict[str, Any],
+    builtin: str = "tests/pass_rate",
+    files: dict[str, str] | None = None,
+) -> JudgeResult:
     config = write_config(  # the judge's own timeout above any command's
         f"judges:\n  - name: j\n    builtin: {builtin}\n    timeout: 200\n"
         f"    arguments: {json.dumps(arguments)}\n"
@@ -112,9 +117,20 @@ def suite_reports() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="verifier-suite-"))
     (root / "tests").mkdir()
     (root / "tests" / "test_suite.py").write_text(SUITE)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "--junitxml=out/report.xml", "--json-report", "--json-report-file=out/report.json",
-               "--ctrf", "out/ctrf.json", "tests/test_suite.py"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--junitxml=out/report.xml",
+        "--json-report",
+        "--json-report-file=out/report.json",
+        "--ctrf",
+        "out/ctrf.json",
+        "tests/test_suite.py",
+    ]
     subprocess.run(command, cwd=root, capture_output=True, timeout=120, check=False)
     yield root
     shutil.rmtree(root, ignore_errors=True)
@@ -153,12 +169,15 @@ def test_ctrf_statuses(test: dict[str, str], result: str) -> None:
 @pytest.mark.parametrize(
     ("document", "fact"),
     [
-        ({"results": {"tests": [{"name": "t", "status": "great"}]}}, "has test 't' with unknown status 'great'"),
+        (
+            {"results": {"tests": [{"name": "t", "status": "great"}]}},
+            "has test 't' with unknown status 'great'",
+        ),
         ({"results": {"tests": [{"status": "passed"}]}}, "has a test without a name"),
         ({"results": {"tests": [{"name": "", "status": "passed"}]}}, "has a test without a name"),
         ({"results": {"summary": {}}}, "is JSON but not a CTRF report (no results.tests list)"),
     ],
-)  # fmt: skip
+)
 def test_unusable_ctrf_is_a_fact(document: dict[str, Any], fact: str) -> None:
     with pytest.raises(ValueError) as caught:
         parse_report(json.dumps(document).encode())
@@ -186,8 +205,14 @@ def test_pytest_junit_names_are_mangled_as_pytest_does() -> None:
 
 
 def test_go_ids_find_their_tests_in_go_json_and_go_junit_report() -> None:
-    listed = TrustedTests(("example.com/calc/calc/TestAdd", "example.com/calc/calc/TestTable/two",
-                       "example.com/calc/calc/TestGone"), ("tests",) * 3)  # fmt: skip
+    listed = TrustedTests(
+        (
+            "example.com/calc/calc/TestAdd",
+            "example.com/calc/calc/TestTable/two",
+            "example.com/calc/calc/TestGone",
+        ),
+        ("tests",) * 3,
+    )
     for sample in ("go-test.json", "go-test-go1.24.json", "go-junit-report.xml"):
         selection = select(parse_report((SAMPLES / sample).read_bytes()), listed)
         assert [entry.result for entry in selection.listed] == [PASSED, FAILED, MISSING], sample
@@ -223,8 +248,11 @@ def suite_case(make_case: MakeCase, suite_reports: Path) -> Path:
 def test_only_listed_tests_count_and_the_rest_are_counted_as_ignored(
     write_config: WriteConfig, suite_case: Path
 ) -> None:
-    listed = ["tests/test_suite.py::test_add", "tests/test_suite.py::TestMore::test_lt[1-2]",
-              "tests/test_suite.py::test_broken"]  # fmt: skip
+    listed = [
+        "tests/test_suite.py::test_add",
+        "tests/test_suite.py::TestMore::test_lt[1-2]",
+        "tests/test_suite.py::test_broken",
+    ]
     result = run_judge(write_config, suite_case, {"report": "out/report.xml", "tests": listed})
     assert result.value == pytest.approx(2 / 3)
     assert result.rationale.splitlines() == [
@@ -239,8 +267,11 @@ def test_only_listed_tests_count_and_the_rest_are_counted_as_ignored(
 def test_a_missing_or_skipped_listed_test_counts_as_failed(
     write_config: WriteConfig, suite_case: Path
 ) -> None:
-    listed = ["tests/test_suite.py::test_add", "tests/test_suite.py::test_later",
-              "tests/test_suite.py::test_renamed"]  # fmt: skip
+    listed = [
+        "tests/test_suite.py::test_add",
+        "tests/test_suite.py::test_later",
+        "tests/test_suite.py::test_renamed",
+    ]
     result = run_judge(write_config, suite_case, {"report": "out/report.json", "tests": listed})
     assert result.value == pytest.approx(1 / 3)
     assert result.rationale.startswith(
@@ -248,8 +279,9 @@ def test_a_missing_or_skipped_listed_test_counts_as_failed(
         "missing ones count as failed): pass rate 0.3333"
     )
     assert "\nmissing: tests/test_suite.py::test_renamed\n" in result.rationale
-    gate = run_judge(write_config, suite_case, {"report": "out/report.json", "tests": listed},
-                     "tests/all_passed")  # fmt: skip
+    gate = run_judge(
+        write_config, suite_case, {"report": "out/report.json", "tests": listed}, "tests/all_passed"
+    )
     assert gate.value is False
 
 
@@ -258,20 +290,29 @@ def test_fail_to_pass_and_pass_to_pass_count_as_one_list(
 ) -> None:
     """pass_rate is passed / the union; all_passed wants all of both (SWE-bench's
     resolved); the rationale and judges.json count each group."""
-    arguments = {"report": "out/ctrf.json", "fail_to_pass": "f2p.json",
-                 "pass_to_pass": ["tests/test_suite.py::test_add",
-                                  "tests/test_suite.py::TestMore::test_lt[1-2]"]}  # fmt: skip
+    arguments = {
+        "report": "out/ctrf.json",
+        "fail_to_pass": "f2p.json",
+        "pass_to_pass": [
+            "tests/test_suite.py::test_add",
+            "tests/test_suite.py::TestMore::test_lt[1-2]",
+        ],
+    }
     f2p = json.dumps(["tests/test_suite.py::test_broken", "tests/test_suite.py::test_needs_db"])
     result = run_judge(write_config, suite_case, arguments, files={"f2p.json": f2p})
     assert result.value == 0.5
     assert "; fail_to_pass 0 of 2 passed; pass_to_pass 2 of 2 passed; " in result.rationale
     assert result.details["tests"]["fail_to_pass"] == {"passed": 0, "listed": 2}
     assert result.details["tests"]["pass_to_pass"] == {"passed": 2, "listed": 2}
-    gate = run_judge(write_config, suite_case, arguments, "tests/all_passed",
-                     files={"f2p.json": f2p})  # fmt: skip
+    gate = run_judge(
+        write_config, suite_case, arguments, "tests/all_passed", files={"f2p.json": f2p}
+    )
     assert gate.value is False
-    resolved = {**arguments, "fail_to_pass": ["tests/test_suite.py::TestMore::test_lt[1-2]"],
-                "pass_to_pass": ["tests/test_suite.py::test_add"]}  # fmt: skip
+    resolved = {
+        **arguments,
+        "fail_to_pass": ["tests/test_suite.py::TestMore::test_lt[1-2]"],
+        "pass_to_pass": ["tests/test_suite.py::test_add"],
+    }
     assert run_judge(write_config, suite_case, resolved, "tests/all_passed").value is True
     assert run_judge(write_config, suite_case, resolved).value == 1.0
 
@@ -284,8 +325,9 @@ def test_min_tests_counts_listed_tests_that_ran(
     result = run_judge(write_config, suite_case, arguments)
     assert result.value == 0.0
     assert result.rationale.startswith("only 1 listed tests ran, fewer than min_tests 2: ")
-    none = run_judge(write_config, suite_case, {"report": "out/report.xml",
-                                                "tests": ["tests/x.py::test_gone"]})  # fmt: skip
+    none = run_judge(
+        write_config, suite_case, {"report": "out/report.xml", "tests": ["tests/x.py::test_gone"]}
+    )
     assert none.rationale.startswith("none of the 1 listed tests ran: ")
 
 
@@ -295,8 +337,12 @@ def test_a_list_file_beside_eval_yaml_is_a_reference_file(
     """One id a line, blank lines and comments skipped; `task init` copies it and a
     batch's resume key hashes it (references.py)."""
     text = "# the trusted tests\ntests/test_suite.py::test_add\n\n  tests/test_suite.py::test_broken  \n"
-    result = run_judge(write_config, suite_case, {"report": "out/report.xml", "tests": "t.txt"},
-                       files={"t.txt": text})  # fmt: skip
+    result = run_judge(
+        write_config,
+        suite_case,
+        {"report": "out/report.xml", "tests": "t.txt"},
+        files={"t.txt": text},
+    )
     assert result.value == 0.5
     assert builtin_reference_files("tests/pass_rate", {"tests": "t.txt", "report": "r"}) == [
         "t.txt"
@@ -328,26 +374,70 @@ def test_referenced_files_include_the_lists(write_config: WriteConfig) -> None:
         ("{report: r.xml, tests: [3]}", {}, "tests[0]: 3 is not a test id (a string)"),
         ("{report: r.xml, tests: ['a::b', 'a::b']}", {}, "tests[1]: 'a::b' is listed twice"),
         ('{report: r.xml, tests: ["a::b\\tc"]}', {}, "holds a control character"),
-        ("{report: r.xml, tests: missing.txt}", {}, "missing.txt not found (paths are relative to eval.yaml)"),
-        ("{report: r.xml, tests: t.txt}", {"t.txt": "a::b\na::b\n"}, "tests.t.txt: line 2: 'a::b' is listed twice"),
-        ("{report: r.xml, tests: t.json}", {"t.json": '{"a": 1}'}, "t.json must hold a JSON list of test ids"),
+        (
+            "{report: r.xml, tests: missing.txt}",
+            {},
+            "missing.txt not found (paths are relative to eval.yaml)",
+        ),
+        (
+            "{report: r.xml, tests: t.txt}",
+            {"t.txt": "a::b\na::b\n"},
+            "tests.t.txt: line 2: 'a::b' is listed twice",
+        ),
+        (
+            "{report: r.xml, tests: t.json}",
+            {"t.json": '{"a": 1}'},
+            "t.json must hold a JSON list of test ids",
+        ),
         ("{report: r.xml, tests: t.json}", {"t.json": "[1"}, "t.json is not valid JSON"),
         ("{report: r.xml, tests: t.txt}", {"t.txt": "# nothing\n"}, "tests: lists no test"),
-        ("{report: r.xml, fail_to_pass: [a::b], pass_to_pass: [a::b]}", {}, "pass_to_pass: 'a::b' is also in fail_to_pass: list a test once"),
-        ("{runner: pytest, tests: [tests/test_a.py]}", {}, "tests: 'tests/test_a.py' is not a pytest node id (path::name)"),
-        ("{runner: go, tests: [TestAdd]}", {}, "tests: 'TestAdd' is not a go test id (Package/TestName)"),
-        ("{runner: pytest, tests: ['../x/test_a.py::t']}", {}, "tests: '../x/test_a.py::t' names a file outside the repo"),
-        ("{report: r.xml, paths: [tests]}", {}, "paths: is an argument of `runner:` (pytest or go)"),
+        (
+            "{report: r.xml, fail_to_pass: [a::b], pass_to_pass: [a::b]}",
+            {},
+            "pass_to_pass: 'a::b' is also in fail_to_pass: list a test once",
+        ),
+        (
+            "{runner: pytest, tests: [tests/test_a.py]}",
+            {},
+            "tests: 'tests/test_a.py' is not a pytest node id (path::name)",
+        ),
+        (
+            "{runner: go, tests: [TestAdd]}",
+            {},
+            "tests: 'TestAdd' is not a go test id (Package/TestName)",
+        ),
+        (
+            "{runner: pytest, tests: ['../x/test_a.py::t']}",
+            {},
+            "tests: '../x/test_a.py::t' names a file outside the repo",
+        ),
+        (
+            "{report: r.xml, paths: [tests]}",
+            {},
+            "paths: is an argument of `runner:` (pytest or go)",
+        ),
         ("{runner: pytest, command: pytest}", {}, "command: does not go with runner: pytest"),
         ("{runner: pytest, format: junit}", {}, "format: does not go with runner: pytest"),
-        ("{runner: go, ini: pytest.ini}", {"pytest.ini": "[pytest]\n"}, "ini: does not go with runner: go"),
-        ("{runner: pytest, provide: [k.txt]}", {"k.txt": "k"}, "provide: does not go with runner: pytest"),
+        (
+            "{runner: go, ini: pytest.ini}",
+            {"pytest.ini": "[pytest]\n"},
+            "ini: does not go with runner: go",
+        ),
+        (
+            "{runner: pytest, provide: [k.txt]}",
+            {"k.txt": "k"},
+            "provide: does not go with runner: pytest",
+        ),
         ("{runner: pytest, ini: conf.yaml}", {"conf.yaml": ""}, "must be pytest's configuration"),
-        ("{runner: pytest, report: r.xml}", {}, "needs exactly one of report, runner (got report, runner)"),
+        (
+            "{runner: pytest, report: r.xml}",
+            {},
+            "needs exactly one of report, runner (got report, runner)",
+        ),
         ("{runner: nose}", {}, "'nose' must be pytest or go"),
         ("{runner: pytest, args: -x}", {}, "args: must be a list of non-empty strings"),
     ],
-)  # fmt: skip
+)
 def test_bad_lists_and_runner_arguments_are_load_errors_naming_file_and_key(
     write_config: WriteConfig, arguments: str, files: dict[str, str], message: str
 ) -> None:
@@ -363,36 +453,66 @@ def test_bad_lists_and_runner_arguments_are_load_errors_naming_file_and_key(
 # --- the guards the docs recommend catch what they are for ---------------------------------
 
 # docs/builtins.md: the guards of a gate whose tests run by `command:`, not hardened
-COMMAND_MODE_PLANTED = ["**/conftest.py", "**/*.pth", "**/sitecustomize.py",
-                        "**/sitecustomize/**", "**/usercustomize.py", "**/usercustomize/**",
-                        "**/*.dist-info/**", "**/*.egg-info/**", "pytest/**", "_pytest/**",
-                        "pluggy/**", "iniconfig/**", "py.py", "packaging/**"]  # fmt: skip
+COMMAND_MODE_PLANTED = [
+    "**/conftest.py",
+    "**/*.pth",
+    "**/sitecustomize.py",
+    "**/sitecustomize/**",
+    "**/usercustomize.py",
+    "**/usercustomize/**",
+    "**/*.dist-info/**",
+    "**/*.egg-info/**",
+    "pytest/**",
+    "_pytest/**",
+    "pluggy/**",
+    "iniconfig/**",
+    "py.py",
+    "packaging/**",
+]
 COMMAND_MODE_CONFIG = ["pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"]
 
 
 @pytest.mark.parametrize(
     "planted",
-    ["conftest.py", "src/pkg/conftest.py", "evil.pth", "lib/sitecustomize.py",
-     "sitecustomize/__init__.py", "usercustomize/__init__.py", "usercustomize.py",
-     "evil-1.0.dist-info/entry_points.txt", "vendor/evil.egg-info/entry_points.txt",
-     "pytest/__init__.py", "_pytest/runner.py", "pluggy/__init__.py", "py.py"],
-)  # fmt: skip
+    [
+        "conftest.py",
+        "src/pkg/conftest.py",
+        "evil.pth",
+        "lib/sitecustomize.py",
+        "sitecustomize/__init__.py",
+        "usercustomize/__init__.py",
+        "usercustomize.py",
+        "evil-1.0.dist-info/entry_points.txt",
+        "vendor/evil.egg-info/entry_points.txt",
+        "pytest/__init__.py",
+        "_pytest/runner.py",
+        "pluggy/__init__.py",
+        "py.py",
+    ],
+)
 def test_the_documented_guards_catch_each_planted_file(
     write_config: WriteConfig, make_case: MakeCase, planted: str
 ) -> None:
     case = make_case({"calc.py": "x = 1\n", planted: "pass\n"})
-    result = run_judge(write_config, case, {"paths": COMMAND_MODE_PLANTED},
-                       "guard/no_new_files_matching")  # fmt: skip
+    result = run_judge(
+        write_config, case, {"paths": COMMAND_MODE_PLANTED}, "guard/no_new_files_matching"
+    )
     assert result.value is False
     assert result.rationale == f"files that must not be there: {planted}"
 
 
 @pytest.mark.parametrize(
     ("path", "text"),
-    [("pytest.ini", "[pytest]\naddopts = -p evil\n"), ("tox.ini", "[pytest]\naddopts = -p evil\n"),
-     ("setup.cfg", "[tool:pytest]\naddopts = -p evil\n"),
-     ("pyproject.toml", '[project]\nname = "calc"\n[tool.pytest.ini_options]\naddopts = "-p evil"\n')],
-)  # fmt: skip
+    [
+        ("pytest.ini", "[pytest]\naddopts = -p evil\n"),
+        ("tox.ini", "[pytest]\naddopts = -p evil\n"),
+        ("setup.cfg", "[tool:pytest]\naddopts = -p evil\n"),
+        (
+            "pyproject.toml",
+            '[project]\nname = "calc"\n[tool.pytest.ini_options]\naddopts = "-p evil"\n',
+        ),
+    ],
+)
 def test_the_documented_guards_catch_runner_configuration(
     write_config: WriteConfig, make_case: MakeCase, path: str, text: str
 ) -> None:
@@ -402,8 +522,12 @@ def test_the_documented_guards_catch_runner_configuration(
     config = write_config("judges: []\n")
     (config.parent / "protected").mkdir()
     (config.parent / "protected" / "pyproject.toml").write_text('[project]\nname = "calc"\n')
-    result = run_judge(write_config, case, {"paths": COMMAND_MODE_CONFIG, "reference": "protected"},
-                       "guard/files_unchanged")  # fmt: skip
+    result = run_judge(
+        write_config,
+        case,
+        {"paths": COMMAND_MODE_CONFIG, "reference": "protected"},
+        "guard/files_unchanged",
+    )
     assert result.value is False
     what = "changed" if path == "pyproject.toml" else "added"
     assert result.rationale == f"protected files were tampered with: {what}: {path}"
@@ -435,15 +559,21 @@ def test_ctrf_json_holds_each_judges_tests_once_and_renders(
     results = document["results"]
     assert results["tool"] == {"name": "ctrf+junit"}
     assert {key: results["summary"][key] for key in ("tests", "passed", "failed", "skipped")} == {
-        "tests": 8, "passed": 3, "failed": 4, "skipped": 1
-    }  # fmt: skip
+        "tests": 8,
+        "passed": 3,
+        "failed": 4,
+        "skipped": 1,
+    }
     suites = [test["suite"] for test in results["tests"]]
     assert suites.count(["rate, gate"]) == 6  # the same run once, naming both judges
     assert suites.count(["listed"]) == 2
     missing = next(test for test in results["tests"] if test["name"].endswith("test_gone"))
     assert (missing["status"], missing["rawStatus"]) == ("failed", "missing")
-    errored = next(test for test in results["tests"] if test["name"].endswith("needs_db")
-                   and test["suite"] == ["rate, gate"])  # fmt: skip
+    errored = next(
+        test
+        for test in results["tests"]
+        if test["name"].endswith("needs_db") and test["suite"] == ["rate, gate"]
+    )
     assert (errored["status"], errored["rawStatus"]) == ("failed", "error")
 
 
@@ -466,14 +596,22 @@ def test_no_ctrf_json_without_a_test_report_and_a_stale_one_is_removed(
 @pytest.mark.parametrize(
     ("command", "error"),
     [
-        ("nonexistent-runner -q", "the command exited 127: the toolchain has no nonexistent-runner"),
+        (
+            "nonexistent-runner -q",
+            "the command exited 127: the toolchain has no nonexistent-runner",
+        ),
         ("cd . && nonexistent-runner -q", "the toolchain has no nonexistent-runner"),
         ("FOO=1 exec nonexistent-runner", "the toolchain has no nonexistent-runner"),
-        (["nonexistent-runner", "-q"], "the toolchain cannot run nonexistent-runner: "
-                                       "'nonexistent-runner' is not in its PATH"),
-        (["/nonexistent/bin/pytest"], "the toolchain cannot run /nonexistent/bin/pytest: it does not exist"),
+        (
+            ["nonexistent-runner", "-q"],
+            "the toolchain cannot run nonexistent-runner: 'nonexistent-runner' is not in its PATH",
+        ),
+        (
+            ["/nonexistent/bin/pytest"],
+            "the toolchain cannot run /nonexistent/bin/pytest: it does not exist",
+        ),
     ],
-)  # fmt: skip
+)
 @pytest.mark.parametrize(
     "builtin", ["command_succeeds", "command_output_matches", "tests/pass_rate"]
 )
@@ -501,8 +639,12 @@ def test_a_runner_the_toolchain_lacks_is_an_error(
 def test_an_exit_127_the_case_causes_is_a_failure(
     write_config: WriteConfig, make_case: MakeCase, command: Any
 ) -> None:
-    case = make_case({"run_tests.sh": "#!/bin/sh\necho 'pytest: not found' >&2\nexit 127\n",
-                      "not_executable.sh": "#!/bin/sh\nexit 0\n"})  # fmt: skip
+    case = make_case(
+        {
+            "run_tests.sh": "#!/bin/sh\necho 'pytest: not found' >&2\nexit 127\n",
+            "not_executable.sh": "#!/bin/sh\nexit 0\n",
+        }
+    )
     (case / "run_tests.sh").chmod(0o755)
     result = run_judge(write_config, case, {"command": command}, "command_succeeds")
     assert (result.status, result.value) == (Status.OK, False), result.error
@@ -517,12 +659,17 @@ def test_a_toolchain_program_the_sandbox_user_cannot_execute_is_an_error(
     try:
         (tools / "runner").write_text("#!/bin/sh\nexit 0\n")
         (tools / "runner").chmod(0o755)
-        result = run_judge(write_config, make_case({}), {"command": [str(tools / "runner")]},
-                           "command_succeeds")  # fmt: skip
+        result = run_judge(
+            write_config, make_case({}), {"command": [str(tools / "runner")]}, "command_succeeds"
+        )
         assert result.status is Status.ERROR
         assert (result.error or "").startswith(f"the toolchain cannot start {tools / 'runner'}: ")
-        shell = run_judge(write_config, make_case({}, name="again"),
-                          {"command": f"{tools / 'runner'} -q"}, "command_succeeds")  # fmt: skip
+        shell = run_judge(
+            write_config,
+            make_case({}, name="again"),
+            {"command": f"{tools / 'runner'} -q"},
+            "command_succeeds",
+        )
         assert shell.status is Status.ERROR
     finally:
         shutil.rmtree(tools)
@@ -531,9 +678,11 @@ def test_a_toolchain_program_the_sandbox_user_cannot_execute_is_an_error(
 def test_the_rationale_keeps_the_start_and_the_decisive_end_of_the_output(
     write_config: WriteConfig, make_case: MakeCase
 ) -> None:
-    script = ("echo 'ERROR: the first thing that went wrong'\n"
-              "i=0; while [ $i -lt 10000 ]; do echo \"noise line $i of a long log\"; i=$((i+1)); done\n"
-              "echo 'OSError: [Errno 30] Read-only file system: report.xml'\nexit 1\n")  # fmt: skip
+    script = (
+        "echo 'ERROR: the first thing that went wrong'\n"
+        'i=0; while [ $i -lt 10000 ]; do echo "noise line $i of a long log"; i=$((i+1)); done\n'
+        "echo 'OSError: [Errno 30] Read-only file system: report.xml'\nexit 1\n"
+    )
     case = make_case({"run.sh": script})
     result = run_judge(write_config, case, {"command": "sh run.sh"}, "command_succeeds")
     lines = result.rationale.splitlines()
@@ -542,8 +691,10 @@ def test_the_rationale_keeps_the_start_and_the_decisive_end_of_the_output(
     assert "characters ...]" in result.rationale  # the middle, cut
     assert len(result.rationale) < 2200
     report = run_judge(write_config, case, {"command": "sh run.sh", "report": "report.xml"})
-    assert report.rationale.startswith("report report.xml does not exist\nthe command: exit code 1\n"
-                                       "ERROR: the first thing that went wrong\n")  # fmt: skip
+    assert report.rationale.startswith(
+        "report report.xml does not exist\nthe command: exit code 1\n"
+        "ERROR: the first thing that went wrong\n"
+    )
     assert report.rationale.endswith("OSError: [Errno 30] Read-only file system: report.xml")
 
 
@@ -593,8 +744,15 @@ func TestMain(m *testing.M) { os.Exit(0) }
 
 
 def go_case(make_case: MakeCase, name: str, extra: dict[str, str] | None = None) -> Path:
-    return make_case({"go.mod": "module example.com/calc\n\ngo 1.19\n", "calc.go": GO_CODE,
-                      "calc_test.go": GO_TESTS, **(extra or {})}, name=name)  # fmt: skip
+    return make_case(
+        {
+            "go.mod": "module example.com/calc\n\ngo 1.19\n",
+            "calc.go": GO_CODE,
+            "calc_test.go": GO_TESTS,
+            **(extra or {}),
+        },
+        name=name,
+    )
 
 
 @pytest.fixture
@@ -626,8 +784,9 @@ def test_go_runner_pins_the_toolchain_and_a_planted_test_main_only_lowers(
     arguments = {"runner": "go", "tests": GO_LISTED, "timeout": 120}
     planted = go_case(make_case, "go-work", {"go.work": "go 1.19\n\nuse ./elsewhere\n"})
     assert run_judge(write_config, planted, arguments).value == pytest.approx(2 / 3)
-    main = run_judge(write_config, go_case(make_case, "go-main", {"main_test.go": GO_MAIN_TEST}),
-                     arguments)  # fmt: skip
+    main = run_judge(
+        write_config, go_case(make_case, "go-main", {"main_test.go": GO_MAIN_TEST}), arguments
+    )
     assert main.value == 0.0
     assert main.rationale.startswith("none of the 3 listed tests ran")
 
@@ -722,15 +881,29 @@ def check_module_cache() -> Iterator[tuple[Path, str]]:
         work = root / "work"
         work.mkdir()
         (work / "go.mod").write_text("module example.com/fetch\n\ngo 1.19\n")
-        env = {"PATH": os.environ["PATH"], "HOME": str(root), "GOFLAGS": "-mod=mod",
-               "GOPROXY": f"file://{root / 'proxy'}", "GOSUMDB": "off",
-               "GOMODCACHE": str(root / "modcache"), "GOCACHE": str(root / "gocache")}  # fmt: skip
-        fetched = subprocess.run([go, "mod", "download", "-json", f"{CHECK_MODULE}@v1.0.0"],
-                                 cwd=work, env=env, capture_output=True, text=True, timeout=120,
-                                 check=True)  # fmt: skip
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(root),
+            "GOFLAGS": "-mod=mod",
+            "GOPROXY": f"file://{root / 'proxy'}",
+            "GOSUMDB": "off",
+            "GOMODCACHE": str(root / "modcache"),
+            "GOCACHE": str(root / "gocache"),
+        }
+        fetched = subprocess.run(
+            [go, "mod", "download", "-json", f"{CHECK_MODULE}@v1.0.0"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         sums = json.loads(fetched.stdout)
-        go_sum = (f"{CHECK_MODULE} v1.0.0 {sums['Sum']}\n"
-                  f"{CHECK_MODULE} v1.0.0/go.mod {sums['GoModSum']}\n")  # fmt: skip
+        go_sum = (
+            f"{CHECK_MODULE} v1.0.0 {sums['Sum']}\n"
+            f"{CHECK_MODULE} v1.0.0/go.mod {sums['GoModSum']}\n"
+        )
         subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
         yield root / "modcache", go_sum
 
@@ -751,11 +924,18 @@ def test_a_vendor_dir_planted_beside_a_module_cache_is_caught_by_the_documented_
     assert run_judge(write_config, planted, arguments).value == 1.0  # the attack is real
     files = {f"protected/{name}": text for name, text in trusted.items()}
     (write_config("judges: []\n").parent / "protected").mkdir()
-    guard = run_judge(write_config, planted, {"paths": GO_GUARDED, "reference": "protected"},
-                      "guard/files_unchanged", files)  # fmt: skip
+    guard = run_judge(
+        write_config,
+        planted,
+        {"paths": GO_GUARDED, "reference": "protected"},
+        "guard/files_unchanged",
+        files,
+    )
     assert guard.value is False
-    assert guard.rationale == ("protected files were tampered with: added: "
-                               f"vendor/{CHECK_MODULE}/check.go, vendor/modules.txt")  # fmt: skip
+    assert guard.rationale == (
+        "protected files were tampered with: added: "
+        f"vendor/{CHECK_MODULE}/check.go, vendor/modules.txt"
+    )
 
 
 def test_the_go_guards_tested_are_the_documented_ones() -> None:
@@ -784,8 +964,12 @@ def test_pytest_arguments_the_toolchain_refuses_are_an_error(
 ) -> None:
     """`--timeout` without pytest-timeout: pytest refuses to run at all (a usage error),
     which the probe finds without the case."""
-    arguments = {"runner": "pytest", "executable": str(pytest_python), "args": ["--timeout=5"],
-                 "tests": ["tests/test_a.py::test_a"]}  # fmt: skip
+    arguments = {
+        "runner": "pytest",
+        "executable": str(pytest_python),
+        "args": ["--timeout=5"],
+        "tests": ["tests/test_a.py::test_a"],
+    }
     case = make_case({"tests/test_a.py": "def test_a():\n    pass\n"})
     result = run_judge(write_config, case, arguments)
     assert result.status is Status.ERROR

@@ -88,8 +88,11 @@ def test_mul(a, b, product):
     assert mul(a, b) == Fraction(product)
 """
 HELPERS = "def expected_sub(a, b):\n    return a - b\n"
-LISTED = ["tests/test_calc.py::test_add", "tests/test_calc.py::test_sub",
-          "tests/test_calc.py::test_mul[2-3-6]"]  # fmt: skip
+LISTED = [
+    "tests/test_calc.py::test_add",
+    "tests/test_calc.py::test_sub",
+    "tests/test_calc.py::test_mul[2-3-6]",
+]
 UNTOUCHED = 1 / 3  # the honest reward of the repo as the agent found it
 
 # --- the attacks, as an agent writes them ------------------------------------------------
@@ -141,8 +144,12 @@ def hacked_helpers_pyc() -> bytes:
         source = Path(directory, "helpers.py")
         source.write_text("def expected_sub(a, b):\n    return a + b\n")
         target = Path(directory, "helpers.pyc")
-        py_compile.compile(str(source), str(target), doraise=True,
-                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)  # fmt: skip
+        py_compile.compile(
+            str(source),
+            str(target),
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
         return target.read_bytes()
 
 
@@ -188,8 +195,10 @@ ATTACKS: dict[str, dict[str, str | bytes]] = {
     },
     "pytest.ini addopts": {"pytest.ini": PLUGIN_INI, "evil_plugin.py": FLIP},
     "tox.ini addopts": {"tox.ini": PLUGIN_INI, "evil_plugin.py": FLIP},
-    "setup.cfg addopts": {"setup.cfg": "[tool:pytest]\naddopts = -p evil_plugin\n",
-                          "evil_plugin.py": FLIP},
+    "setup.cfg addopts": {
+        "setup.cfg": "[tool:pytest]\naddopts = -p evil_plugin\n",
+        "evil_plugin.py": FLIP,
+    },
     "pyproject.toml's pytest table": {
         "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p evil_plugin"\n',
         "evil_plugin.py": FLIP,
@@ -198,15 +207,19 @@ ATTACKS: dict[str, dict[str, str | bytes]] = {
     "an unchecked-hash .pyc of a trusted helper": {},  # filled in by the fixture
     "a conftest.py at the root": {"conftest.py": FLIP},
     "a conftest.py in the tests dir": {"tests/conftest.py": FLIP},
-}  # fmt: skip
+}
 # What the runner alone cannot stop: pytest loads a conftest.py as a plugin.
 GUARDS_ONLY = {"a conftest.py at the root", "a conftest.py in the tests dir"}
 # Caught by a guard of the recommended gate: the reward is 0.
 GATED = GUARDS_ONLY | {
-    "padding tests beside the trusted ones", "a pytest.ini in the tests dir",
-    "an unchecked-hash .pyc of a trusted helper", "a .pth file", "a sitecustomize module",
-    "a sitecustomize package", "a usercustomize module",
-}  # fmt: skip
+    "padding tests beside the trusted ones",
+    "a pytest.ini in the tests dir",
+    "an unchecked-hash .pyc of a trusted helper",
+    "a .pth file",
+    "a sitecustomize module",
+    "a sitecustomize package",
+    "a usercustomize module",
+}
 
 
 def recommended_gate(python: Path) -> str:
@@ -221,11 +234,18 @@ def recommended_gate(python: Path) -> str:
 
 
 def runner_alone(python: Path, **extra: Any) -> str:
-    arguments = {"runner": "pytest", "executable": str(python), "tests": "tests.txt",
-                 "timeout": 120, **extra}  # fmt: skip
-    return (f"judges:\n  - name: tests\n    builtin: tests/pass_rate\n    timeout: 180\n"
-            f"    arguments: {json.dumps(arguments)}\n"
-            "reward: {judge: tests, on_error: zero}\n")  # fmt: skip
+    arguments = {
+        "runner": "pytest",
+        "executable": str(python),
+        "tests": "tests.txt",
+        "timeout": 120,
+        **extra,
+    }
+    return (
+        f"judges:\n  - name: tests\n    builtin: tests/pass_rate\n    timeout: 180\n"
+        f"    arguments: {json.dumps(arguments)}\n"
+        "reward: {judge: tests, on_error: zero}\n"
+    )
 
 
 class Task:
@@ -239,17 +259,31 @@ class Task:
 
     def config(self, name: str, text: str, files: dict[str, str] | None = None) -> Path:
         directory = self.root / "config" / name
-        write(directory, {"eval.yaml": text, "tests.txt": "\n".join(LISTED) + "\n",
-                          "protected/tests/test_calc.py": TRUSTED_TESTS,
-                          "protected/tests/helpers.py": HELPERS, **(files or {})})  # fmt: skip
+        write(
+            directory,
+            {
+                "eval.yaml": text,
+                "tests.txt": "\n".join(LISTED) + "\n",
+                "protected/tests/test_calc.py": TRUSTED_TESTS,
+                "protected/tests/helpers.py": HELPERS,
+                **(files or {}),
+            },
+        )
         return directory / "eval.yaml"
 
     def case(
         self, name: str, calc: str = BUGGY, extra: dict[str, str | bytes] | None = None
     ) -> Path:
         directory = self.root / "cases" / name.replace(" ", "-").replace("/", "_")
-        write(directory, {"calc.py": calc, "tests/test_calc.py": TRUSTED_TESTS,
-                          "tests/helpers.py": HELPERS, **(extra or {})})  # fmt: skip
+        write(
+            directory,
+            {
+                "calc.py": calc,
+                "tests/test_calc.py": TRUSTED_TESTS,
+                "tests/helpers.py": HELPERS,
+                **(extra or {}),
+            },
+        )
         return directory
 
 
@@ -276,8 +310,12 @@ def task(toolchain: Path) -> Iterator[Task]:
 def attack_files(attack: str, python: Path) -> dict[str, str | bytes]:
     if attack != "an unchecked-hash .pyc of a trusted helper":
         return ATTACKS[attack]
-    tag = subprocess.run([str(python), "-c", "import sys; print(sys.implementation.cache_tag)"],
-                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    tag = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.implementation.cache_tag)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return {f"tests/__pycache__/helpers.{tag}.pyc": hacked_helpers_pyc()}
 
 
@@ -286,8 +324,7 @@ def graded(config: Path, case: Path) -> tuple[float, dict[str, Any]]:
     grading = grade(load_eval(config), case)
     result = next(result for result in grading.results if result.name == "tests")
     assert result.status is Status.OK, result.error
-    return grading.reward, {"value": result.value, "rationale": result.rationale,
-                            **result.details}  # fmt: skip
+    return grading.reward, {"value": result.value, "rationale": result.rationale, **result.details}
 
 
 # --- honest work gets its true score -------------------------------------------------------
@@ -311,11 +348,16 @@ def test_honest_work_gets_its_true_score(task: Task, calc: str, reward: float, p
 def test_code_under_test_in_src_imports_through_the_trusted_ini(task: Task) -> None:
     """A src layout: the trusted ini's `pythonpath = src` is taken relative to the
     repo (as in the author's checkout), not to where the grader keeps the ini."""
-    config = task.config("src-layout", runner_alone(task.python, ini="pytest.ini"),
-                         {"pytest.ini": "[pytest]\npythonpath = src\n"})  # fmt: skip
+    config = task.config(
+        "src-layout",
+        runner_alone(task.python, ini="pytest.ini"),
+        {"pytest.ini": "[pytest]\npythonpath = src\n"},
+    )
     case = task.root / "cases" / "src-layout"
-    write(case, {"src/calc.py": FIXED, "tests/test_calc.py": TRUSTED_TESTS,
-                 "tests/helpers.py": HELPERS})  # fmt: skip
+    write(
+        case,
+        {"src/calc.py": FIXED, "tests/test_calc.py": TRUSTED_TESTS, "tests/helpers.py": HELPERS},
+    )
     reward, tests = graded(config, case)
     assert reward == 1.0, tests["rationale"]
 
@@ -339,13 +381,22 @@ def test_an_attack_scores_no_higher_than_the_untouched_repo(task: Task, attack: 
 
 # The attacks that fool the old recommended gate's `python -m pytest`: each is real.
 REAL = [
-    "a pytest/ package", "a _pytest/ package", "a pluggy/ package", "an iniconfig/ package",
-    "an xml/ package", "a standard module the tests import",
+    "a pytest/ package",
+    "a _pytest/ package",
+    "a pluggy/ package",
+    "an iniconfig/ package",
+    "an xml/ package",
+    "a standard module the tests import",
     "a pytest11 entry point in a dist-info",
-    "a pytest11 entry point in an egg-info", "pytest.ini addopts", "tox.ini addopts",
-    "setup.cfg addopts", "pyproject.toml's pytest table", "an unchecked-hash .pyc of a trusted helper", "a conftest.py at the root",
+    "a pytest11 entry point in an egg-info",
+    "pytest.ini addopts",
+    "tox.ini addopts",
+    "setup.cfg addopts",
+    "pyproject.toml's pytest table",
+    "an unchecked-hash .pyc of a trusted helper",
+    "a conftest.py at the root",
     "a conftest.py in the tests dir",
-]  # fmt: skip
+]
 
 
 @pytest.mark.slow
@@ -353,14 +404,22 @@ REAL = [
 def test_the_attack_raises_the_reward_of_an_unhardened_command(task: Task, attack: str) -> None:
     """The same case, graded by `python -m pytest` run from the repo root (the test list
     still applied): more than the untouched repo's reward, so the test above can fail."""
-    command = [str(task.python), "-m", "pytest", "-p", "no:cacheprovider",
-               "--junitxml=report.xml", "tests/test_calc.py"]  # fmt: skip
-    arguments = {"command": command, "report": "report.xml", "tests": "tests.txt",
-                 "timeout": 120}  # fmt: skip
-    config = task.config(f"plain {attack}".replace(" ", "-"),
-                         "judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
-                         f"    timeout: 180\n    arguments: {json.dumps(arguments)}\n"
-                         "reward: {judge: tests, on_error: zero}\n")  # fmt: skip
+    command = [
+        str(task.python),
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--junitxml=report.xml",
+        "tests/test_calc.py",
+    ]
+    arguments = {"command": command, "report": "report.xml", "tests": "tests.txt", "timeout": 120}
+    config = task.config(
+        f"plain {attack}".replace(" ", "-"),
+        "judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
+        f"    timeout: 180\n    arguments: {json.dumps(arguments)}\n"
+        "reward: {judge: tests, on_error: zero}\n",
+    )
     case = task.case(f"plain attack {attack}", extra=attack_files(attack, task.python))
     reward, tests = graded(config, case)
     assert reward > UNTOUCHED + 0.3, tests["rationale"]
@@ -369,10 +428,17 @@ def test_the_attack_raises_the_reward_of_an_unhardened_command(task: Task, attac
 @pytest.mark.slow
 def test_padding_raises_the_pass_rate_without_a_test_list(task: Task) -> None:
     """Why `tests:` is in the gate: every test of the report counts without it."""
-    arguments = {"runner": "pytest", "executable": str(task.python),
-                 "paths": ["tests", "test_more.py"], "timeout": 120}  # fmt: skip
-    config = task.config("no-list", "judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
-                         f"    timeout: 180\n    arguments: {json.dumps(arguments)}\n")  # fmt: skip
+    arguments = {
+        "runner": "pytest",
+        "executable": str(task.python),
+        "paths": ["tests", "test_more.py"],
+        "timeout": 120,
+    }
+    config = task.config(
+        "no-list",
+        "judges:\n  - name: tests\n    builtin: tests/pass_rate\n"
+        f"    timeout: 180\n    arguments: {json.dumps(arguments)}\n",
+    )
     case = task.case("padding-no-list", extra={"test_more.py": PADDING})
     reward, _ = graded(config, case)
     assert reward == pytest.approx(998 / 1000)
@@ -420,8 +486,14 @@ def test_plugins_of_the_toolchain_load_before_the_case_and_win(task: Task) -> No
     without = task.config("no-plugins", runner_alone(task.python, **listed))
     assert graded(without, honest)[0] == 0.0  # fixture 'expected_product' not found
     shadowed = task.root / "cases" / "plugins-shadowed"
-    write(shadowed, {"calc.py": BUGGY, "tests/test_mul.py": PLUGIN_TESTS,
-                     "calc_fixtures.py": PLUGIN.replace("return 6", "return 5")})  # fmt: skip
+    write(
+        shadowed,
+        {
+            "calc.py": BUGGY,
+            "tests/test_mul.py": PLUGIN_TESTS,
+            "calc_fixtures.py": PLUGIN.replace("return 6", "return 5"),
+        },
+    )
     reward, tests = graded(config, shadowed)
     assert reward == 0.0, tests["rationale"]
 
@@ -444,9 +516,15 @@ def test_a_planted_pytest_rewrite_cache_is_never_read(task: Task) -> None:
     info = source.stat()
     passing = compile(TRUSTED_TESTS.replace("assert ", "assert True or "), str(source), "exec")
     version, tag = subprocess.run(
-        [str(task.python), "-c",
-         "import sys, pytest; print(pytest.__version__); print(sys.implementation.cache_tag)"],
-        capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        [
+            str(task.python),
+            "-c",
+            "import sys, pytest; print(pytest.__version__); print(sys.implementation.cache_tag)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     header = importlib.util.MAGIC_NUMBER + b"\0\0\0\0"
     header += struct.pack("<LL", int(info.st_mtime) & 0xFFFFFFFF, info.st_size & 0xFFFFFFFF)
     pyc = case / "tests" / "__pycache__" / f"test_calc.{tag}-pytest-{version}.pyc"
@@ -464,10 +542,17 @@ def test_the_launcher_is_a_plain_script_for_python_3_8_and_later() -> None:
     the verifier (whose interpreter the task image need not have)."""
     source = LAUNCHER.read_text()
     tree = ast.parse(source, feature_version=(3, 8))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.Import) for alias in node.names}  # fmt: skip
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}  # fmt: skip
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert "verifier" not in imported
     assert imported - {"_pytest"} <= set(sys.stdlib_module_names)  # and pytest, by name
     assert "from __future__" not in source  # annotations would need 3.7+ semantics: none
@@ -482,11 +567,30 @@ def grade_as_non_root(task: Task, config: Path, case: Path) -> dict[str, Any]:
         pytest.skip("needs root to grade as another UID")
     out = Path(tempfile.mkdtemp(prefix="verifier-out-", dir=task.root))
     os.chown(out, NON_ROOT, 0)
-    command = [shutil.which("setpriv") or "setpriv", f"--reuid={NON_ROOT}", "--regid=0",
-               "--clear-groups", str(task.python), "-I", "-m", "verifier", "grade",
-               "--config", str(config), "--case", str(case), "--out", str(out)]  # fmt: skip
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                               env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})  # fmt: skip
+    command = [
+        shutil.which("setpriv") or "setpriv",
+        f"--reuid={NON_ROOT}",
+        "--regid=0",
+        "--clear-groups",
+        str(task.python),
+        "-I",
+        "-m",
+        "verifier",
+        "grade",
+        "--config",
+        str(config),
+        "--case",
+        str(case),
+        "--out",
+        str(out),
+    ]
+    completed = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8"},
+    )
     assert completed.returncode == 0, completed.stderr
     assert not os.access(case, os.W_OK) or os.stat(case).st_uid != NON_ROOT
     return json.loads((out / "reward.json").read_text())
@@ -504,7 +608,7 @@ def grade_as_non_root(task: Task, config: Path, case: Path) -> dict[str, Any]:
         ("conftest", BUGGY, ATTACKS["a conftest.py at the root"], 0.0),
         ("padding", BUGGY, ATTACKS["padding tests beside the trusted ones"], 0.0),
     ],
-)  # fmt: skip
+)
 def test_a_non_root_grader_over_a_read_only_case_scores_the_same(
     task: Task, name: str, calc: str, extra: dict[str, str], reward: float
 ) -> None:
@@ -533,8 +637,9 @@ def test_a_missing_python_is_an_error_before_the_case_is_staged(task: Task) -> N
     config = task.config("no-python", runner_alone(Path("/nonexistent/python3")))
     result = grade(load_eval(config), task.case("no-python", FIXED)).results[0]
     assert (result.status, result.error) == (
-        Status.ERROR, "the toolchain cannot run /nonexistent/python3: it does not exist"
-    )  # fmt: skip
+        Status.ERROR,
+        "the toolchain cannot run /nonexistent/python3: it does not exist",
+    )
 
 
 @pytest.mark.slow
@@ -574,8 +679,9 @@ def test_the_probe_runs_with_the_trusted_ini_as_it_is(task: Task) -> None:
     testpaths match nothing, which pytest warns of; the probe must still succeed, so
     that the run the case broke is the case's failure."""
     ini = "[pytest]\ntestpaths = tests\nfilterwarnings = error\n"
-    config = task.config("strict-ini", runner_alone(task.python, ini="pytest.ini"),
-                         {"pytest.ini": ini})  # fmt: skip
+    config = task.config(
+        "strict-ini", runner_alone(task.python, ini="pytest.ini"), {"pytest.ini": ini}
+    )
     reward, tests = graded(config, task.case("strict-ini", "import os\nos._exit(3)\n" + FIXED))
     assert (reward, tests["value"]) == (0.0, 0.0), tests["rationale"]
     honest, _ = graded(config, task.case("strict-ini-honest", FIXED))
@@ -804,8 +910,11 @@ def test_mul(pytester):
     pytester.inline_run().assertoutcome(failed=1)
     assert mul(2, 3) == 6
 """
-HOOKED_LISTED = ["tests/test_hooked.py::test_add", "tests/test_hooked.py::test_sub",
-                 "tests/test_hooked.py::test_mul"]  # fmt: skip
+HOOKED_LISTED = [
+    "tests/test_hooked.py::test_add",
+    "tests/test_hooked.py::test_sub",
+    "tests/test_hooked.py::test_mul",
+]
 
 
 @pytest.mark.parametrize(("calc", "reward"), [(FIXED, 1.0), (BUGGY, 1 / 3)], ids=["fixed", "buggy"])
@@ -814,9 +923,15 @@ def test_honest_suites_that_use_pytest_hooks_score_as_before(
 ) -> None:
     config = task.config("hooked", runner_alone(task.python, tests=HOOKED_LISTED))
     case = task.root / "cases" / f"hooked-{reward:.2f}"
-    write(case, {"calc.py": calc, "tests/conftest.py": HOOKED_CONFTEST,
-                 "tests/hooked_plugin.py": HOOKED_PLUGIN,
-                 "tests/test_hooked.py": HOOKED_TESTS})  # fmt: skip
+    write(
+        case,
+        {
+            "calc.py": calc,
+            "tests/conftest.py": HOOKED_CONFTEST,
+            "tests/hooked_plugin.py": HOOKED_PLUGIN,
+            "tests/test_hooked.py": HOOKED_TESTS,
+        },
+    )
     got, tests = graded(config, case)
     assert got == pytest.approx(reward), tests["rationale"]
 
@@ -863,8 +978,11 @@ def test_sub():
 def test_mul():
     assert mul(2, 3) == Expected.product
 """
-PACKAGE_LISTED = ["tests/test_pkg.py::test_add", "tests/test_pkg.py::test_sub",
-                  "tests/test_pkg.py::test_mul"]  # fmt: skip
+PACKAGE_LISTED = [
+    "tests/test_pkg.py::test_add",
+    "tests/test_pkg.py::test_sub",
+    "tests/test_pkg.py::test_mul",
+]
 
 
 @pytest.mark.parametrize(
@@ -875,14 +993,28 @@ def test_honest_helpers_beside_packaged_tests_score_as_before(
 ) -> None:
     config = task.config("packaged", runner_alone(task.python, tests=PACKAGE_LISTED))
     case = task.root / "cases" / f"packaged-{reward:.2f}"
-    write(case, {"calc.py": calc, "tests/__init__.py": "", "tests/helpers.py": PACKAGE_HELPERS,
-                 "tests/test_pkg.py": PACKAGE_TESTS})  # fmt: skip
+    write(
+        case,
+        {
+            "calc.py": calc,
+            "tests/__init__.py": "",
+            "tests/helpers.py": PACKAGE_HELPERS,
+            "tests/test_pkg.py": PACKAGE_TESTS,
+        },
+    )
     got, tests = graded(config, case)
     assert got == pytest.approx(reward), tests["rationale"]
     hacked = task.root / "cases" / f"packaged-hacked-{reward:.2f}"
     planted = "import tests.helpers as h\nh.expected_sub = lambda a, b: a + b\n"
-    write(hacked, {"calc.py": planted + BUGGY, "tests/__init__.py": "",
-                   "tests/helpers.py": PACKAGE_HELPERS, "tests/test_pkg.py": PACKAGE_TESTS})  # fmt: skip
+    write(
+        hacked,
+        {
+            "calc.py": planted + BUGGY,
+            "tests/__init__.py": "",
+            "tests/helpers.py": PACKAGE_HELPERS,
+            "tests/test_pkg.py": PACKAGE_TESTS,
+        },
+    )
     got, tests = graded(config, hacked)
     assert got == 0.0, tests["rationale"]
 
@@ -891,9 +1023,13 @@ def test_the_grader_knows_the_launchers_tampered_exit() -> None:
     """runners.py cannot import the launcher (it runs in the task's python): its copy of
     the exit code and the mark must be the launcher's."""
     tree = ast.parse(LAUNCHER.read_text())
-    values = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
-              for target in node.targets
-              if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant)}  # fmt: skip
+    values = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant)
+    }
     assert (values["TAMPERED"], values["TAMPERED_MARK"]) == (PYTEST_TAMPERED, PYTEST_TAMPERED_MARK)
 
 
@@ -904,10 +1040,20 @@ def test_the_grade_writes_ctrf_json_that_harbor_view_renders(task: Task, tmp_pat
     out = tmp_path / "out"
     verifier = Path(sys.executable).with_name("verifier")
     completed = subprocess.run(
-        [str(verifier), "grade", "--config", str(task.gate), "--case",
-         str(task.case("ctrf-out", PARTIAL)), "--out", str(out)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(verifier),
+            "grade",
+            "--config",
+            str(task.gate),
+            "--case",
+            str(task.case("ctrf-out", PARTIAL)),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     assert f"wrote {out / 'ctrf.json'}" in completed.stdout
     document = json.loads((out / "ctrf.json").read_text())
@@ -916,8 +1062,10 @@ def test_the_grade_writes_ctrf_json_that_harbor_view_renders(task: Task, tmp_pat
     assert document["results"]["summary"]["tests"] == 3
     tests = {test["name"]: test for test in document["results"]["tests"]}
     assert {name: test["status"] for name, test in tests.items()} == {
-        LISTED[0]: "passed", LISTED[1]: "passed", LISTED[2]: "failed"
-    }  # fmt: skip
+        LISTED[0]: "passed",
+        LISTED[1]: "passed",
+        LISTED[2]: "failed",
+    }
     assert tests[LISTED[2]]["message"].startswith("assert 5 == Fraction(6, 1)")
     assert tests[LISTED[2]]["suite"] == ["tests"]
     judges = json.loads((out / "judges.json").read_text())

@@ -30,8 +30,9 @@ def record_of(case: Path) -> tuple[dict, tuple[str, ...]]:
     return reading.record, reading.warnings
 
 
-@pytest.mark.parametrize("where", ["trajectory.json", "agent/trajectory.json",
-                                   "logs/agent/trajectory.json"])  # fmt: skip
+@pytest.mark.parametrize(
+    "where", ["trajectory.json", "agent/trajectory.json", "logs/agent/trajectory.json"]
+)
 def test_an_atif_trajectory_gives_turns_tool_calls_and_cost(
     make_case: MakeCase, where: str
 ) -> None:
@@ -42,9 +43,13 @@ def test_an_atif_trajectory_gives_turns_tool_calls_and_cost(
     assert warnings == ()
     assert [call["name"] for call in record["tool_calls"]] == ["Read", "Edit", "Bash"]
     assert record["tool_calls"][2] == {
-        "name": "Bash", "arguments": {"command": "pytest -q"}, "input": {"command": "pytest -q"},
-        "turn": 2, "result": None, "subagent": False,
-    }  # fmt: skip
+        "name": "Bash",
+        "arguments": {"command": "pytest -q"},
+        "input": {"command": "pytest -q"},
+        "turn": 2,
+        "result": None,
+        "subagent": False,
+    }
     assert record["tool_calls"][0]["result"] == "def parse(s): ..."  # the step's observation
     assert record["cost_usd"] == 0.035 and record["num_turns"] == 3
     trajectory = record["trajectory"]
@@ -63,39 +68,71 @@ def test_without_final_metrics_the_steps_are_summed(make_case: MakeCase) -> None
 def test_agent_eval_harness_events_json(make_case: MakeCase) -> None:
     events = [
         {"type": "system", "subtype": "init", "model": "m"},
-        {"type": "assistant", "text": "Looking.", "tools": [{"name": "Grep", "id": "t1",
-                                                            "input": {"pattern": "x"}}]},
-        {"type": "assistant", "text": "sub", "parent_tool_use_id": "t1",
-         "tools": [{"name": "Read", "id": "t2", "input": {}}]},
+        {
+            "type": "assistant",
+            "text": "Looking.",
+            "tools": [{"name": "Grep", "id": "t1", "input": {"pattern": "x"}}],
+        },
+        {
+            "type": "assistant",
+            "text": "sub",
+            "parent_tool_use_id": "t1",
+            "tools": [{"name": "Read", "id": "t2", "input": {}}],
+        },
         {"type": "tool_result", "tool_use_id": "t1", "content": "no match", "is_error": True},
         {"type": "result", "cost_usd": 0.42, "num_turns": 2},
-    ]  # fmt: skip
+    ]
     record, _ = record_of(make_case({"events.json": json.dumps(events)}))
-    assert record["tool_calls"] == [{"name": "Grep", "arguments": {"pattern": "x"},
-                                     "input": {"pattern": "x"}, "turn": 1,
-                                     "result": {"error": "no match"}, "subagent": False}]  # fmt: skip
+    assert record["tool_calls"] == [
+        {
+            "name": "Grep",
+            "arguments": {"pattern": "x"},
+            "input": {"pattern": "x"},
+            "turn": 1,
+            "result": {"error": "no match"},
+            "subagent": False,
+        }
+    ]
     assert (record["cost_usd"], record["num_turns"]) == (0.42, 1)
     everything = record["trajectory"]["tool_calls"]  # the subagent's calls too, marked
     assert [(call["name"], call["subagent"]) for call in everything] == [
-        ("Grep", False), ("Read", True),
-    ]  # fmt: skip
+        ("Grep", False),
+        ("Read", True),
+    ]
 
 
 def test_a_claude_code_stream_in_events_jsonl(make_case: MakeCase) -> None:
     lines = [
-        {"type": "assistant", "message": {"content": [
-            {"type": "text", "text": "Reading docs."},
-            {"type": "tool_use", "id": "t1", "name": "WebFetch", "input": {"url": "u"}}]}},
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {"type": "text", "text": "Reading docs."},
+                    {"type": "tool_use", "id": "t1", "name": "WebFetch", "input": {"url": "u"}},
+                ]
+            },
+        },
         "not json at all",
-        {"type": "user", "message": {"content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "<html>"}]}},
+        {
+            "type": "user",
+            "message": {
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "<html>"}]
+            },
+        },
         {"type": "result", "total_cost_usd": 1.5, "num_turns": 1},
-    ]  # fmt: skip
+    ]
     text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
     record, _ = record_of(make_case({"events.jsonl": text}))
-    assert record["tool_calls"] == [{"name": "WebFetch", "arguments": {"url": "u"},
-                                     "input": {"url": "u"}, "turn": 1, "result": "<html>",
-                                     "subagent": False}]  # fmt: skip
+    assert record["tool_calls"] == [
+        {
+            "name": "WebFetch",
+            "arguments": {"url": "u"},
+            "input": {"url": "u"},
+            "turn": 1,
+            "result": "<html>",
+            "subagent": False,
+        }
+    ]
     assert record["cost_usd"] == 1.5
 
 
@@ -136,8 +173,10 @@ def harbor_record(case: Path, logs: Path | None) -> tuple[dict, tuple[str, ...]]
 
 def forged_case(make_case: MakeCase) -> Path:
     """A case whose own trajectory.json is a forged, perfect run (no tool calls, $0)."""
-    forged = {"steps": [{"source": "agent", "message": "did it all by hand"}],
-              "final_metrics": {"total_cost_usd": 0.0}}  # fmt: skip
+    forged = {
+        "steps": [{"source": "agent", "message": "did it all by hand"}],
+        "final_metrics": {"total_cost_usd": 0.0},
+    }
     return make_case({"trajectory.json": json.dumps(forged), "events.json": "[]"})
 
 
@@ -214,8 +253,10 @@ def test_an_unreadable_harbor_trajectory_is_a_fact_as_a_non_root_uid(
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         trajectory, problem = json.loads(done.stdout)
         assert trajectory is None
-        assert problem == f"{logs}/trajectory.json: cannot be read (Permission denied); no " \
-            "trajectory read"  # fmt: skip
+        assert (
+            problem == f"{logs}/trajectory.json: cannot be read (Permission denied); no "
+            "trajectory read"
+        )
     finally:
         shutil.rmtree(shared)
 
@@ -245,15 +286,21 @@ def test_a_named_case_file_is_read_only_when_eval_yaml_names_it(make_case: MakeC
     assert reading.record["trajectory"]["source"] == "mine/run.json"
     reading = read_case(check_case_dir(case), (), {}, trajectory_from="missing.json")
     assert reading.record["trajectory"] is None
-    assert reading.record["trajectory_problem"] == "no trajectory in the case (looked for " \
-        "missing.json)"  # fmt: skip
+    assert (
+        reading.record["trajectory_problem"] == "no trajectory in the case (looked for "
+        "missing.json)"
+    )
 
 
 @pytest.mark.parametrize(
     ("written", "read"),
-    [("", "agent_logs"), ("trajectory: agent_logs\n", "agent_logs"), ("trajectory: case\n", "case"),
-     ("trajectory: logs/run.json\n", "logs/run.json")],
-)  # fmt: skip
+    [
+        ("", "agent_logs"),
+        ("trajectory: agent_logs\n", "agent_logs"),
+        ("trajectory: case\n", "case"),
+        ("trajectory: logs/run.json\n", "logs/run.json"),
+    ],
+)
 def test_eval_yaml_names_where_the_trail_is_read(
     load: Callable[[str], object], written: str, read: str
 ) -> None:
@@ -264,6 +311,9 @@ def test_eval_yaml_names_where_the_trail_is_read(
 def test_a_trajectory_outside_the_case_is_a_load_error(
     load: Callable[[str], object], written: str
 ) -> None:
-    with pytest.raises(ConfigError, match=r"trajectory: .* must be agent_logs \(Harbor's agent "
-                                          r"logs\), case \(the case's own trail\) or a path"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"trajectory: .* must be agent_logs \(Harbor's agent "
+        r"logs\), case \(the case's own trail\) or a path",
+    ):
         load(f"trajectory: {written}\njudges: [{{name: j, check: 'return True'}}]\n")

@@ -74,10 +74,13 @@ def grade(
     server.queue(server.grade(score=4))
     out = tmp_path / "out"
     done = subprocess.run(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(case), "--out", str(out),
-         *args],
-        capture_output=True, text=True, env=environment, timeout=60, check=False,
-    )  # fmt: skip
+        [VERIFIER, "grade", "--config", str(config), "--case", str(case), "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads((out / "judges.json").read_text()), server.received[-1].user
 
@@ -88,8 +91,14 @@ def test_an_llm_judge_grades_the_trajectory_fenced(tmp_path: Path, openai_server
     shutil.copy(ATIF, case / "trajectory.json")
     (case / "stdout.log").write_text("build output: 3 tests passed\n")
     (case / "report.md").write_text("Fixed.\n")
-    judges, user = grade(tmp_path, openai_server, case, "--agent-logs", str(tmp_path / "none"),
-                         head="trajectory: case\n")  # fmt: skip
+    judges, user = grade(
+        tmp_path,
+        openai_server,
+        case,
+        "--agent-logs",
+        str(tmp_path / "none"),
+        head="trajectory: case\n",
+    )
     fenced = [body for _, body in FENCE.findall(user)]
     conversation = next(body for body in fenced if body.startswith("I'll read the parser"))
     assert "[tool call] Bash" in conversation
@@ -106,9 +115,15 @@ def test_harbors_agent_logs_come_first(tmp_path: Path, openai_server: FakeLLM) -
     shutil.copy(ATIF, logs / "trajectory.json")
     case = tmp_path / "case"
     case.mkdir()
-    (case / "trajectory.json").write_text(json.dumps({"steps": [
-        {"source": "agent", "message": "a trajectory the agent wrote itself"},
-    ]}))  # fmt: skip
+    (case / "trajectory.json").write_text(
+        json.dumps(
+            {
+                "steps": [
+                    {"source": "agent", "message": "a trajectory the agent wrote itself"},
+                ]
+            }
+        )
+    )
     judges, user = grade(tmp_path, openai_server, case, VERIFIER_AGENT_LOGS=str(logs))
     assert judges["per_judge"]["turns"]["rationale"] == f"{logs}/trajectory.json turns=3 calls=3"
     assert "I'll read the parser first." in user
@@ -133,17 +148,34 @@ def test_batch_reads_the_agent_logs_a_harbor_trial_collected(tmp_path: Path) -> 
     (trial / "artifacts" / "app").mkdir(parents=True)
     (trial / "artifacts" / "logs" / "agent").mkdir(parents=True)
     shutil.copy(ATIF, trial / "artifacts" / "logs" / "agent" / "trajectory.json")
-    (trial / "artifacts" / "manifest.json").write_text(json.dumps([
-        {"source": "/app", "destination": "artifacts/app", "type": "directory"},
-        {"source": "/logs/agent/trajectory.json",
-         "destination": "artifacts/logs/agent/trajectory.json", "type": "file"},
-    ]))  # fmt: skip
+    (trial / "artifacts" / "manifest.json").write_text(
+        json.dumps(
+            [
+                {"source": "/app", "destination": "artifacts/app", "type": "directory"},
+                {
+                    "source": "/logs/agent/trajectory.json",
+                    "destination": "artifacts/logs/agent/trajectory.json",
+                    "type": "file",
+                },
+            ]
+        )
+    )
     (job / "config.json").write_text(json.dumps({"job_name": "job"}))
     done = subprocess.run(
-        [VERIFIER, "batch", "--config", str(config), "--cases", str(job), "--out",
-         str(tmp_path / "out")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            VERIFIER,
+            "batch",
+            "--config",
+            str(config),
+            "--cases",
+            str(job),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     judges = json.loads((tmp_path / "out" / "task__Xyz" / "judges.json").read_text())
     logs = trial / "artifacts" / "logs" / "agent"

@@ -74,8 +74,9 @@ class JudgeCalibration:
         if agreement.mean_abs_error is not None:
             entry["mean_abs_error"] = round(agreement.mean_abs_error, 4)
         if agreement.confusion is not None:
-            entry["confusion"] = dict(zip(("tp", "fp", "fn", "tn"), agreement.confusion,
-                                          strict=True))  # fmt: skip
+            entry["confusion"] = dict(
+                zip(("tp", "fp", "fn", "tn"), agreement.confusion, strict=True)
+            )
         return {**entry, **self.origin}
 
 
@@ -112,9 +113,10 @@ class Calibration:
             shown = f"{value:.3f}" if value is not None else f"undefined ({row.agreement.reason})"
             model = f", model {row.origin['model']}" if "model" in row.origin else ""
             prompt = (
-                f", prompt {row.origin['prompt_sha256'][:12]}" if "prompt_sha256" in row.origin
+                f", prompt {row.origin['prompt_sha256'][:12]}"
+                if "prompt_sha256" in row.origin
                 else ""
-            )  # fmt: skip
+            )
             below = "" if row.passes(self.min_agreement) else f" BELOW {self.min_agreement:g}"
             lines.append(
                 f"calibration: {row.judge} {row.agreement.measure}={shown}{below} "
@@ -149,8 +151,9 @@ def _file_labels(path: Path, config: EvalConfig, cases: Sequence[Case]) -> Label
     except ConfigError as error:
         raise UsageError(f"--labels: {error.message}") from None
     if not isinstance(document, dict):
-        raise UsageError(f"--labels: {path}: must map case names (or dataset ids) to "
-                         "{judge: label}")  # fmt: skip
+        raise UsageError(
+            f"--labels: {path}: must map case names (or dataset ids) to {{judge: label}}"
+        )
     by_key = {str(key): value for key, value in document.items()}
     labels, matched = {}, set()
     for case in cases:
@@ -175,8 +178,10 @@ def _checked(given: Any, config: EvalConfig, where: str) -> dict[str, bool | flo
             raise UsageError(f"--labels: {where}.{name}: {label!r} is not {kind}")
         low, high = config.normalization_range(judge.name)
         if not isinstance(value, bool) and not low <= value <= high:
-            raise UsageError(f"--labels: {where}.{name}: {label!r} is outside the judge's "
-                             f"scale [{low:g}, {high:g}]")  # fmt: skip
+            raise UsageError(
+                f"--labels: {where}.{name}: {label!r} is outside the judge's "
+                f"scale [{low:g}, {high:g}]"
+            )
         checked[str(name)] = value
     return checked
 
@@ -210,12 +215,18 @@ def calibrate(
     }
     rows = []
     for judge in config.judges:
-        labelled = [(case, given[judge.name]) for case, given in labels.labels.items()
-                    if judge.name in given]  # fmt: skip
+        labelled = [
+            (case, given[judge.name])
+            for case, given in labels.labels.items()
+            if judge.name in given
+        ]
         if not labelled:
             continue
-        pairs = [(label, values[case][judge.name]) for case, label in labelled
-                 if judge.name in values.get(case, {})]  # fmt: skip
+        pairs = [
+            (label, values[case][judge.name])
+            for case, label in labelled
+            if judge.name in values.get(case, {})
+        ]
         found = [label for label, _ in pairs], [value for _, value in pairs]
         if judge.feedback_type == "bool":
             agreement = cohen_kappa([bool(v) for v in found[0]], [v >= 0.5 for v in found[1]])
@@ -235,5 +246,8 @@ def _values(case_out: Path) -> dict[str, float]:
         return {}
     if not isinstance(flat, dict):
         return {}
-    return {name: float(value) for name, value in flat.items()
-            if name != "reward" and isinstance(value, int | float)}  # fmt: skip
+    return {
+        name: float(value)
+        for name, value in flat.items()
+        if name != "reward" and isinstance(value, int | float)
+    }

@@ -140,11 +140,16 @@ def trial_cases(trial: Path) -> list[Case]:
     if not steps.is_dir() or steps.is_symlink():
         return [Case(trial.name, harbor_trial_case(trial), task, None, agent_logs(trial))]
     return [
-        Case(f"{trial.name}/steps/{step.name}", harbor_trial_case(step), task, step.name,
-             agent_logs(step))
+        Case(
+            f"{trial.name}/steps/{step.name}",
+            harbor_trial_case(step),
+            task,
+            step.name,
+            agent_logs(step),
+        )
         for step in sorted(steps.iterdir())
         if step.is_dir() and not step.is_symlink()
-    ]  # fmt: skip
+    ]
 
 
 def trial_task_name(trial: Path) -> str:

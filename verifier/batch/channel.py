@@ -66,8 +66,9 @@ class Channel:
     def send(self, message: object) -> None:
         data = json.dumps(self._encode(message), separators=(",", ":")).encode()
         if len(data) > MAX_MESSAGE_BYTES:
-            raise ChannelError(f"a message of {len(data)} bytes, over the {MAX_MESSAGE_BYTES}-byte "
-                               "bound")  # fmt: skip
+            raise ChannelError(
+                f"a message of {len(data)} bytes, over the {MAX_MESSAGE_BYTES}-byte bound"
+            )
         view = memoryview(_LENGTH.pack(len(data)) + data)
         while view:
             view = view[os.write(self._write, view) :]

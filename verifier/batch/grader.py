@@ -82,8 +82,9 @@ class CaseGrader:
         """The CPU stage, in a worker: the finished row, or the case's LLM tasks."""
         out = self.out_root / case.name
         if not self.force:
-            earlier = read_marker(out, self.config_hash, case_fingerprint(case),
-                                  keep_errors=self.keep_errors)  # fmt: skip
+            earlier = read_marker(
+                out, self.config_hash, case_fingerprint(case), keep_errors=self.keep_errors
+            )
             if earlier is not None:
                 return attrs.evolve(earlier, resumed=True)
         started = time.monotonic()
@@ -91,8 +92,13 @@ class CaseGrader:
             # --out was probed once; a case dir that dies mid-case leaves nothing graded
             prepare_out_dir(out, remove=(MARKER, *OUTPUT_FILES), probe=False)
             step = case.step if self.loaded.config.step_ids else None
-            reading = read(self.loaded, case.case_dir, case_id=case.case_id, step=step,
-                           agent_logs=case.agent_logs)  # fmt: skip
+            reading = read(
+                self.loaded,
+                case.case_dir,
+                case_id=case.case_id,
+                step=step,
+                agent_logs=case.agent_logs,
+            )
             judges = self.loaded.judges
             graded = step_indices(self.loaded, step)
             engine = [index for index in graded if index not in self.llm]
@@ -113,8 +119,9 @@ class CaseGrader:
             fingerprint = case_fingerprint(case)
         except Exception as error:  # one bad case never stops the batch
             return self._failed(case.name, out, error, started)
-        pending = PendingCase(case.name, started, results, reading.context, tuple(tasks),
-                              fingerprint)  # fmt: skip
+        pending = PendingCase(
+            case.name, started, results, reading.context, tuple(tasks), fingerprint
+        )
         return pending if tasks else self.finish(pending, ())
 
     def finish(self, pending: PendingCase, done: Sequence[LLMDone]) -> CaseOutcome:
@@ -220,8 +227,10 @@ def _llm_task(
     except LLMJudgeError as error:
         return result(Status.ERROR, error=str(error), details=error.details)
     except Exception as error:  # a bug in building one prompt errs that judge, not the case
-        return result(Status.ERROR, error=f"internal error building the prompt: "
-                                          f"{type(error).__name__}: {error}")  # fmt: skip
+        return result(
+            Status.ERROR,
+            error=f"internal error building the prompt: {type(error).__name__}: {error}",
+        )
     return LLMTask(index, prompt, time.monotonic() - started, deadline, screening)
 
 
@@ -270,8 +279,12 @@ def write_marker(
 ) -> None:
     """Written in place, not renamed: a torn marker is invalid JSON, so the case is
     graded again, which is all atomicity would buy here (at two more syscalls a case)."""
-    record = {"config_hash": digest, "verifier_version": __version__,
-              "case_fingerprint": fingerprint, **outcome.to_json()}  # fmt: skip
+    record = {
+        "config_hash": digest,
+        "verifier_version": __version__,
+        "case_fingerprint": fingerprint,
+        **outcome.to_json(),
+    }
     record.pop("resumed")
     with contextlib.suppress(OSError), (out / MARKER).open("w", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
@@ -313,12 +326,15 @@ def case_fingerprint(case: Case) -> str | None:
 
 def _stat_line(name: str, entry: os.DirEntry[str] | Path) -> bytes:
     try:
-        info = entry.stat(follow_symlinks=False) if isinstance(entry, os.DirEntry) else \
-            os.lstat(entry)  # fmt: skip
+        info = (
+            entry.stat(follow_symlinks=False) if isinstance(entry, os.DirEntry) else os.lstat(entry)
+        )
     except FileNotFoundError:
         return f"{name}\0absent\n".encode("utf-8", "surrogateescape")
-    shown = (f"{name}\0{info.st_mode}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ctime_ns}"
-             f"\0{info.st_ino}\n")  # fmt: skip
+    shown = (
+        f"{name}\0{info.st_mode}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ctime_ns}"
+        f"\0{info.st_ino}\n"
+    )
     return shown.encode("utf-8", "surrogateescape")
 
 

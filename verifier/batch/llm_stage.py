@@ -276,7 +276,10 @@ class _JudgeRun:
             )
         else:
             result = JudgeResult(
-                status=Status.OK, value=value, rationale=rationale, details=details_of(answer),
+                status=Status.OK,
+                value=value,
+                rationale=rationale,
+                details=details_of(answer),
                 **fields,
-            )  # fmt: skip
+            )
         return LLMDone(self.task.index, result, spends)

@@ -343,8 +343,13 @@ def _received(pool: _Pool, worker: _Worker, record: Callable[[CaseOutcome], None
     result = messages[0]
     if len(messages) > 1 or not _answers(result, worker.case):
         problem = result if isinstance(result, ChannelError) else "an answer that is not its own"
-        record(CaseOutcome(worker.case.name, CaseStatus.FAILED,
-                           error=f"internal error: the worker sent {problem}"))  # fmt: skip
+        record(
+            CaseOutcome(
+                worker.case.name,
+                CaseStatus.FAILED,
+                error=f"internal error: the worker sent {problem}",
+            )
+        )
         worker.case = None
         worker.killed = True
         with contextlib.suppress(OSError):

@@ -145,16 +145,24 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         cases = [entry for entry in entries if entry.skipped is None]
         labels = read_labels(request.labels, loaded.config, cases) if request.calibrate else None
         grader = CaseGrader(
-            loaded, request.limits, request.out, digest, request.force, request.keep_errors, llm,
-            request.reward_keys, request.deadline_s,
-        )  # fmt: skip
+            loaded,
+            request.limits,
+            request.out,
+            digest,
+            request.force,
+            request.keep_errors,
+            llm,
+            request.reward_keys,
+            request.deadline_s,
+        )
         plan = _llm_plan(request, grader) if llm else None
         progress = Progress(len(cases), stream)
         hidden = (request.cases, request.out, request.llm_cache, request.labels)
         slots = min(request.jobs, max(len(cases), 1))
         lanes = request.limits.capacity(Pool.CPU)
-        with command_sandbox(loaded, hidden, accept_weak=request.weak_sandbox, slots=slots,
-                             lanes=lanes):  # fmt: skip
+        with command_sandbox(
+            loaded, hidden, accept_weak=request.weak_sandbox, slots=slots, lanes=lanes
+        ):
             result = run_pool(cases, grader, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together
@@ -166,13 +174,17 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         if request.max_cost_usd is not None:
             spent = figures.cost_usd if figures is not None else 0.0
             budget = Budget(request.max_cost_usd, spent or 0.0, result.not_started)
-        outcomes = tuple(_row(entry, result.outcomes) for entry in entries if
-                         entry.skipped is not None or entry.name in result.outcomes)  # fmt: skip
+        outcomes = tuple(
+            _row(entry, result.outcomes)
+            for entry in entries
+            if entry.skipped is not None or entry.name in result.outcomes
+        )
         calibration = None
         if labels is not None:
             origins = {loaded.judges[i].config.name: _origin(judge) for i, judge in llm.items()}
-            calibration = calibrate(loaded.config, labels, request.out, outcomes, origins,
-                                    request.min_agreement)  # fmt: skip
+            calibration = calibrate(
+                loaded.config, labels, request.out, outcomes, origins, request.min_agreement
+            )
         summary = BatchSummary(
             config=request.config,
             config_hash=digest,
@@ -184,7 +196,7 @@ def run_batch(request: BatchRequest) -> BatchSummary:
             llm=figures,
             budget=budget,
             calibration=calibration,
-        )  # fmt: skip
+        )
         write_summary(request.out, summary)
         if harbor_job and not summary.interrupted:
             summary = _harbor_results(request, loaded, entries, summary)
@@ -250,18 +262,23 @@ def refuse_cache_in_a_case(cache: Path, cases: Path, out: Path) -> None:
 def _origin(judge: LLMJudge) -> dict[str, str]:
     """What the calibration report names of an LLM judge: which model, which prompt."""
     origin = judge.origin()
-    return {"model": origin["model"], "provider": origin["provider"],
-            "prompt_sha256": judge.prompt_sha256}  # fmt: skip
+    return {
+        "model": origin["model"],
+        "provider": origin["provider"],
+        "prompt_sha256": judge.prompt_sha256,
+    }
 
 
 def _refuse_unpriced(judges: Mapping[int, LLMJudge]) -> None:
     """A budget cannot be kept by models whose tokens have no price: exit 2 before any case."""
-    unpriced = sorted({
-        endpoint.model
-        for judge in judges.values()
-        for endpoint, price in zip(judge.members, judge.prices, strict=True)
-        if price is None
-    })  # fmt: skip
+    unpriced = sorted(
+        {
+            endpoint.model
+            for judge in judges.values()
+            for endpoint, price in zip(judge.members, judge.prices, strict=True)
+            if price is None
+        }
+    )
     if unpriced:
         raise UsageError(
             f"--max-cost-usd: no price for model {', '.join(unpriced)}; set one in the judge's "

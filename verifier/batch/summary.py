@@ -194,8 +194,10 @@ def percentiles(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
     ordered = sorted(values)
-    rank = {name: math.ceil(share * len(ordered)) - 1 for name, share in
-            (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}  # fmt: skip
+    rank = {
+        name: math.ceil(share * len(ordered)) - 1
+        for name, share in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+    }
     shown = {name: ordered[max(0, index)] for name, index in rank.items()}
     shown["max"] = ordered[-1]
     return {name: round(value, 3) for name, value in shown.items()}
@@ -380,9 +382,17 @@ def _isatty(stream: IO[str]) -> bool:
 # --- output files ----------------------------------------------------------------------
 
 CSV_COLUMNS = (
-    "case", "status", "reward", "errored_judges", "time_s", "resumed", "error", *COUNTS,
-    "timed_out_judges", "cost_usd",
-)  # fmt: skip
+    "case",
+    "status",
+    "reward",
+    "errored_judges",
+    "time_s",
+    "resumed",
+    "error",
+    *COUNTS,
+    "timed_out_judges",
+    "cost_usd",
+)
 
 
 def write_summary(out: Path, summary: BatchSummary) -> None:
@@ -399,16 +409,18 @@ def summary_csv(outcomes: Sequence[CaseOutcome]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for row in outcomes:
-        writer.writerow([
-            row.name,
-            row.status.value,
-            "" if row.reward is None else repr(row.reward),
-            ";".join(row.errored_judges),
-            f"{row.seconds:.4f}",
-            int(row.resumed),
-            row.error or "",
-            *(getattr(row, name) for name in COUNTS),
-            ";".join(row.timed_out_judges),
-            "" if row.cost_usd is None else round(row.cost_usd, 8),
-        ])  # fmt: skip
+        writer.writerow(
+            [
+                row.name,
+                row.status.value,
+                "" if row.reward is None else repr(row.reward),
+                ";".join(row.errored_judges),
+                f"{row.seconds:.4f}",
+                int(row.resumed),
+                row.error or "",
+                *(getattr(row, name) for name in COUNTS),
+                ";".join(row.timed_out_judges),
+                "" if row.cost_usd is None else round(row.cost_usd, 8),
+            ]
+        )
     return buffer.getvalue()

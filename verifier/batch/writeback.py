@@ -204,11 +204,18 @@ def _exception_types(trial: Mapping[str, Any]) -> set[str]:
 
 # The exceptions after which Harbor still counts the reward (harbor/models/trial/
 # error_policy.py, has_valid_reward=True): the agent stopped, its work is graded.
-VALID_REWARD_EXCEPTIONS = frozenset({
-    "NonZeroAgentExitCodeError", "AgentTimeoutError", "ContextWindowExceededError",
-    "OutputTokenExceededError", "ContextLengthExceededError", "OutputLengthExceededError",
-    "AgentSafetyRefusalError", "ContentPolicyViolationError",
-})  # fmt: skip
+VALID_REWARD_EXCEPTIONS = frozenset(
+    {
+        "NonZeroAgentExitCodeError",
+        "AgentTimeoutError",
+        "ContextWindowExceededError",
+        "OutputTokenExceededError",
+        "ContextLengthExceededError",
+        "OutputLengthExceededError",
+        "AgentSafetyRefusalError",
+        "ContentPolicyViolationError",
+    }
+)
 
 
 def _reward_valid(trial: Mapping[str, Any]) -> bool:

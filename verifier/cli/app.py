@@ -36,8 +36,9 @@ def _version(given: bool) -> None:
         raise typer.Exit(EXIT_OK)
 
 
-VERSION_OPTION = typer.Option("--version", "-V", help="print the version", is_eager=True,
-                              callback=_version)  # fmt: skip
+VERSION_OPTION = typer.Option(
+    "--version", "-V", help="print the version", is_eager=True, callback=_version
+)
 
 
 app = typer.Typer(
@@ -52,9 +53,12 @@ app = typer.Typer(
     context_settings=HELP_FLAGS,
 )
 task_app = typer.Typer(
-    help="Harbor task packages graded by this image.", no_args_is_help=True,
-    rich_markup_mode=None, suggest_commands=False, context_settings=HELP_FLAGS,
-)  # fmt: skip
+    help="Harbor task packages graded by this image.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    suggest_commands=False,
+    context_settings=HELP_FLAGS,
+)
 app.add_typer(task_app, name="task")
 
 
@@ -91,9 +95,11 @@ def exit_codes_text(spec: Command) -> str:
     for code in spec.exit_codes:
         first = f"  {code:<4} "
         lines += textwrap.wrap(
-            spec.meaning_of(code), HELP_WIDTH - 4, initial_indent=first,
+            spec.meaning_of(code),
+            HELP_WIDTH - 4,
+            initial_indent=first,
             subsequent_indent=" " * len(first),
-        )  # fmt: skip
+        )
     return "\n".join(lines)
 
 

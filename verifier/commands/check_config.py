@@ -111,8 +111,9 @@ def read_task(directory: Path) -> HarborTask:
     )
     if not steps:
         return HarborTask((_budget(None, root, {}, path),), warnings)
-    budgets = tuple(_budget(str(step.get("name")), root, _verifier_table(step), path)
-                    for step in steps)  # fmt: skip
+    budgets = tuple(
+        _budget(str(step.get("name")), root, _verifier_table(step), path) for step in steps
+    )
     return HarborTask(budgets, warnings)
 
 

@@ -31,9 +31,13 @@ def run(options: Options) -> int:
             lanes = limits.capacity(Pool.CPU)
             with command_sandbox(loaded, hidden, accept_weak=options.weak_sandbox, lanes=lanes):
                 grading = grade(
-                    loaded, options.case, limits, case_id=options.case_id, step=options.step,
+                    loaded,
+                    options.case,
+                    limits,
+                    case_id=options.case_id,
+                    step=options.step,
                     agent_logs=options.agent_logs,
-                )  # fmt: skip
+                )
             _report_warnings(grading)
             written = write_outputs(options.out, grading, reward_keys=options.reward_keys)
         except OutputError:

@@ -33,13 +33,21 @@ def run_init(options: Options) -> int:
     if options.case_ids is not None:
         raise UsageError("--cases: only with --from-dataset (the dataset's cases to make tasks of)")
     created = init_task(
-        options.dest, options.config, image=options.image, agent_image=options.agent_image,
-        name=options.name, workdir=options.workdir, instruction=options.instruction,
-        task_input=options.task_input, protect=options.protect or (), force=options.force,
+        options.dest,
+        options.config,
+        image=options.image,
+        agent_image=options.agent_image,
+        name=options.name,
+        workdir=options.workdir,
+        instruction=options.instruction,
+        task_input=options.task_input,
+        protect=options.protect or (),
+        force=options.force,
         verifier_env=verifier_env(options),
-        environment=options.environment, verifier_network=options.verifier_network,
+        environment=options.environment,
+        verifier_network=options.verifier_network,
         min_reward=options.min_reward,
-    )  # fmt: skip
+    )
     print(f"created Harbor task {created}")
     _warn_if_invalid(options)
     solution = (
@@ -57,9 +65,11 @@ def _note_network(package: Path) -> None:
     with (package / "task.toml").open("rb") as handle:
         mode = tomllib.load(handle).get("verifier", {}).get("network_mode")
     if mode in ("no-network", "allowlist"):
-        print(f"note: [verifier] network_mode = {mode!r}: Harbor enforces it with its "
-              "egress sidecar (images from a registry); where it cannot, trials fail at "
-              "start: then run task init again with --verifier-network public")  # fmt: skip
+        print(
+            f"note: [verifier] network_mode = {mode!r}: Harbor enforces it with its "
+            "egress sidecar (images from a registry); where it cannot, trials fail at "
+            "start: then run task init again with --verifier-network public"
+        )
 
 
 def run_test(options: Options) -> int:
@@ -69,13 +79,16 @@ def run_test(options: Options) -> int:
     engine = Engine(options.engine or default_engine(shutil.which), options.build_network)
     print(f"task test {package.name} ({package.dest}) with {engine.name}")
     try:
-        untouched, solved = test_package(package, engine, options.expect, os.environ,
-                                         lambda line: print(line, flush=True))  # fmt: skip
+        untouched, solved = test_package(
+            package, engine, options.expect, os.environ, lambda line: print(line, flush=True)
+        )
     except PackageFailed as failure:
         print(f"task test: FAILED: {failure}", file=sys.stderr)
         return EXIT_TASK_TEST
-    print(f"task test: ok (solution {solved.reward:.4g} = expected {options.expect:.4g}, "
-          f"untouched {untouched.reward:.4g} < {solved.reward:.4g})")  # fmt: skip
+    print(
+        f"task test: ok (solution {solved.reward:.4g} = expected {options.expect:.4g}, "
+        f"untouched {untouched.reward:.4g} < {solved.reward:.4g})"
+    )
     return EXIT_OK
 
 
@@ -93,11 +106,19 @@ def _init_from_dataset(options: Options) -> int:
             "files); use --agent-image for the image they go into"
         )
     created = init_dataset_tasks(
-        options.dest, options.config, image=options.image, agent_image=options.agent_image,
-        org=options.name, workdir=options.workdir, case_ids=options.case_ids,
-        protect=options.protect or (), force=options.force, verifier_env=verifier_env(options),
-        verifier_network=options.verifier_network, min_reward=options.min_reward,
-    )  # fmt: skip
+        options.dest,
+        options.config,
+        image=options.image,
+        agent_image=options.agent_image,
+        org=options.name,
+        workdir=options.workdir,
+        case_ids=options.case_ids,
+        protect=options.protect or (),
+        force=options.force,
+        verifier_env=verifier_env(options),
+        verifier_network=options.verifier_network,
+        min_reward=options.min_reward,
+    )
     for task in created:
         print(f"created Harbor task {task}")
     print(f"wrote {options.dest / MANIFEST} ({len(created)} tasks)")

@@ -28,10 +28,24 @@ if TYPE_CHECKING:
     from verifier.config.execution import Execution
     from verifier.dataset import Dataset
 
-SUITE_LEVEL_KEYS = frozenset({
-    "description", "execution", "runner", "models", "permissions", "mlflow", "dataset",
-    "inputs", "traces", "thresholds", "hooks", "generation", "skill", "matrix",
-})  # fmt: skip
+SUITE_LEVEL_KEYS = frozenset(
+    {
+        "description",
+        "execution",
+        "runner",
+        "models",
+        "permissions",
+        "mlflow",
+        "dataset",
+        "inputs",
+        "traces",
+        "thresholds",
+        "hooks",
+        "generation",
+        "skill",
+        "matrix",
+    }
+)
 VERIFIER_KEYS = frozenset(
     {"name", "outputs", "judges", "reward", "annotations", "task_input", "trajectory"}
 )
@@ -62,8 +76,11 @@ class OutputEntry:
 
     def schema(self) -> dict[str, Any]:
         path = {"type": "string", "pattern": RELATIVE_PATH_PATTERN}
-        tool = {"type": "string", "pattern": r"\S", "description": "the agent's tool calls "
-                "judges see: those whose tool name contains this"}  # fmt: skip
+        tool = {
+            "type": "string",
+            "pattern": r"\S",
+            "description": "the agent's tool calls judges see: those whose tool name contains this",
+        }
         return {
             "description": self.description,
             "anyOf": [
@@ -129,8 +146,9 @@ def load_config(path: Path, kinds: JudgeKinds) -> EvalConfig:
     task_input = problems.attempt(_task_input, document.get("task_input"), at)
     dataset = problems.attempt(_dataset, document.get("dataset"), at)
     execution = problems.attempt(_execution, document, at)
-    trajectory = problems.attempt(TrajectoryChoice().parse, document.get("trajectory"),
-                                  at.child("trajectory"))  # fmt: skip
+    trajectory = problems.attempt(
+        TrajectoryChoice().parse, document.get("trajectory"), at.child("trajectory")
+    )
     for problem in _judge_step_problems(judges, execution, at):
         problems.add(problem)
     if execution is not None and reward is not None:
@@ -220,15 +238,19 @@ def _judge_step_problems(
             continue
         where = Locator(at.source, f"{judge.key}.step", at.base_dir)
         if not step_ids:
-            problems.append(where.error(
-                f"names step {judge.step!r}, but eval.yaml has no execution.steps; remove it "
-                "or define the steps"
-            ))  # fmt: skip
+            problems.append(
+                where.error(
+                    f"names step {judge.step!r}, but eval.yaml has no execution.steps; remove it "
+                    "or define the steps"
+                )
+            )
         elif judge.step not in step_ids:
-            problems.append(where.error(
-                f"{judge.step!r} is not a step of execution.steps "
-                f"({', '.join(step_ids)}){did_you_mean(judge.step, step_ids)}"
-            ))  # fmt: skip
+            problems.append(
+                where.error(
+                    f"{judge.step!r} is not a step of execution.steps "
+                    f"({', '.join(step_ids)}){did_you_mean(judge.step, step_ids)}"
+                )
+            )
     return problems
 
 
@@ -345,11 +367,13 @@ def eval_schema(kinds: JudgeKinds) -> dict[str, Any]:
     }
     properties = {
         "name": nullable(Text(description="shown in output; default: the dir's name").schema()),
-        "outputs": nullable({
-            "type": "array",
-            "items": OutputEntry().schema(),
-            "description": "what the judges see of the case (default: all of it)",
-        }),
+        "outputs": nullable(
+            {
+                "type": "array",
+                "items": OutputEntry().schema(),
+                "description": "what the judges see of the case (default: all of it)",
+            }
+        ),
         "judges": judges_schema(kinds.every()),
         "reward": reward_schema(),
         "annotations": {
@@ -370,7 +394,7 @@ def eval_schema(kinds: JudgeKinds) -> dict[str, Any]:
                 {"type": "null"},
             ],
         },
-    }  # fmt: skip
+    }
     return {
         "$schema": SCHEMA_DIALECT,
         "title": "eval.yaml (harbor-verifier)",

@@ -38,11 +38,14 @@ COMMON_KEYS: tuple[Key, ...] = (
     Key("score_range", ScoreRangeField(description="deprecated fallback range")),
     Key(
         "on_error",
-        Choice(ON_ERROR_POLICIES, description="an errored judge: drop it (the documented "
-               "rules), count it as 0.0 (zero), or write no reward (fail)"),
+        Choice(
+            ON_ERROR_POLICIES,
+            description="an errored judge: drop it (the documented "
+            "rules), count it as 0.0 (zero), or write no reward (fail)",
+        ),
         default="drop",
     ),
-)  # fmt: skip
+)
 ALL_KEYS = frozenset({key.name for key in COMMON_KEYS}.union(*(mode.keys for mode in REWARD_MODES)))
 # The JSON Schema of the keys the modes read in their from_block (verifier.reward):
 # `verifier schema` describes them, and the tests hold both to the same blocks.
@@ -63,17 +66,19 @@ MODE_KEY_SCHEMAS: dict[str, dict[str, Any]] = {
         "default": "weighted",
         "description": "'weighted' or a Python expression over judge names",
     },
-    "weights": nullable({
-        "type": "object",
-        "additionalProperties": {"type": "number", "minimum": 0},
-        "description": "judge name -> non-negative weight (formula 'weighted')",
-    }),
+    "weights": nullable(
+        {
+            "type": "object",
+            "additionalProperties": {"type": "number", "minimum": 0},
+            "description": "judge name -> non-negative weight (formula 'weighted')",
+        }
+    ),
     "raw": {
         "type": "array",
         "items": {"type": "string"},
         "description": "judges already in [0, 1]: clamped, not normalized",
     },
-}  # fmt: skip
+}
 
 
 def parse_reward(

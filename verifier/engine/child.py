@@ -62,9 +62,14 @@ def judge_main(
     if payload.get("error", "").startswith("MemoryError") and memory_mb is not None:
         payload["error"] = f"exceeded the memory limit of {memory_mb} MiB (MemoryError)"
         if judge.case_bound:  # as the runner counts it (runner._unanswered)
-            payload = {"status": Status.OK.value, "value": False, "rationale": (
-                f"the judge gave no answer on this case ({payload['error']}): counted as a failure"
-            )}  # fmt: skip
+            payload = {
+                "status": Status.OK.value,
+                "value": False,
+                "rationale": (
+                    f"the judge gave no answer on this case ({payload['error']}): "
+                    "counted as a failure"
+                ),
+            }
     if os.getpid() != judge_pid:  # a copy made by os.fork() inside the judge returned
         payload = {"status": FORKED}
     else:

@@ -102,8 +102,9 @@ class Limits:
         container = container_memory_bytes()
         if container is not None:
             own = private_bytes([os.getpid()])
-            limits = attrs.evolve(limits, **container_share(options.memory_mb, container, own,
-                                                       workers))  # fmt: skip
+            limits = attrs.evolve(
+                limits, **container_share(options.memory_mb, container, own, workers)
+            )
         return attrs.evolve(limits, **overrides)
 
     def capacity(self, pool: Pool) -> int:
@@ -164,12 +165,32 @@ _Reason = TypeVar("_Reason", str, None)  # a judge's rationale or error, if any
 class _Running:
     """A judge process the runner waits on: its pipes, what they carried, its token."""
 
-    __slots__ = ("grade_deadline", "judge", "lane", "memory_exceeded", "output", "output_cut",
-                 "output_fd", "pid", "result", "result_closed", "result_fd", "started",
-                 "token")  # fmt: skip
+    __slots__ = (
+        "grade_deadline",
+        "judge",
+        "lane",
+        "memory_exceeded",
+        "output",
+        "output_cut",
+        "output_fd",
+        "pid",
+        "result",
+        "result_closed",
+        "result_fd",
+        "started",
+        "token",
+    )
 
-    def __init__(self, judge: PreparedJudge, pid: int, result_fd: int, output_fd: int,
-                 token: str, grade_deadline: float | None, lane: int | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        judge: PreparedJudge,
+        pid: int,
+        result_fd: int,
+        output_fd: int,
+        token: str,
+        grade_deadline: float | None,
+        lane: int | None,
+    ) -> None:
         self.judge = judge
         self.grade_deadline = grade_deadline
         self.lane = lane
@@ -325,8 +346,16 @@ class _Runner:
         if pid == 0:  # the judge's process: never returns
             os.close(result_read)
             os.close(output_read)
-            judge_main(judge, record, self.limits.memory_mb, token, result_write, output_write,
-                       lane=lane or 0, backstop_mb=self.limits.memory_total_mb)  # fmt: skip
+            judge_main(
+                judge,
+                record,
+                self.limits.memory_mb,
+                token,
+                result_write,
+                output_write,
+                lane=lane or 0,
+                backstop_mb=self.limits.memory_total_mb,
+            )
         os.close(result_write)
         os.close(output_write)
         with contextlib.suppress(OSError):  # the child did it already, or has exited
@@ -412,8 +441,12 @@ class _Runner:
                 run, Status.ERROR, duration, self._memory_reason(f"exceeded {run.memory_exceeded}")
             )
         if timed_out and run.stopped_by_grade_deadline():
-            return self._unanswered(run, Status.TIMEOUT, duration, self._deadline_reason(
-                f"stopped after {duration:.1f}s"))  # fmt: skip
+            return self._unanswered(
+                run,
+                Status.TIMEOUT,
+                duration,
+                self._deadline_reason(f"stopped after {duration:.1f}s"),
+            )
         if timed_out:
             timeout = run.judge.config.timeout_s
             return self._unanswered(
@@ -422,8 +455,12 @@ class _Runner:
         lines = [line for line in bytes(run.result).splitlines() if line.strip()]
         payloads = [_payload(line) for line in lines]
         if any(payload.get("status") == FORKED for payload in payloads) or len(payloads) > 1:
-            return self._result(run, Status.ERROR, duration, error="the judge forked: it "
-                                "returned in more than one process")  # fmt: skip
+            return self._result(
+                run,
+                Status.ERROR,
+                duration,
+                error="the judge forked: it returned in more than one process",
+            )
         if not payloads:
             return self._unanswered(run, Status.ERROR, duration, _exit_reason(status))
         payload = payloads[0]
@@ -443,8 +480,12 @@ class _Runner:
         note = self.limits.memory_note
         if note is None or not isinstance(text, str):
             return text
-        return re.sub(r"(the memory limit of \d+ MiB( of the judges running together)?)",
-                      rf"\1 ({note})", text, count=1)  # fmt: skip
+        return re.sub(
+            r"(the memory limit of \d+ MiB( of the judges running together)?)",
+            rf"\1 ({note})",
+            text,
+            count=1,
+        )
 
     def _deadline_reason(self, what: str) -> str:
         return (
@@ -459,9 +500,16 @@ class _Runner:
         before it ran on the case)."""
         reason = self._deadline_reason("not started")
         if judge.case_bound:
-            return _answer(judge, Status.OK, 0.0, self.secrets, value=False, rationale=(
-                f"the judge gave no answer on this case ({reason}): counted as a failure"
-            ))  # fmt: skip
+            return _answer(
+                judge,
+                Status.OK,
+                0.0,
+                self.secrets,
+                value=False,
+                rationale=(
+                    f"the judge gave no answer on this case ({reason}): counted as a failure"
+                ),
+            )
         return _answer(judge, Status.TIMEOUT, 0.0, self.secrets, error=reason)
 
     def _unanswered(
@@ -470,9 +518,15 @@ class _Runner:
         """A judge that gave no answer: its failure when only the case can have caused it
         (a case-bound judge: a builtin), else an error (or timeout) saying why."""
         if run.judge.case_bound:
-            return self._result(run, Status.OK, duration, value=False, rationale=(
-                f"the judge gave no answer on this case ({reason}): counted as a failure"
-            ))  # fmt: skip
+            return self._result(
+                run,
+                Status.OK,
+                duration,
+                value=False,
+                rationale=(
+                    f"the judge gave no answer on this case ({reason}): counted as a failure"
+                ),
+            )
         return self._result(run, status, duration, error=reason)
 
     def _close(self, run: _Running) -> int:
@@ -485,8 +539,11 @@ class _Runner:
         status = 0
         with contextlib.suppress(ChildProcessError):
             _, status = os.waitpid(run.pid, 0)
-        orphans = [pid for pid in self._new_children()
-                   if pid not in self.running and token_of(pid) == run.token]  # fmt: skip
+        orphans = [
+            pid
+            for pid in self._new_children()
+            if pid not in self.running and token_of(pid) == run.token
+        ]
         if orphans:
             kill_trees(orphans)
             reap(orphans)
@@ -516,9 +573,12 @@ class _Runner:
 
 
 def _answer(
-    judge: PreparedJudge, status: Status, duration: float, secrets: tuple[str, ...],
+    judge: PreparedJudge,
+    status: Status,
+    duration: float,
+    secrets: tuple[str, ...],
     **fields: object,
-) -> JudgeResult:  # fmt: skip
+) -> JudgeResult:
     """A judge's result, with every secret the grader knows redacted from its text."""
     for name in ("rationale", "error"):
         if isinstance(fields.get(name), str):

@@ -23,9 +23,20 @@ MAX_RATIONALE_CHARS = 20_000
 CONDITION_BUILTINS = {
     name: getattr(builtins, name)
     for name in (
-        "len", "any", "all", "min", "max", "sum", "abs", "round", "bool", "int", "float", "str",
+        "len",
+        "any",
+        "all",
+        "min",
+        "max",
+        "sum",
+        "abs",
+        "round",
+        "bool",
+        "int",
+        "float",
+        "str",
     )
-}  # fmt: skip
+}
 
 # The judge's input: the record a judge receives as `outputs` (see verifier.case).
 Record = Mapping[str, Any]

@@ -179,8 +179,10 @@ def plan_policy(
     base = sandbox_uid() if as_root else os.geteuid()
     count = slots * lanes
     if as_root and base - count + 1 < 1:
-        raise ValueError(f"${SANDBOX_UID_ENV} {base}: {slots} workers of {lanes} judges "
-                         f"need the UIDs {base - count + 1}..{base}, all above 0")  # fmt: skip
+        raise ValueError(
+            f"${SANDBOX_UID_ENV} {base}: {slots} workers of {lanes} judges "
+            f"need the UIDs {base - count + 1}..{base}, all above 0"
+        )
     scratch = _make_scratch(scratch_root, as_root)
     paths = {_resolved(path) for path in (*hidden, *SECRET_MOUNTS)}
     paths.add(os.path.dirname(scratch))  # every grader's scratch, of this UID
@@ -191,8 +193,10 @@ def plan_policy(
     hidden_by, weakness = _strength(others, abi, as_root, uids)
     supervised = not as_root and abi > 0 and _supervision_works()
     if not as_root and abi > 0 and not supervised and weakness is None:
-        weakness = ("seccomp user notification is not available here, so a command "
-                    "could chmod what the grader owns")  # fmt: skip
+        weakness = (
+            "seccomp user notification is not available here, so a command "
+            "could chmod what the grader owns"
+        )
     return SandboxPolicy(
         hidden=existing,
         hidden_ids=frozenset(filter(None, map(_identity, existing))),
@@ -367,21 +371,26 @@ def _make_scratch(root: str | None, as_root: bool) -> str:
     return scratch
 
 
-def _strength(hidden: Collection[str], abi: int, as_root: bool,
-              uids: Collection[int]) -> tuple[str | None, str | None]:  # fmt: skip
+def _strength(
+    hidden: Collection[str], abi: int, as_root: bool, uids: Collection[int]
+) -> tuple[str | None, str | None]:
     """(what hides the paths, None) or (None, why nothing does). (The scratch is hidden
     by how it is made: a parent others cannot list, a dir per command that only its UID
     may enter.)"""
     if abi > 0:
         return "Landlock", None
     if not as_root:
-        return None, ("this kernel has no Landlock and the grader is not root, so a command "
-                      "would run as the grader's UID and could read what it reads")  # fmt: skip
+        return None, (
+            "this kernel has no Landlock and the grader is not root, so a command "
+            "would run as the grader's UID and could read what it reads"
+        )
     for path in hidden:
         for uid in uids:
             if not denies_entry(path, uid, uid):
-                return None, (f"this kernel has no Landlock, and {path} is open to UID {uid} "
-                              "(make it or a parent dir unsearchable to other users)")  # fmt: skip
+                return None, (
+                    f"this kernel has no Landlock, and {path} is open to UID {uid} "
+                    "(make it or a parent dir unsearchable to other users)"
+                )
     return "file modes", None
 
 
@@ -500,8 +509,9 @@ def run_in_sandbox(
         return CommandRun(None, None, False, problem, 0, confinement)
     names = _provided_names(provided or {})
     uid = policy.uid if policy.as_root else None
-    with tempfile.TemporaryDirectory(prefix="command-", dir=policy.scratch,
-                                     ignore_cleanup_errors=True) as scratch:  # fmt: skip
+    with tempfile.TemporaryDirectory(
+        prefix="command-", dir=policy.scratch, ignore_cleanup_errors=True
+    ) as scratch:
         root = Path(scratch)
         home, workdir, given = root / "home", root / "case", root / "provided"
         results = root / "results"
@@ -533,8 +543,9 @@ def run_in_sandbox(
         confine = functools.partial(_confine, policy, own, readable, channel, listen)
         if probe is not None:
             probe.before(workdir)
-        environment = _environment(home, env or {}, given if names else None,
-                                   results if returned else None)  # fmt: skip
+        environment = _environment(
+            home, env or {}, given if names else None, results if returned else None
+        )
         try:
             process = subprocess.Popen(
                 command,
@@ -553,12 +564,20 @@ def run_in_sandbox(
             )
         except OSError as error:  # exec failed: the program is missing, or not executable
             _close_channel(channel)
-            return CommandRun(None, None, False, f"could not start: {error}", 0, confinement,
-                              start_error=str(error))  # fmt: skip
+            return CommandRun(
+                None,
+                None,
+                False,
+                f"could not start: {error}",
+                0,
+                confinement,
+                start_error=str(error),
+            )
         except subprocess.SubprocessError as error:  # _confine failed: nothing of the case's
             _close_channel(channel)
-            raise RuntimeError(f"the command could not be confined ({error}): no verdict on "
-                               "the case") from None  # fmt: skip
+            raise RuntimeError(
+                f"the command could not be confined ({error}): no verdict on the case"
+            ) from None
         supervisor = _supervisor(channel, own)
         if stdin is not None:
             _feed(process, stdin)
@@ -626,8 +645,9 @@ def sandbox_uid() -> int:
     return uid
 
 
-def _environment(home: Path, extra: Mapping[str, str], given: Path | None,
-                 results: Path | None) -> dict[str, str]:  # fmt: skip
+def _environment(
+    home: Path, extra: Mapping[str, str], given: Path | None, results: Path | None
+) -> dict[str, str]:
     """The allow-list: PATH, locale and time zone, a HOME and TMPDIR of its own, the
     judge's token (so that an orphan is attributed to it), where the provided files
     are and where it hands files back, and the author's `env`."""
@@ -666,8 +686,9 @@ def _provide(given: Path, names: Mapping[PurePosixPath, Path]) -> None:
         try:
             shutil.copyfile(source, target)
         except OSError as error:
-            raise OSError(error.errno, f"provided file {source} cannot be copied: "
-                          f"{error.strerror}") from None  # fmt: skip
+            raise OSError(
+                error.errno, f"provided file {source} cannot be copied: {error.strerror}"
+            ) from None
         target.chmod(0o555 if os.access(source, os.X_OK) else 0o444)
     for directory in sorted((path for path in given.rglob("*") if path.is_dir()), reverse=True):
         directory.chmod(0o555)
@@ -699,8 +720,9 @@ def _close_channel(channel: tuple[socket.socket, socket.socket] | None) -> None:
         end.close()
 
 
-def _supervisor(channel: tuple[socket.socket, socket.socket] | None,
-                own: tuple[str, ...]) -> Supervisor | None:  # fmt: skip
+def _supervisor(
+    channel: tuple[socket.socket, socket.socket] | None, own: tuple[str, ...]
+) -> Supervisor | None:
     """The supervisor of the command just started, with the listener it sent."""
     if channel is None:
         return None
@@ -725,9 +747,13 @@ def _supervision_installer() -> Callable[[], int]:
     return functools.partial(install_seccomp, supervised_program(), listener=True)
 
 
-def _confine(policy: SandboxPolicy, writable: tuple[str, ...], readable: tuple[str, ...],
-             channel: tuple[socket.socket, socket.socket] | None,
-             listen: Callable[[], int] | None) -> None:  # fmt: skip
+def _confine(
+    policy: SandboxPolicy,
+    writable: tuple[str, ...],
+    readable: tuple[str, ...],
+    channel: tuple[socket.socket, socket.socket] | None,
+    listen: Callable[[], int] | None,
+) -> None:
     """In the command's process, before exec (already as the sandbox user when root): no
     privileges to gain, death with its judge, first in line for the OOM killer, a
     ceiling on its processes, Landlock
@@ -752,9 +778,13 @@ def _confine(policy: SandboxPolicy, writable: tuple[str, ...], readable: tuple[s
         os.close(listener)
 
 
-def _stream(process: subprocess.Popen[bytes], tails: Mapping[int, _Tail], timeout: float,
-            supervisor: Supervisor | None = None,
-            space: Callable[[], str | None] | None = None) -> tuple[bool, str | None]:  # fmt: skip
+def _stream(
+    process: subprocess.Popen[bytes],
+    tails: Mapping[int, _Tail],
+    timeout: float,
+    supervisor: Supervisor | None = None,
+    space: Callable[[], str | None] | None = None,
+) -> tuple[bool, str | None]:
     """Read the command's output pipes into their tails, and answer its supervised
     calls, until it exits ((False, None)) or its time is up ((True, None)); every
     _SPACE_CHECK_S ask `space` whether it must stop for what it wrote (then it is
@@ -864,8 +894,10 @@ def describe_confinement(policy: SandboxPolicy) -> str:
     parts = [f"{who}, in a private copy of the case"]
     if policy.hidden_by == "Landlock":
         scope = ", no signals out" if policy.landlock >= 6 else ""
-        parts.append(f"Landlock ABI {policy.landlock}: the grader's files hidden, writes to "
-                     f"its dirs only{scope}")  # fmt: skip
+        parts.append(
+            f"Landlock ABI {policy.landlock}: the grader's files hidden, writes to "
+            f"its dirs only{scope}"
+        )
     elif policy.hidden_by is not None:
         parts.append("no Landlock in this kernel: the grader's files hidden by their modes")
     else:

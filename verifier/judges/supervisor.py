@@ -187,21 +187,66 @@ _CALLS = {
 }
 # Their numbers, by machine (aarch64 has only the *at variants of chmod and chown).
 _NUMBERS = {
-    "x86_64": {"chmod": 90, "fchmod": 91, "fchmodat": 268, "chown": 92, "fchown": 93,
-               "lchown": 94, "fchownat": 260, "truncate": 76, "setxattr": 188,
-               "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198,
-               "fremovexattr": 199},
-    "aarch64": {"fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "truncate": 45,
-                "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
-                "lremovexattr": 15, "fremovexattr": 16},
-}  # fmt: skip
+    "x86_64": {
+        "chmod": 90,
+        "fchmod": 91,
+        "fchmodat": 268,
+        "chown": 92,
+        "fchown": 93,
+        "lchown": 94,
+        "fchownat": 260,
+        "truncate": 76,
+        "setxattr": 188,
+        "lsetxattr": 189,
+        "fsetxattr": 190,
+        "removexattr": 197,
+        "lremovexattr": 198,
+        "fremovexattr": 199,
+    },
+    "aarch64": {
+        "fchmod": 52,
+        "fchmodat": 53,
+        "fchownat": 54,
+        "fchown": 55,
+        "truncate": 45,
+        "setxattr": 5,
+        "lsetxattr": 6,
+        "fsetxattr": 7,
+        "removexattr": 14,
+        "lremovexattr": 15,
+        "fremovexattr": 16,
+    },
+}
 # Answered ENOSYS: fchmodat2, setxattrat, removexattrat (struct arguments; libc falls
 # back), io_uring_setup (its operations never pass through seccomp).
 _UNSUPPORTED = (452, 463, 466, 425)
 # The compat ABI's chmod, chown, truncate and xattr family (i386 and 32-bit ARM share most
 # numbers; fchownat and fchmodat differ) and io_uring_setup.
-_COMPAT_FAMILY = (15, 16, 92, 94, 95, 182, 193, 198, 207, 212, 226, 227, 228, 235, 236, 237,
-                  298, 306, 325, 333, 452, 463, 466)  # fmt: skip
+_COMPAT_FAMILY = (
+    15,
+    16,
+    92,
+    94,
+    95,
+    182,
+    193,
+    198,
+    207,
+    212,
+    226,
+    227,
+    228,
+    235,
+    236,
+    237,
+    298,
+    306,
+    325,
+    333,
+    452,
+    463,
+    466,
+)
 _COMPAT_IO_URING = 425
 
 
@@ -454,6 +499,11 @@ def _fchownat() -> Any:
     import ctypes
 
     function = libc().fchownat
-    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
-                         ctypes.c_int)  # fmt: skip
+    function.argtypes = (
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+        ctypes.c_int,
+    )
     return function

@@ -43,8 +43,12 @@ class CaseCopyError(Exception):
     """The case cannot be copied for the command: a fact about the case."""
 
 
-def copy_case(case_dir: str, target: str, owner: int | None = None,
-              leave_out: Collection[tuple[int, int]] = ()) -> None:  # fmt: skip
+def copy_case(
+    case_dir: str,
+    target: str,
+    owner: int | None = None,
+    leave_out: Collection[tuple[int, int]] = (),
+) -> None:
     """Copy case_dir to target (which must not exist), every entry owned by `owner` when
     given (the grader is root), the entries whose (st_dev, st_ino) are in `leave_out`
     left out (the grader's own dirs, should one lie inside the case). CaseCopyError
@@ -62,8 +66,14 @@ def copy_case(case_dir: str, target: str, owner: int | None = None,
     _walk(source, destination, info, budget, owner, frozenset(leave_out))
 
 
-def _walk(source: int, destination: int, info: os.stat_result, budget: _Budget,
-          owner: int | None, leave_out: frozenset[tuple[int, int]]) -> None:  # fmt: skip
+def _walk(
+    source: int,
+    destination: int,
+    info: os.stat_result,
+    budget: _Budget,
+    owner: int | None,
+    leave_out: frozenset[tuple[int, int]],
+) -> None:
     """Depth first, one (source, destination) pair of descriptors per level open."""
     stack = [(source, destination, info, _entries(source, ""))]
     try:
@@ -134,18 +144,21 @@ def _finish_dir(dst: int, info: os.stat_result, owner: int | None) -> None:
     os.utime(dst, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-def _copy_file(src: int, dst: int, name: str, info: os.stat_result, budget: _Budget,
-               owner: int | None) -> None:  # fmt: skip
+def _copy_file(
+    src: int, dst: int, name: str, info: os.stat_result, budget: _Budget, owner: int | None
+) -> None:
     try:
-        reader = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=src)  # fmt: skip
+        reader = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src
+        )
     except OSError as error:
         raise CaseCopyError(f"{name} cannot be read ({error.strerror})") from None
     try:
         if not stat.S_ISREG(os.fstat(reader).st_mode):  # swapped since it was listed
             return
-        writer = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600,
-                         dir_fd=dst)  # fmt: skip
+        writer = os.open(
+            name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=dst
+        )
         try:
             for start, end in _data_extents(reader, info.st_size):
                 budget.take_bytes(end - start)
@@ -217,8 +230,7 @@ def _copy_link(src: int, dst: int, name: str, info: os.stat_result, owner: int |
     if owner is not None:
         os.chown(name, owner, owner, dir_fd=dst, follow_symlinks=False)
     with contextlib.suppress(OSError, NotImplementedError):
-        os.utime(name, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=dst,
-                 follow_symlinks=False)  # fmt: skip
+        os.utime(name, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=dst, follow_symlinks=False)
 
 
 class _Budget:
@@ -248,8 +260,10 @@ class _Budget:
     def take_entry(self) -> None:
         self.entries_left -= 1
         if self.entries_left < 0:
-            raise CaseCopyError(f"the case holds more than {MAX_COPY_ENTRIES} entries, or more "
-                                "than the copy's filesystem has inodes for")  # fmt: skip
+            raise CaseCopyError(
+                f"the case holds more than {MAX_COPY_ENTRIES} entries, or more "
+                "than the copy's filesystem has inodes for"
+            )
 
     def _check(self, first: bool = False) -> None:
         """Lower what is left to what the filesystem (and memory) can still take."""

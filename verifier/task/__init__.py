@@ -112,8 +112,9 @@ def init_task(
     # Every ConfigError before anything is written.
     execution = read_execution(config)
     leave_out = [dest] if env is None else [dest, env.root]
-    plan = plan_tests_dir(config, leave_out=leave_out,
-                          reserved=() if env is None else (CONTEXT_IN_TESTS,))  # fmt: skip
+    plan = plan_tests_dir(
+        config, leave_out=leave_out, reserved=() if env is None else (CONTEXT_IN_TESTS,)
+    )
     input_text = _task_input_text(config, plan, task_input)
     if execution.steps and instruction is not None:
         raise UsageError(
@@ -131,32 +132,48 @@ def init_task(
     elif instruction_text is None:
         instruction_text, placeholder = _edited_instruction(dest, name, workdir)
     if input_text is None and not placeholder:
-        input_text = yaml.safe_dump({"prompt": instruction_text}, allow_unicode=True,
-                                    sort_keys=False)  # fmt: skip
+        input_text = yaml.safe_dump(
+            {"prompt": instruction_text}, allow_unicode=True, sort_keys=False
+        )
     if env is not None:
         agent_files: tuple[TestsFile, ...] = ()
         starts_with = case_files(env, workdir)
     else:
         agent_files = starts_with = environment_files(dest) if protect else ()
-    protected = protected_files(starts_with, protect, env.root if env else None) if (
-        protect) else ()  # fmt: skip
+    protected = (
+        protected_files(starts_with, protect, env.root if env else None) if (protect) else ()
+    )
     check_dest(dest, force)
     kept = write_package(
         PackageSpec(
-            dest=dest, name=name, image=image, agent_image=agent_image, workdir=workdir,
-            tests=plan, instruction=instruction_text, task_input=input_text or None,
-            steps=steps, agent_timeout_s=agent_timeout(execution), agent_files=agent_files,
-            protected=protected, verifier_env=verifier_env, environment=env,
+            dest=dest,
+            name=name,
+            image=image,
+            agent_image=agent_image,
+            workdir=workdir,
+            tests=plan,
+            instruction=instruction_text,
+            task_input=input_text or None,
+            steps=steps,
+            agent_timeout_s=agent_timeout(execution),
+            agent_files=agent_files,
+            protected=protected,
+            verifier_env=verifier_env,
+            environment=env,
             settings=verifier_settings(config, verifier_network),
         )
-    )  # fmt: skip
+    )
     warn_all(plan.warnings)
     warn_all(env.warnings if env is not None else ())
     warn_all(describe_kept(dest, kept))
     if placeholder and input_text is None:
-        warn_all([f"{dest / 'instruction.md'} is a placeholder, so the task has no trusted "
-                  "task input yet: edit it and run task init --force again (or pass "
-                  "--instruction)"])  # fmt: skip
+        warn_all(
+            [
+                f"{dest / 'instruction.md'} is a placeholder, so the task has no trusted "
+                "task input yet: edit it and run task init --force again (or pass "
+                "--instruction)"
+            ]
+        )
     if protect:
         warn_all([warning for warning in [guard_missing(read_yaml(config))] if warning])
     return dest

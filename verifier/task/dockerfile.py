@@ -274,8 +274,9 @@ def _copied(instruction: Instruction, files: Sequence[str], workdir: str) -> dic
             continue  # ADD unpacks a local archive: its members are not context files
         for context_file, relative in _matches(context_path(source), files):
             if relative is None:  # the source is this very file
-                target = posixpath.join(dest, posixpath.basename(context_file)) if (
-                    into_dir) else dest  # fmt: skip
+                target = (
+                    posixpath.join(dest, posixpath.basename(context_file)) if (into_dir) else dest
+                )
             else:
                 target = posixpath.join(dest, relative)
             copied[posixpath.normpath(target)] = context_file
@@ -342,8 +343,9 @@ class IgnoreRules:
 
     def relocated(self, prefix: str) -> str:
         """The same rules for the context with these files under prefix/."""
-        lines = [f"{'!' if exception else ''}{prefix}/{pattern}"
-                 for exception, pattern in self.patterns]  # fmt: skip
+        lines = [
+            f"{'!' if exception else ''}{prefix}/{pattern}" for exception, pattern in self.patterns
+        ]
         return "\n".join(lines) + "\n" if lines else ""
 
 

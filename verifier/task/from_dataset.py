@@ -110,21 +110,30 @@ def init_dataset_tasks(
         )
         specs.append(
             PackageSpec(
-                dest=dest / entry.case_id, name=f"{org}/{entry.case_id}", image=image,
-                agent_image=agent_image, workdir=workdir, tests=_with_entry(base, dataset, entry),
-                instruction=instruction, steps=steps, agent_files=agent_files,
+                dest=dest / entry.case_id,
+                name=f"{org}/{entry.case_id}",
+                image=image,
+                agent_image=agent_image,
+                workdir=workdir,
+                tests=_with_entry(base, dataset, entry),
+                instruction=instruction,
+                steps=steps,
+                agent_files=agent_files,
                 protected=protected_files(agent_files, protect) if protect else (),
                 verifier_env={**verifier_env, "VERIFIER_CASE_ID": entry.case_id},
                 metadata={"eval_name": eval_name, "case_id": entry.case_id},
-                agent_timeout_s=agent_timeout(execution), settings=settings,
+                agent_timeout_s=agent_timeout(execution),
+                settings=settings,
             )
-        )  # fmt: skip
+        )
     check_dest(dest, force)
     for spec in specs:
         warn_all(describe_kept(spec.dest, write_package(spec)))
     writer = PackageWriter(dest)
-    writer.write_text(MANIFEST, manifest_text(dest, f"{org}/{safe_name(eval_name)}",
-                                              f"{eval_name}: {dataset.path}/"))  # fmt: skip
+    writer.write_text(
+        MANIFEST,
+        manifest_text(dest, f"{org}/{safe_name(eval_name)}", f"{eval_name}: {dataset.path}/"),
+    )
     warn_all(describe_kept(dest, writer.finish()))
     written = [spec.dest for spec in specs]
     warn_all(base.warnings)

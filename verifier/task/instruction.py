@@ -41,9 +41,11 @@ def render_instruction(invocation: Invocation, task_input: Any, where: str, key:
         command = fields["prompt"]
     if not command.strip():
         raise ConfigError(
-            where, key, "gives the agent no instruction: set a prompt, a skill or arguments, "
+            where,
+            key,
+            "gives the agent no instruction: set a prompt, a skill or arguments, "
             "or give the case's input a prompt",
-        )  # fmt: skip
+        )
     if invocation.system_prompt:
         command = f"{invocation.system_prompt.rstrip()}\n\n{command}"
     return command
@@ -64,9 +66,11 @@ def _resolve(template: str, fields: Mapping[str, Any], where: str, key: str) -> 
                 if optional:
                     return ""
                 raise ConfigError(
-                    where, key, f"needs the input field {name!r}, which the case's input "
+                    where,
+                    key,
+                    f"needs the input field {name!r}, which the case's input "
                     "does not have (write {" + name + "?} for an optional one)",
-                )  # fmt: skip
+                )
             return str(value)
 
         text = _BRACE.sub(field, template)
@@ -138,8 +142,10 @@ def with_min_rewards(
     (every step but the last) `default`, --min-reward."""
     execution = document.get("execution") if isinstance(document, dict) else None
     listed = execution.get("steps") if isinstance(execution, dict) else None
-    given = [entry.get("min_reward") if isinstance(entry, dict) else None
-             for entry in (listed if isinstance(listed, list) else [])]  # fmt: skip
+    given = [
+        entry.get("min_reward") if isinstance(entry, dict) else None
+        for entry in (listed if isinstance(listed, list) else [])
+    ]
     result = []
     for index, step in enumerate(steps):
         value = given[index] if index < len(given) else None
@@ -151,8 +157,11 @@ def with_min_rewards(
                 or not isinstance(value, int | float)
                 or not (0 <= value <= 1)
             ):
-                raise ConfigError(where, f"execution.steps[{index}] ({step.id}).min_reward",
-                                  f"{value!r} must be a number in [0, 1]")  # fmt: skip
+                raise ConfigError(
+                    where,
+                    f"execution.steps[{index}] ({step.id}).min_reward",
+                    f"{value!r} must be a number in [0, 1]",
+                )
             step = attrs.evolve(step, min_reward=float(value))
         result.append(step)
     return tuple(result)

@@ -58,8 +58,12 @@ def manifest_text(directory: Path, name: str, description: str) -> str:
         with (task / "task.toml").open("rb") as handle:
             task_name = tomllib.load(handle).get("task", {}).get("name")
         if isinstance(task_name, str):
-            lines += ["", "[[tasks]]", f"name = {toml_str(task_name)}",
-                      f"digest = {toml_str(content_digest(task))}"]  # fmt: skip
+            lines += [
+                "",
+                "[[tasks]]",
+                f"name = {toml_str(task_name)}",
+                f"digest = {toml_str(content_digest(task))}",
+            ]
     return "\n".join(lines) + "\n"
 
 

@@ -148,8 +148,11 @@ def _write_environment(writer: PackageWriter, environment: Environment) -> None:
 
 def _verifier_dockerfile(spec: PackageSpec) -> str:
     assert spec.environment is not None
-    entries = [file.relative.as_posix() for file in spec.tests.files
-               if not (spec.protected and file.relative.parts[0] == PROTECTED_DIR)]  # fmt: skip
+    entries = [
+        file.relative.as_posix()
+        for file in spec.tests.files
+        if not (spec.protected and file.relative.parts[0] == PROTECTED_DIR)
+    ]
     entries += [f"{PROTECTED_DIR}/{file.relative}" for file in spec.protected]
     if spec.task_input:
         entries.append(TASK_INPUT_FILE)
@@ -163,11 +166,15 @@ def _executable(path: Path) -> bool:
 def _template_values(spec: PackageSpec) -> dict[str, str]:
     environment = ["# The agent's image is built from environment/Dockerfile."]
     if spec.agent_image:
-        environment = ["# The agent's image (no environment/Dockerfile).",
-                       f"docker_image = {toml_str(spec.agent_image)}"]  # fmt: skip
+        environment = [
+            "# The agent's image (no environment/Dockerfile).",
+            f"docker_image = {toml_str(spec.agent_image)}",
+        ]
         if spec.agent_files:
-            environment += ["# Harbor uploads environment/ (the case's inputs) into it.",
-                            f"workdir = {toml_str(spec.workdir)}"]  # fmt: skip
+            environment += [
+                "# Harbor uploads environment/ (the case's inputs) into it.",
+                f"workdir = {toml_str(spec.workdir)}",
+            ]
     settings = spec.settings
     verifier_env = {"VERIFIER_CASE": spec.workdir, **settings.network.env, **spec.verifier_env}
     if not spec.steps and settings.time.deadline_s is not None:
@@ -183,7 +190,8 @@ def _template_values(spec: PackageSpec) -> dict[str, str]:
         "verifier_timeout": repr(settings.time.timeout_s),
         "verifier_toml": _verifier_toml(settings),
         "verifier_image_note": "the task's environment with the verifier on top"
-        if spec.environment is not None else "FROM the verifier image",
+        if spec.environment is not None
+        else "FROM the verifier image",
         "metadata_toml": "".join(f"\n{key} = {toml_str(v)}" for key, v in spec.metadata.items()),
         "agent_timeout": repr(float(spec.agent_timeout_s)),
         "root_toml": _root_toml(spec),
@@ -192,7 +200,7 @@ def _template_values(spec: PackageSpec) -> dict[str, str]:
             f"\nCOPY {json.dumps([name, f'{spec.workdir}/{name}'])}"
             for name in _top_level(spec.agent_files)
         ),
-    }  # fmt: skip
+    }
 
 
 def _top_level(files: tuple[TestsFile, ...]) -> list[str]:
@@ -203,14 +211,18 @@ def _top_level(files: tuple[TestsFile, ...]) -> list[str]:
 
 def _verifier_toml(settings: VerifierSettings) -> str:
     network = settings.network
-    lines = [f"# Network: {network.why}." if network.why else "",
-             f"network_mode = {toml_str(network.mode)}"]  # fmt: skip
+    lines = [
+        f"# Network: {network.why}." if network.why else "",
+        f"network_mode = {toml_str(network.mode)}",
+    ]
     if network.allowed_hosts:
         lines.append(f"allowed_hosts = {json.dumps(list(network.allowed_hosts))}")
     if settings.user is not None:
-        lines += ["# A judge runs code from the case: as root, the grader runs it as another",
-                  "# user (the sandbox's), who cannot read /tests or signal the grader.",
-                  f"user = {toml_str(settings.user)}"]  # fmt: skip
+        lines += [
+            "# A judge runs code from the case: as root, the grader runs it as another",
+            "# user (the sandbox's), who cannot read /tests or signal the grader.",
+            f"user = {toml_str(settings.user)}",
+        ]
     return "".join(f"\n{line}" for line in lines if line)
 
 
@@ -238,8 +250,12 @@ def _step_toml(step: StepSpec, settings: VerifierSettings) -> str:
     env = {"VERIFIER_STEP": step.id}
     if time.deadline_s is not None:
         env["VERIFIER_DEADLINE"] = _seconds(time.deadline_s)
-    lines += ["", "[steps.verifier]", f"timeout_sec = {time.timeout_s!r}",
-              f"env = {_inline_table(env)}"]  # fmt: skip
+    lines += [
+        "",
+        "[steps.verifier]",
+        f"timeout_sec = {time.timeout_s!r}",
+        f"env = {_inline_table(env)}",
+    ]
     return "\n".join(lines)
 
 

@@ -55,8 +55,11 @@ class PackageWriter:
         digest = _sha256(data)
         current = _digest_of(target)
         if current is not None and current != digest and current != self.previous.get(key):
-            why = "changed since task init wrote it" if key in self.previous else (
-                "not recorded by an earlier task init")  # fmt: skip
+            why = (
+                "changed since task init wrote it"
+                if key in self.previous
+                else ("not recorded by an earlier task init")
+            )
             self.kept.append(Kept(PurePosixPath(key), why))
             if key in self.previous:
                 self.written[key] = self.previous[key]  # still init's: the edit stays an edit

@@ -65,9 +65,11 @@ class VerifierSettings:
 # When eval.yaml does not load (the package is still written; every trial records a
 # verifier error): Harbor's own timeout, no deadline, nothing that needs a network.
 UNLOADED = VerifierSettings(
-    StepTime(DEFAULT_TIMEOUT_S, None), MappingProxyType({}),
-    Network("no-network", why="eval.yaml does not load, so no judge runs"), None,
-)  # fmt: skip
+    StepTime(DEFAULT_TIMEOUT_S, None),
+    MappingProxyType({}),
+    Network("no-network", why="eval.yaml does not load, so no judge runs"),
+    None,
+)
 
 
 def verifier_settings(
@@ -107,8 +109,9 @@ def _network(config: EvalConfig | None, asked: str, environ: Mapping[str, str]) 
     llm = [judge for judge in config.judges if judge.kind == "llm"] if config else []
     endpoints = _endpoints(config, llm, environ) if config else Network("no-network")
     if asked == "public":
-        return attrs.evolve(endpoints, mode="public", allowed_hosts=(),
-                                  why="asked for (--verifier-network public)")  # fmt: skip
+        return attrs.evolve(
+            endpoints, mode="public", allowed_hosts=(), why="asked for (--verifier-network public)"
+        )
     if asked == "no-network" or not llm:
         why = "asked for" if asked == "no-network" else "no judge asks a model"
         return Network("no-network", why=why if config else UNLOADED.network.why)
@@ -125,9 +128,10 @@ def _endpoints(config: EvalConfig, llm: list[JudgeConfig], environ: Mapping[str,
             provider, _ = resolve_model(judge.spec, config, environ, config.locator(judge.key))
         except ConfigError:
             return Network(
-                "public", why=f"{judge.name} asks a model that is only known when grading "
+                "public",
+                why=f"{judge.name} asks a model that is only known when grading "
                 "($EVAL_JUDGE_MODEL): its endpoint cannot be allow-listed",
-            )  # fmt: skip
+            )
         url = environ.get(provider.base_url_env, "").strip() or provider.default_base_url
         host = urlsplit(url).hostname
         if urlsplit(url).scheme not in ("http", "https") or not host:
@@ -137,6 +141,8 @@ def _endpoints(config: EvalConfig, llm: list[JudgeConfig], environ: Mapping[str,
         for variable in provider.key_env[:1]:
             env[variable] = "${" + variable + "}"
     return Network(
-        "allowlist", tuple(dict.fromkeys(hosts)),
-        why="LLM judges reach their endpoint, and nothing else", env=env,
-    )  # fmt: skip
+        "allowlist",
+        tuple(dict.fromkeys(hosts)),
+        why="LLM judges reach their endpoint, and nothing else",
+        env=env,
+    )

@@ -98,22 +98,29 @@ def read_package(dest: Path) -> Package:
     for entry in config.get("steps") or []:
         name, step_verifier = str(entry["name"]), _table(entry, "verifier")
         step_env = {str(k): str(v) for k, v in _table(step_verifier, "env").items()}
-        steps.append(Step(
-            name=name, solution=Path(dest) / "steps" / name / "solution",
-            verifier_env={**env, **step_env},
-            timeout_s=float(step_verifier.get("timeout_sec", 600.0)),
-            agent_timeout_s=float(_table(entry, "agent").get("timeout_sec", agent_timeout)),
-        ))  # fmt: skip
+        steps.append(
+            Step(
+                name=name,
+                solution=Path(dest) / "steps" / name / "solution",
+                verifier_env={**env, **step_env},
+                timeout_s=float(step_verifier.get("timeout_sec", 600.0)),
+                agent_timeout_s=float(_table(entry, "agent").get("timeout_sec", agent_timeout)),
+            )
+        )
     if not steps:
         steps.append(Step(None, Path(dest) / "solution", env, timeout, agent_timeout))
     network = verifier.get("network_mode", "public")
     return Package(
-        dest=Path(dest), name=str(_table(config, "task").get("name", Path(dest).name)),
-        workdir=workdir.rstrip("/") or "/", agent_image=environment.get("docker_image"),
-        exec_workdir=environment.get("workdir"), agent_user=_user(agent.get("user")),
-        verifier_user=_user(verifier.get("user")), verifier_network=network != "no-network",
+        dest=Path(dest),
+        name=str(_table(config, "task").get("name", Path(dest).name)),
+        workdir=workdir.rstrip("/") or "/",
+        agent_image=environment.get("docker_image"),
+        exec_workdir=environment.get("workdir"),
+        agent_user=_user(agent.get("user")),
+        verifier_user=_user(verifier.get("user")),
+        verifier_network=network != "no-network",
         steps=tuple(steps),
-    )  # fmt: skip
+    )
 
 
 def resolve_env(env: Mapping[str, str], environ: Mapping[str, str], where: str) -> dict[str, str]:
@@ -153,8 +160,13 @@ class Engine:
 
     def __call__(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
         try:
-            return subprocess.run([self.name, *args], capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+            return subprocess.run(
+                [self.name, *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except FileNotFoundError:
             raise UsageError(f"--engine {self.name}: not installed") from None
         except subprocess.TimeoutExpired:
@@ -163,15 +175,25 @@ class Engine:
     def checked(self, what: str, *args: str, timeout: float = 300.0) -> str:
         run = self(*args, timeout=timeout)
         if run.returncode != 0:
-            raise PackageFailed(f"{what} failed ({self.name} {args[0]}, exit {run.returncode}): "
-                                f"{_tail(run.stdout + run.stderr)}")  # fmt: skip
+            raise PackageFailed(
+                f"{what} failed ({self.name} {args[0]}, exit {run.returncode}): "
+                f"{_tail(run.stdout + run.stderr)}"
+            )
         return run.stdout
 
     def build(self, what: str, tag: str, context: Path) -> None:
         network = ["--network", self.network] if self.network else []
         pull = ["--pull=never"] if self.name == "podman" else []
-        self.checked(f"building {what} ({context})", "build", *pull, *network, "-t", tag,
-                     str(context), timeout=_BUILD_TIMEOUT_S)  # fmt: skip
+        self.checked(
+            f"building {what} ({context})",
+            "build",
+            *pull,
+            *network,
+            "-t",
+            tag,
+            str(context),
+            timeout=_BUILD_TIMEOUT_S,
+        )
 
 
 def test_package(
@@ -203,15 +225,22 @@ def test_package(
         with tempfile.TemporaryDirectory(prefix="verifier-task-test-") as scratch:
             root = Path(scratch)
             cases = _run_agent(package, engine, agent_image, root, run_id)
-            untouched = _grade(package, engine, verifier_image, cases[0], package.steps[-1],
-                               root / "untouched", "untouched", environ)  # fmt: skip
+            untouched = _grade(
+                package,
+                engine,
+                verifier_image,
+                cases[0],
+                package.steps[-1],
+                root / "untouched",
+                "untouched",
+                environ,
+            )
             report(f"untouched environment: reward {untouched.reward:.4g}")
             solved = untouched
             for step, case in zip(package.steps, cases[1:], strict=True):
                 label = f"solution step {step.name}" if step.name else "solution"
                 out = root / f"out-{step.name or 'solution'}"
-                solved = _grade(package, engine, verifier_image, case, step, out, label,
-                                environ)  # fmt: skip
+                solved = _grade(package, engine, verifier_image, case, step, out, label, environ)
                 report(f"{label}: reward {solved.reward:.4g}")
     finally:
         for image in built:
@@ -238,26 +267,64 @@ def _run_agent(package: Package, engine: Engine, image: str, root: Path, run_id:
     workdir = ["--workdir", package.exec_workdir] if package.exec_workdir else []
     # `sleep infinity` as PID 1 ignores SIGTERM: with the default stop signal, podman's
     # `rm --force` below would wait out its 10 s stop timeout before it kills.
-    engine.checked("starting the environment", "run", "-d", "--name", container, *network,
-                   *workdir, "--stop-signal", "KILL", "--entrypoint", "", image, "sh", "-c",
-                   "sleep infinity")  # fmt: skip
+    engine.checked(
+        "starting the environment",
+        "run",
+        "-d",
+        "--name",
+        container,
+        *network,
+        *workdir,
+        "--stop-signal",
+        "KILL",
+        "--entrypoint",
+        "",
+        image,
+        "sh",
+        "-c",
+        "sleep infinity",
+    )
     try:
         if package.agent_image is not None and _uploads_environment(package.dest):
-            engine.checked("uploading environment/", "exec", "--user", "root", container, "mkdir",
-                           "-p", package.workdir)  # fmt: skip
-            engine.checked("uploading environment/", "cp", f"{package.dest / 'environment'}/.",
-                           f"{container}:{package.workdir}")  # fmt: skip
+            engine.checked(
+                "uploading environment/",
+                "exec",
+                "--user",
+                "root",
+                container,
+                "mkdir",
+                "-p",
+                package.workdir,
+            )
+            engine.checked(
+                "uploading environment/",
+                "cp",
+                f"{package.dest / 'environment'}/.",
+                f"{container}:{package.workdir}",
+            )
         cases = [_copy_out(engine, container, package.workdir, root / "case-untouched")]
         for index, step in enumerate(package.steps):
-            engine.checked("uploading the solution", "exec", "--user", "root", container, "sh",
-                           "-c", "rm -rf /solution && mkdir -p /solution")  # fmt: skip
-            engine.checked("uploading the solution", "cp", f"{step.solution}/.",
-                           f"{container}:/solution")  # fmt: skip
-            run = engine("exec", *user, container, "bash", "/solution/solve.sh",
-                         timeout=step.agent_timeout_s)  # fmt: skip
+            engine.checked(
+                "uploading the solution",
+                "exec",
+                "--user",
+                "root",
+                container,
+                "sh",
+                "-c",
+                "rm -rf /solution && mkdir -p /solution",
+            )
+            engine.checked(
+                "uploading the solution", "cp", f"{step.solution}/.", f"{container}:/solution"
+            )
+            run = engine(
+                "exec", *user, container, "bash", "/solution/solve.sh", timeout=step.agent_timeout_s
+            )
             if run.returncode != 0:
-                raise PackageFailed(f"{step.solution / 'solve.sh'} exits {run.returncode}: "
-                                    f"{_tail(run.stdout + run.stderr)}")  # fmt: skip
+                raise PackageFailed(
+                    f"{step.solution / 'solve.sh'} exits {run.returncode}: "
+                    f"{_tail(run.stdout + run.stderr)}"
+                )
             cases.append(_copy_out(engine, container, package.workdir, root / f"case-{index}"))
         return cases
     finally:
@@ -282,20 +349,42 @@ def _copy_out(engine: Engine, container: str, workdir: str, target: Path) -> Pat
 
 
 def _grade(
-    package: Package, engine: Engine, image: str, case: Path, step: Step, out: Path,
-    label: str, environ: Mapping[str, str],
-) -> Graded:  # fmt: skip
+    package: Package,
+    engine: Engine,
+    image: str,
+    case: Path,
+    step: Step,
+    out: Path,
+    label: str,
+    environ: Mapping[str, str],
+) -> Graded:
     out.mkdir()
     out.chmod(0o777)  # whoever the verifier's user is
     env = resolve_env(step.verifier_env, environ, str(package.dest / "task.toml"))
     flags = [item for key, value in env.items() for item in ("--env", f"{key}={value}")]
     user = ["--user", package.verifier_user] if package.verifier_user else []
-    network = (["--network", engine.network] if engine.network else []) if (
-        package.verifier_network) else ["--network", "none"]  # fmt: skip
-    run = engine("run", "--rm", *network, *user, *flags,
-                 "-v", f"{case}:{package.workdir}", "-v", f"{out}:/logs/verifier",
-                 "--entrypoint", "", image, "bash", "/tests/test.sh",
-                 timeout=step.timeout_s)  # fmt: skip
+    network = (
+        (["--network", engine.network] if engine.network else [])
+        if (package.verifier_network)
+        else ["--network", "none"]
+    )
+    run = engine(
+        "run",
+        "--rm",
+        *network,
+        *user,
+        *flags,
+        "-v",
+        f"{case}:{package.workdir}",
+        "-v",
+        f"{out}:/logs/verifier",
+        "--entrypoint",
+        "",
+        image,
+        "bash",
+        "/tests/test.sh",
+        timeout=step.timeout_s,
+    )
     output = run.stdout + run.stderr
     try:
         rewards = json.loads((out / "reward.json").read_text(encoding="utf-8"))

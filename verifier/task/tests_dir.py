@@ -24,18 +24,40 @@ from verifier.judges.builtins import builtin_reference_files
 from verifier.references import referenced_files
 
 # Directories nothing grading reads: version control, caches, virtual environments.
-SKIPPED_DIRS = frozenset({
-    ".git", ".hg", ".svn", ".bzr", "__pycache__", ".pytest_cache", ".mypy_cache",
-    ".ruff_cache", ".tox", ".nox", ".ipynb_checkpoints", ".cache", ".venv", "node_modules",
-})  # fmt: skip
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".ipynb_checkpoints",
+        ".cache",
+        ".venv",
+        "node_modules",
+    }
+)
 # Files nothing grading reads: byte code, editor leftovers, Harbor's own ignore rules
 # (which would change what Harbor selects from tests/).
 SKIPPED_FILES = ("*.pyc", "*.pyo", ".DS_Store", "*.swp", "*.swo", "*~", ".harborignore")
 # Names in tests/ that would shadow the package's own files or the image's test.sh.
-RESERVED_TEST_FILES = frozenset({
-    "Dockerfile", "Containerfile", "docker-compose.yaml", ".dockerignore", ".containerignore",
-    "test.sh", "test.bat", "eval.yaml",
-})  # fmt: skip
+RESERVED_TEST_FILES = frozenset(
+    {
+        "Dockerfile",
+        "Containerfile",
+        "docker-compose.yaml",
+        ".dockerignore",
+        ".containerignore",
+        "test.sh",
+        "test.bat",
+        "eval.yaml",
+    }
+)
 TESTS_SIZE_WARNING = 20 * 1024 * 1024
 CONFIG_NAME = "eval.yaml"  # what the config is called in tests/, whatever its own name
 
@@ -72,9 +94,10 @@ def plan_tests_dir(
     for relative in referenced:
         if relative.parts[0] in reserved_names:
             raise ConfigError(
-                str(config), "", f"references {relative}, a name the task's tests/ dir reserves: "
-                "rename it",
-            )  # fmt: skip
+                str(config),
+                "",
+                f"references {relative}, a name the task's tests/ dir reserves: rename it",
+            )
     skipped = {path.resolve() for path in leave_out} | {config.resolve()}
     warnings: list[str] = []
     warned: set[str] = set()

@@ -26,9 +26,14 @@ from verifier.judges.builtins.registry import (
 )
 from verifier.trajectory import read_trajectory
 
-TRAJECTORY_PATH = Key("path", CasePath(description="a trajectory file in the case, which the "
-                                                   "agent writes (default: the trajectory "
-                                                   "eval.yaml's `trajectory:` names)"))  # fmt: skip
+TRAJECTORY_PATH = Key(
+    "path",
+    CasePath(
+        description="a trajectory file in the case, which the "
+        "agent writes (default: the trajectory "
+        "eval.yaml's `trajectory:` names)"
+    ),
+)
 TOOL_NAME = Key("tool_name", Text(non_empty=True), required=True)
 
 
@@ -62,10 +67,16 @@ def _agent_calls(trajectory: Mapping[str, Any], tool_name: str) -> int:
     return sum(1 for name in names if name == tool_name)
 
 
-@builtin("trajectory", TOOL_NAME,
-         Key("min_count", Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
-             default=1),
-         TRAJECTORY_PATH)  # fmt: skip
+@builtin(
+    "trajectory",
+    TOOL_NAME,
+    Key(
+        "min_count",
+        Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
+        default=1,
+    ),
+    TRAJECTORY_PATH,
+)
 def trajectory_tool_used(
     context: BuiltinContext, tool_name: str, min_count: int, path: str | None
 ) -> ValueWithRationale:
@@ -87,10 +98,16 @@ def trajectory_tool_not_used(
     return count == 0, f"{tool_name} was called {count} times"
 
 
-@builtin("trajectory",
-         Key("max_turns", Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
-             required=True),
-         TRAJECTORY_PATH, score_range=PARTIAL_CREDIT)  # fmt: skip
+@builtin(
+    "trajectory",
+    Key(
+        "max_turns",
+        Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
+        required=True,
+    ),
+    TRAJECTORY_PATH,
+    score_range=PARTIAL_CREDIT,
+)
 def trajectory_turn_count(
     context: BuiltinContext, max_turns: int, path: str | None
 ) -> ValueWithRationale:
@@ -103,8 +120,10 @@ def trajectory_turn_count(
     return value, f"{turns} agent turns (budget {max_turns}, none left at {2 * max_turns})"
 
 
-@builtin("efficiency", Key("max_cost_usd", Number(minimum=0, problem="must be a number >= 0"),
-                           default=1.0))  # fmt: skip
+@builtin(
+    "efficiency",
+    Key("max_cost_usd", Number(minimum=0, problem="must be a number >= 0"), default=1.0),
+)
 def cost_budget(context: BuiltinContext, max_cost_usd: float) -> ValueWithRationale:
     """agent-eval-harness's efficiency/cost_budget, verdicts word for word."""
     cost = context.record.get("cost_usd")
@@ -117,14 +136,23 @@ def cost_budget(context: BuiltinContext, max_cost_usd: float) -> ValueWithRation
 
 @builtin(
     "process",
-    Key("min_coverage", Number(minimum=0, maximum=1, problem="must be a fraction from 0 to 1"),
-        default=0.8),
+    Key(
+        "min_coverage",
+        Number(minimum=0, maximum=1, problem="must be a fraction from 0 to 1"),
+        default=0.8,
+    ),
     Key("match", Choice(("suffix", "exact", "basename")), default="suffix"),
     Key("include_subagents", Flag(), default=True),
     Key("include_grep", Flag(), default=True),
-    Key("preloaded_files", OneOrMany(Text(non_empty=True), description="paths counted as "
-                                     "read (e.g. an auto-loaded CLAUDE.md)"), default=()),
-)  # fmt: skip
+    Key(
+        "preloaded_files",
+        OneOrMany(
+            Text(non_empty=True),
+            description="paths counted as read (e.g. an auto-loaded CLAUDE.md)",
+        ),
+        default=(),
+    ),
+)
 def consulted_docs(
     context: BuiltinContext,
     min_coverage: float,
@@ -146,8 +174,11 @@ def consulted_docs(
     if trajectory is None:
         return False, problem
     preloaded = [_normalize(p, match) for p in preloaded_files or () if p]
-    calls = [call for call in trajectory.get("tool_calls") or ()
-             if include_subagents or not call.get("subagent")]  # fmt: skip
+    calls = [
+        call
+        for call in trajectory.get("tool_calls") or ()
+        if include_subagents or not call.get("subagent")
+    ]
     read = [r for r in (_normalize(p, match) for p in _read_paths(calls, include_grep)) if r]
 
     def seen(path: str, among: Sequence[str]) -> bool:

@@ -154,8 +154,13 @@ class ProvidedFiles:
         for name, file in value.items():
             where = at.child(str(name))
             relative = PurePosixPath(name) if isinstance(name, str) else None
-            if (relative is None or relative.is_absolute() or ".." in relative.parts
-                    or not relative.parts or "\0" in name):  # fmt: skip
+            if (
+                relative is None
+                or relative.is_absolute()
+                or ".." in relative.parts
+                or not relative.parts
+                or "\0" in name
+            ):
                 raise where.error(f"{name!r} must be a relative name, without '..'")
             provided[str(relative)] = ReferencePath().parse(file, where)
         return provided
@@ -171,9 +176,13 @@ class ProvidedFiles:
 
     def schema(self) -> dict[str, Any]:
         path = {"type": "string", "minLength": 1}
-        return {"anyOf": [{"type": "object", "additionalProperties": path, "minProperties": 1},
-                          {"type": "array", "items": path, "minItems": 1}],
-                "description": self.description}  # fmt: skip
+        return {
+            "anyOf": [
+                {"type": "object", "additionalProperties": path, "minProperties": 1},
+                {"type": "array", "items": path, "minItems": 1},
+            ],
+            "description": self.description,
+        }
 
 
 @attrs.frozen
@@ -199,8 +208,10 @@ class Globs:
 
     def schema(self) -> dict[str, Any]:
         item = {"type": "string", "minLength": 1}
-        return {"anyOf": [item, {"type": "array", "items": item, "minItems": 1}],
-                "description": self.description}  # fmt: skip
+        return {
+            "anyOf": [item, {"type": "array", "items": item, "minItems": 1}],
+            "description": self.description,
+        }
 
 
 @attrs.frozen
@@ -215,8 +226,10 @@ class ColumnRef:
         raise at.error(f"{value!r} must be a column number from 0 or a header name")
 
     def schema(self) -> dict[str, Any]:
-        return {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}],
-                "description": self.description}  # fmt: skip
+        return {
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}],
+            "description": self.description,
+        }
 
 
 @attrs.frozen
@@ -254,8 +267,11 @@ class Words:
         return tuple(value)
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "array", "items": {"type": "string", "minLength": 1},
-                "description": self.description}  # fmt: skip
+        return {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "description": self.description,
+        }
 
 
 MAX_TEST_IDS = 100_000
@@ -302,9 +318,13 @@ class TestIdList:
 
     def schema(self) -> dict[str, Any]:
         item = {"type": "string", "minLength": 1, "maxLength": MAX_TEST_ID_CHARS}
-        return {"anyOf": [{"type": "array", "items": item, "minItems": 1},
-                          {"type": "string", "minLength": 1}],
-                "description": self.description}  # fmt: skip
+        return {
+            "anyOf": [
+                {"type": "array", "items": item, "minItems": 1},
+                {"type": "string", "minLength": 1},
+            ],
+            "description": self.description,
+        }
 
 
 def test_id_problem(test_id: str) -> str | None:

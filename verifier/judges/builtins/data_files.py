@@ -79,11 +79,12 @@ def yaml_path_equals(
 @builtin(
     "csv",
     PATH,
-    Key("row", Number(integer=True, minimum=0, problem="must be a row number from 0"),
-        required=True),
+    Key(
+        "row", Number(integer=True, minimum=0, problem="must be a row number from 0"), required=True
+    ),
     Key("col", ColumnRef(), required=True),
     EXPECTED,
-)  # fmt: skip
+)
 def csv_cell_equals(
     context: BuiltinContext, path: str, row: int, col: int | str, expected: Any
 ) -> ValueWithRationale:
@@ -119,9 +120,10 @@ def csv_cell_equals(
     Key("db_path", CasePath(), required=True),
     Key("query", Text(non_empty=True, description="SQL, run read-only"), required=True),
     EXPECTED,
-    Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
-        default=10),
-)  # fmt: skip
+    Key(
+        "timeout", Number(positive=True, problem="must be a positive number of seconds"), default=10
+    ),
+)
 def sqlite_query_equals(
     context: BuiltinContext, db_path: str, query: str, expected: Any, timeout: float
 ) -> ValueWithRationale:

@@ -139,12 +139,18 @@ def file_matches(
     Key("path1", CasePath(), required=True),
     Key("path2", CasePath(description="a second file in the case")),
     REFERENCE,
-    Key("ignore_line_endings", Flag(description="accepted for older eval.yaml files: CRLF "
-                                                "and CR always count as LF"), default=False),
-    Key("ignore_whitespace", Flag(description="runs of whitespace count as one space; "
-                                              "leading and trailing ignored"), default=False),
+    Key(
+        "ignore_line_endings",
+        Flag(description="accepted for older eval.yaml files: CRLF and CR always count as LF"),
+        default=False,
+    ),
+    Key(
+        "ignore_whitespace",
+        Flag(description="runs of whitespace count as one space; leading and trailing ignored"),
+        default=False,
+    ),
     one_of=(("path2", "reference"),),
-)  # fmt: skip
+)
 def files_equal(
     context: BuiltinContext,
     path1: str,

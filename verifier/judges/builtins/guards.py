@@ -53,8 +53,9 @@ TRUSTED = Key(
         check=manifest_problem,
     ),
 )
-PATHS = Key("paths", Globs(description="what is protected: globs relative to the case dir"),
-            required=True)  # fmt: skip
+PATHS = Key(
+    "paths", Globs(description="what is protected: globs relative to the case dir"), required=True
+)
 
 
 @attrs.frozen
@@ -69,10 +70,13 @@ class Tampering:
     def describe(self) -> str:
         parts = [
             f"{what}: {_listed(paths)}"
-            for what, paths in (("changed", self.changed), ("deleted", self.deleted),
-                                ("added", self.added))
+            for what, paths in (
+                ("changed", self.changed),
+                ("deleted", self.deleted),
+                ("added", self.added),
+            )
             if paths
-        ]  # fmt: skip
+        ]
         return "; ".join(parts)
 
 
@@ -87,15 +91,22 @@ def files_unchanged(
     if listing.problem is not None:
         return JudgeAnswer(False, f"the protected files cannot be verified: {listing.problem}")
     present = _protected(listing.files(), paths)
-    changed = tuple(path for path in sorted(trusted.keys() & present.keys())
-                    if not _same(context.case_dir, path, present[path], trusted[path]))  # fmt: skip
+    changed = tuple(
+        path
+        for path in sorted(trusted.keys() & present.keys())
+        if not _same(context.case_dir, path, present[path], trusted[path])
+    )
     tampering = Tampering(
-        changed, tuple(sorted(trusted.keys() - present.keys())),
+        changed,
+        tuple(sorted(trusted.keys() - present.keys())),
         tuple(sorted(present.keys() - trusted.keys())),
-    )  # fmt: skip
+    )
     if tampering:
-        return JudgeAnswer(False, f"protected files were tampered with: {tampering.describe()}",
-                           {"tampering": attrs.asdict(tampering, recurse=False)})  # fmt: skip
+        return JudgeAnswer(
+            False,
+            f"protected files were tampered with: {tampering.describe()}",
+            {"tampering": attrs.asdict(tampering, recurse=False)},
+        )
     return JudgeAnswer(True, f"{len(trusted)} protected files unchanged, none added")
 
 
@@ -112,13 +123,16 @@ def no_new_files_matching(
     if listing.problem is not None:
         return JudgeAnswer(False, f"the case cannot be checked: {listing.problem}")
     present = _protected(listing.files(), paths)
-    new = tuple(path for path in sorted(present)
-                if path not in trusted
-                or not _same(context.case_dir, path, present[path], trusted[path]))  # fmt: skip
+    new = tuple(
+        path
+        for path in sorted(present)
+        if path not in trusted or not _same(context.case_dir, path, present[path], trusted[path])
+    )
     if new:
         tampering = attrs.asdict(Tampering(added=new), recurse=False)
-        return JudgeAnswer(False, f"files that must not be there: {_listed(new)}",
-                           {"tampering": tampering})  # fmt: skip
+        return JudgeAnswer(
+            False, f"files that must not be there: {_listed(new)}", {"tampering": tampering}
+        )
     return JudgeAnswer(True, f"no file matches {', '.join(glob.pattern for glob in paths)}")
 
 
@@ -156,8 +170,9 @@ def _read_manifest(path: Path) -> dict[str, str]:
 
 
 def _protected(entries: Mapping[str, str], globs: Sequence[Glob]) -> dict[str, str]:
-    return {path: value for path, value in entries.items()
-            if any(glob.matches(path) for glob in globs)}  # fmt: skip
+    return {
+        path: value for path, value in entries.items() if any(glob.matches(path) for glob in globs)
+    }
 
 
 def _case_listing(case_dir: Path, globs: Sequence[Glob]) -> CaseListing:

@@ -20,14 +20,19 @@ prompt_builtin(
     "output_completeness",
     (PROMPTS / "output_completeness.md").read_text(encoding="utf-8"),
     Key("strictness", Choice(("low", "medium", "high")), default="medium"),
-    Key("criteria", OneOrMany(Text(non_empty=True), description="specific criteria to check"),
-        default=()),
-)  # fmt: skip
+    Key(
+        "criteria",
+        OneOrMany(Text(non_empty=True), description="specific criteria to check"),
+        default=(),
+    ),
+)
 prompt_builtin(
     "safety",
     "no_harmful_content",
     (PROMPTS / "no_harmful_content.md").read_text(encoding="utf-8"),
-    Key("categories", OneOrMany(Text(non_empty=True), description="what to check for "
-                                                                  "(default: five categories)"),
-        default=()),
-)  # fmt: skip
+    Key(
+        "categories",
+        OneOrMany(Text(non_empty=True), description="what to check for (default: five categories)"),
+        default=(),
+    ),
+)

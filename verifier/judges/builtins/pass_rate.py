@@ -102,8 +102,13 @@ _COMMAND_CHARS = 800  # of the command's output, when its report is unusable
 SIGNATURE_SUFFIX = ".sig"  # beside a signed report: its HMAC, in hex
 _ORDER = (FAILED, ERRORED, SKIPPED, PASSED)  # how a rationale names the tests
 _LISTED_ORDER = (MISSING, *_ORDER)
-_CTRF_STATUS = {PASSED: "passed", FAILED: "failed", ERRORED: "failed", SKIPPED: "skipped",
-                MISSING: "failed"}  # fmt: skip
+_CTRF_STATUS = {
+    PASSED: "passed",
+    FAILED: "failed",
+    ERRORED: "failed",
+    SKIPPED: "skipped",
+    MISSING: "failed",
+}
 _CTRF_RAW = {ERRORED: "error", MISSING: "missing"}
 _MISSING_MESSAGE = "listed, and not in the report (not collected, renamed or deleted)"
 _SKIPPED_MESSAGE = "listed, and skipped: a listed test must run, so it counts as failed"
@@ -113,10 +118,14 @@ FORMAT = Key("format", Choice(FORMATS, description="detected from the report whe
 COMMAND = Key("command", CommandLine(description="run first (sandboxed); writes the report"))
 MIN_TESTS = Key(
     "min_tests",
-    Number(minimum=1, integer=True, problem="must be a whole number of tests, 1 or more",
-           description="fewer tests run (skipped ones aside) is a failure"),
+    Number(
+        minimum=1,
+        integer=True,
+        problem="must be a whole number of tests, 1 or more",
+        description="fewer tests run (skipped ones aside) is a failure",
+    ),
     default=1,
-)  # fmt: skip
+)
 TESTS = Key(
     "tests",
     TestIdList(
@@ -168,13 +177,31 @@ PLUGINS = Key(
         "off), e.g. pytest_timeout"
     ),
 )
-ARGUMENTS = (REPORT, FORMAT, COMMAND, TIMEOUT, ENV, PROVIDE, MIN_TESTS, TESTS, FAIL_TO_PASS,
-             PASS_TO_PASS, RUNNER, EXECUTABLE, RUN_PATHS, ARGS, INI, PLUGINS)  # fmt: skip
+ARGUMENTS = (
+    REPORT,
+    FORMAT,
+    COMMAND,
+    TIMEOUT,
+    ENV,
+    PROVIDE,
+    MIN_TESTS,
+    TESTS,
+    FAIL_TO_PASS,
+    PASS_TO_PASS,
+    RUNNER,
+    EXECUTABLE,
+    RUN_PATHS,
+    ARGS,
+    INI,
+    PLUGINS,
+)
 ONE_SOURCE = (("report", "runner"),)
 _RUNNER_ONLY = ("executable", "paths", "args", "ini", "plugins")
 _PYTEST_ONLY = ("ini", "plugins")
-_ID_SHAPES = {"pytest": ("::", "a pytest node id (path::name)"),
-              "go": ("/", "a go test id (Package/TestName)")}  # fmt: skip
+_ID_SHAPES = {
+    "pytest": ("::", "a pytest node id (path::name)"),
+    "go": ("/", "a go test id (Package/TestName)"),
+}
 
 Identity = tuple[int, int, int]  # a file's (inode, size, mtime_ns): changed when rewritten
 
@@ -236,8 +263,9 @@ def _runner_id_problem(runner: str, test: str) -> str | None:
     return None
 
 
-_TESTS_BUILTIN = functools.partial(builtin, "tests", *ARGUMENTS, runs_case_code=True,
-                                   one_of=ONE_SOURCE, check=check_arguments)  # fmt: skip
+_TESTS_BUILTIN = functools.partial(
+    builtin, "tests", *ARGUMENTS, runs_case_code=True, one_of=ONE_SOURCE, check=check_arguments
+)
 
 
 @_TESTS_BUILTIN(score_range=PARTIAL_CREDIT)
@@ -253,8 +281,9 @@ def pass_rate(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
 def all_passed(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     """True when the report is usable, enough tests ran, and every one counted passed."""
     graded = grade_tests(context, **arguments)
-    return JudgeAnswer(graded.total > 0 and graded.passed == graded.total, graded.rationale,
-                       graded.details)  # fmt: skip
+    return JudgeAnswer(
+        graded.total > 0 and graded.passed == graded.total, graded.rationale, graded.details
+    )
 
 
 def grade_tests(
@@ -288,8 +317,9 @@ def grade_tests(
     if command is None:
         return judge(read_reports(context.case_dir, report, format), {})
     provided = provided_files(context, provide)
-    return run_report_command(context.case_dir, command, report, format, timeout, env, provided,
-                              judge)  # fmt: skip
+    return run_report_command(
+        context.case_dir, command, report, format, timeout, env, provided, judge
+    )
 
 
 def run_report_command(
@@ -305,8 +335,14 @@ def run_report_command(
     """Run the author's command (with the trusted files it is handed), and judge the
     reports it wrote."""
     check_program(command, env)
-    run = run_in_sandbox(command, case_dir, timeout=timeout, env=env, provided=provided,
-                         probe=FreshReports(report, format))  # fmt: skip
+    run = run_in_sandbox(
+        command,
+        case_dir,
+        timeout=timeout,
+        env=env,
+        provided=provided,
+        probe=FreshReports(report, format),
+    )
     details: dict[str, Any] = {"sandbox": run.confinement, "command": _ending(run)}
     if run.timed_out:
         return _unusable(f"the command timed out after {timeout:g}s; no report counts", details)
@@ -334,12 +370,21 @@ def run_tests(
     key = secrets.token_bytes(32) if plan.signed else None
     returned = (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
     run = run_in_sandbox(
-        list(plan.command), case_dir, timeout=timeout, env=environment,
-        provided=plan.provided, returned=returned, stdin=key,
-        separate_stdout=plan.report is None, stdout_bytes=MAX_FILE_BYTES,
-    )  # fmt: skip
-    details: dict[str, Any] = {"sandbox": run.confinement, "runner": plan.name,
-                               "command": _ending(run)}  # fmt: skip
+        list(plan.command),
+        case_dir,
+        timeout=timeout,
+        env=environment,
+        provided=plan.provided,
+        returned=returned,
+        stdin=key,
+        separate_stdout=plan.report is None,
+        stdout_bytes=MAX_FILE_BYTES,
+    )
+    details: dict[str, Any] = {
+        "sandbox": run.confinement,
+        "runner": plan.name,
+        "command": _ending(run),
+    }
     if run.timed_out:
         return _unusable(f"the tests timed out after {timeout:g}s; no report counts", details)
     if plan.tampered_code is not None and run.exit_code == plan.tampered_code:
@@ -375,8 +420,12 @@ def handed_back(run: CommandRun, plan: RunnerPlan, key: bytes | None) -> Reading
     if key is not None and plan.report is not None:
         signature = run.returned.get(f"{plan.report}{SIGNATURE_SUFFIX}")
         if not _signed(key, found.data, signature):
-            return Reading(None, files, f"the report of {plan.label} is not the launcher's: "
-                           "its signature does not verify", plan.name)  # fmt: skip
+            return Reading(
+                None,
+                files,
+                f"the report of {plan.label} is not the launcher's: its signature does not verify",
+                plan.name,
+            )
     try:
         return Reading(parse_report(found.data, plan.format), files, tool=plan.name)
     except ReportError as error:
@@ -387,11 +436,16 @@ def tampering(run: CommandRun, plan: RunnerPlan) -> str:
     """Why a run that ended with the runner's tampered code counts nothing: what its
     runner found, as the last line it printed says (the case may print such lines too:
     they can only fail it)."""
-    found = [line.split(PYTEST_TAMPERED_MARK, 1)[1] for line in run.tail.splitlines()
-             if PYTEST_TAMPERED_MARK in line]  # fmt: skip
+    found = [
+        line.split(PYTEST_TAMPERED_MARK, 1)[1]
+        for line in run.tail.splitlines()
+        if PYTEST_TAMPERED_MARK in line
+    ]
     said = f": {_cut_text(found[-1], _COMMAND_CHARS)}" if found else ""
-    return (f"the code under test tampered with {plan.label}, so no test counts (exit "
-            f"{run.exit_code}){said}")  # fmt: skip
+    return (
+        f"the code under test tampered with {plan.label}, so no test counts (exit "
+        f"{run.exit_code}){said}"
+    )
 
 
 def _signed(key: bytes, data: bytes, signature: CaseFile | None) -> bool:
@@ -444,10 +498,15 @@ def judge_listed(
     assert reading.report is not None
     report = reading.report
     notes = {MISSING: _MISSING_MESSAGE, SKIPPED: _SKIPPED_MESSAGE}
-    outcomes = [Outcome(entry.test, entry.result, notes.get(entry.result, entry.message))
-                for entry in selection.listed]  # fmt: skip
-    details = {**details, "tests": _listed_details(selection, reading),
-               CTRF_DETAILS: ctrf_tests(reading.tool or report.format, outcomes)}  # fmt: skip
+    outcomes = [
+        Outcome(entry.test, entry.result, notes.get(entry.result, entry.message))
+        for entry in selection.listed
+    ]
+    details = {
+        **details,
+        "tests": _listed_details(selection, reading),
+        CTRF_DETAILS: ctrf_tests(reading.tool or report.format, outcomes),
+    }
     summary = summarize_listed(selection, reading)
     if selection.found < min_tests:
         fewer = f"only {selection.found} listed tests ran, fewer than min_tests {min_tests}"
@@ -472,8 +531,11 @@ class FreshReports:
 
     def before(self, workdir: Path) -> None:
         found, _ = matching_files(workdir, self.location)
-        self.existing = {path: identity for path in found
-                         if (identity := file_identity(workdir, path)) is not None}  # fmt: skip
+        self.existing = {
+            path: identity
+            for path in found
+            if (identity := file_identity(workdir, path)) is not None
+        }
 
     def after(self, workdir: Path) -> Reading:
         return read_reports(workdir, self.location, self.format, self.existing)
@@ -549,8 +611,10 @@ def _nothing_found(location: str | Glob, stale: Sequence[str]) -> str:
     if isinstance(location, str):  # a lone path that is found and unusable is stale
         return f"report {_cut(location)} is stale: the command did not write it (it was there)"
     if stale:
-        return (f"no file matching {location.pattern} was written by the command; "
-                f"{len(stale)} stale: {_listed(stale)}")  # fmt: skip
+        return (
+            f"no file matching {location.pattern} was written by the command; "
+            f"{len(stale)} stale: {_listed(stale)}"
+        )
     return f"no file matches {location.pattern}"
 
 
@@ -576,10 +640,9 @@ def summarize_listed(selection: Selection, reading: Reading) -> str:
     parts = [
         f"{count[PASSED]} of {total} listed tests passed, {count[FAILED]} failed, "
         f"{count[ERRORED]} errored, {count[SKIPPED]} skipped, {count[MISSING]} missing"
-        + (" (skipped and missing ones count as failed)" if count[SKIPPED] + count[MISSING]
-           else "")
+        + (" (skipped and missing ones count as failed)" if count[SKIPPED] + count[MISSING] else "")
         + f": pass rate {count[PASSED] / total:.4g}"
-    ]  # fmt: skip
+    ]
     for group, passed, listed in _group_counts(selection):
         parts.append(f"{group} {passed} of {listed} passed")
     if selection.unlisted:
@@ -598,11 +661,14 @@ def _with_names(head: str, outcomes: Sequence[Outcome], order: Sequence[str]) ->
 def _group_counts(selection: Selection) -> list[tuple[str, int, int]]:
     """(group, passed, listed) of fail_to_pass and pass_to_pass, those that were given."""
     return [
-        (group, selection.count(PASSED, group),
-         sum(1 for entry in selection.listed if entry.group == group))
+        (
+            group,
+            selection.count(PASSED, group),
+            sum(1 for entry in selection.listed if entry.group == group),
+        )
         for group in GROUPS[1:]
         if any(entry.group == group for entry in selection.listed)
-    ]  # fmt: skip
+    ]
 
 
 def named_outcomes(
@@ -632,8 +698,9 @@ def named_outcomes(
 
 
 def _details(reading: Reading, report: Report) -> dict[str, Any]:
-    failing = [_cut(outcome.test) for outcome in report.outcomes
-               if outcome.result in (FAILED, ERRORED)]  # fmt: skip
+    failing = [
+        _cut(outcome.test) for outcome in report.outcomes if outcome.result in (FAILED, ERRORED)
+    ]
     return {
         "reports": list(reading.files[:MAX_DETAIL_NAMES]),
         "format": report.format,
@@ -649,13 +716,17 @@ def _listed_details(selection: Selection, reading: Reading) -> dict[str, Any]:
         "reports": list(reading.files[:MAX_DETAIL_NAMES]),
         "format": reading.report.format,
         "listed": len(selection.listed),
-        **{result: selection.count(result) for result in (PASSED, FAILED, ERRORED, SKIPPED,
-                                                          MISSING)},
+        **{
+            result: selection.count(result)
+            for result in (PASSED, FAILED, ERRORED, SKIPPED, MISSING)
+        },
         "unlisted": selection.unlisted,
         "failing": failing[:MAX_DETAIL_NAMES],
-        **{group: {"passed": passed, "listed": listed}
-           for group, passed, listed in _group_counts(selection)},
-    }  # fmt: skip
+        **{
+            group: {"passed": passed, "listed": listed}
+            for group, passed, listed in _group_counts(selection)
+        },
+    }
 
 
 def ctrf_tests(tool: str, outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -668,8 +739,11 @@ def ctrf_tests(tool: str, outcomes: Sequence[Outcome]) -> dict[str, Any]:
     tests = []
     for index in sorted(shown[:MAX_CTRF_TESTS]):
         outcome = outcomes[index]
-        entry: dict[str, Any] = {"name": outcome.test[:MAX_CTRF_NAME_CHARS],
-                                 "status": statuses[index], "duration": 0}  # fmt: skip
+        entry: dict[str, Any] = {
+            "name": outcome.test[:MAX_CTRF_NAME_CHARS],
+            "status": statuses[index],
+            "duration": 0,
+        }
         if outcome.result in _CTRF_RAW:
             entry["rawStatus"] = _CTRF_RAW[outcome.result]
         if outcome.message:

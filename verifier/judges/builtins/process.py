@@ -31,8 +31,9 @@ from verifier.judges.sandbox import STDOUT_BYTES, CommandRun, run_in_sandbox
 
 OUTPUT_CHARS = 2000  # of a command's output in a rationale: its start and its end
 _SHOWN_CHARS = 200
-TIMEOUT = Key("timeout", Number(positive=True, problem="must be a positive number of seconds"),
-              default=30)  # fmt: skip
+TIMEOUT = Key(
+    "timeout", Number(positive=True, problem="must be a positive number of seconds"), default=30
+)
 ENV = Key("env", Environment())
 PROVIDE = Key("provide", ProvidedFiles())
 COMMAND_KEYS = (
@@ -79,24 +80,39 @@ def command_succeeds(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     )
 
 
-@builtin("process", *COMMAND_KEYS, Key("text", Text(), required=True), runs_case_code=True,
-         one_of=ONE_COMMAND)  # fmt: skip
+@builtin(
+    "process",
+    *COMMAND_KEYS,
+    Key("text", Text(), required=True),
+    runs_case_code=True,
+    one_of=ONE_COMMAND,
+)
 def command_output_contains(context: BuiltinContext, text: str, **arguments: Any) -> JudgeAnswer:
     """What the command prints on stdout contains the text (whatever its exit code)."""
     claims = (f"contains {text!r}", f"does not contain {text!r}")
     return _judge_stdout(context, arguments, lambda out: text in out, claims)
 
 
-@builtin("process", *COMMAND_KEYS, Key("expected", Text(), required=True), runs_case_code=True,
-         one_of=ONE_COMMAND)  # fmt: skip
+@builtin(
+    "process",
+    *COMMAND_KEYS,
+    Key("expected", Text(), required=True),
+    runs_case_code=True,
+    one_of=ONE_COMMAND,
+)
 def command_output_matches(context: BuiltinContext, expected: str, **arguments: Any) -> JudgeAnswer:
     """stdout, stripped, equals the expected text, stripped."""
     claims = (f"is {expected.strip()!r}", f"is not {expected.strip()!r}")
     return _judge_stdout(context, arguments, lambda out: out.strip() == expected.strip(), claims)
 
 
-@builtin("process", *COMMAND_KEYS, Key("pattern", Pattern(), required=True), runs_case_code=True,
-         one_of=ONE_COMMAND)  # fmt: skip
+@builtin(
+    "process",
+    *COMMAND_KEYS,
+    Key("pattern", Pattern(), required=True),
+    runs_case_code=True,
+    one_of=ONE_COMMAND,
+)
 def command_output_matches_regex(
     context: BuiltinContext, pattern: str, **arguments: Any
 ) -> JudgeAnswer:

@@ -334,8 +334,11 @@ class Integrity:
         self.tests = {}  # node id -> (item, its function, that function's code)
         self.test_modules = []
         for name, module in list(sys.modules.items()):
-            if (name.split(".")[0] in _PINNED_PACKAGES or name in _WRITER_MODULES
-                    or any(module is plugin for plugin in plugins)):  # fmt: skip
+            if (
+                name.split(".")[0] in _PINNED_PACKAGES
+                or name in _WRITER_MODULES
+                or any(module is plugin for plugin in plugins)
+            ):
                 every = name.startswith(_CORE)
                 self.bind(f"sys.modules[{name!r}]", sys.modules, name, module, every)
                 self.pin_namespace(name, vars(module), every, classes=True)
@@ -358,9 +361,16 @@ class Integrity:
 
     def pin_function(self, what, function, every):
         cells = tuple(_cell_contents(cell) for cell in function.__closure__ or ())
-        self.functions[not every].append((what, function, function.__code__,
-                                          function.__defaults__, function.__kwdefaults__,
-                                          cells))  # fmt: skip
+        self.functions[not every].append(
+            (
+                what,
+                function,
+                function.__code__,
+                function.__defaults__,
+                function.__kwdefaults__,
+                cells,
+            )
+        )
         self.trusted.add(id(function))
 
     def pin_namespace(self, what, namespace, every, classes=False, data=False):
@@ -375,8 +385,9 @@ class Integrity:
                 continue
             self.bind(what, namespace, name, value, every)
             if classes and isinstance(value, type) and value.__dict__.get("__module__") == owner:
-                self.objects[not every].append((f"{what}.{name}", value, type(value),
-                                                value.__mro__))  # fmt: skip
+                self.objects[not every].append(
+                    (f"{what}.{name}", value, type(value), value.__mro__)
+                )
                 self.pin_namespace(f"{what}.{name}", value.__dict__, every)
             for function in _wrapped(value):
                 self.pin_function(f"{what}.{name}", function, every)
@@ -461,9 +472,12 @@ class Integrity:
             if namespace.get(name, _ABSENT) is not value:
                 self.find(f"{what}.{name} was replaced")
         for what, function, code, defaults, kwdefaults, cells in self.functions[index]:
-            if (function.__code__ is not code or function.__defaults__ is not defaults
-                    or function.__kwdefaults__ is not kwdefaults
-                    or not _same(cells, function.__closure__)):  # fmt: skip
+            if (
+                function.__code__ is not code
+                or function.__defaults__ is not defaults
+                or function.__kwdefaults__ is not kwdefaults
+                or not _same(cells, function.__closure__)
+            ):
                 self.find(f"the code of {what} was changed")
         for what, value, kind, mro in self.objects[index]:
             if type(value) is not kind or value.__mro__ is not mro:
@@ -486,14 +500,18 @@ class Integrity:
                 if type(implementation) not in self.kinds[1] or not self.trusted_hook(
                     implementation.function
                 ):
-                    self.find(f"pytest's hook {name} has an implementation the code of the "
-                              f"case added ({_plugin_name(implementation)})")  # fmt: skip
+                    self.find(
+                        f"pytest's hook {name} has an implementation the code of the "
+                        f"case added ({_plugin_name(implementation)})"
+                    )
         for name, implementation, function in self.impls:
             if implementation.function is not function:
                 self.find(f"an implementation of pytest's hook {name} was replaced")
             elif not ended and id(implementation) not in present:
-                self.find(f"an implementation of pytest's hook {name} was removed "
-                          f"({_plugin_name(implementation)})")  # fmt: skip
+                self.find(
+                    f"an implementation of pytest's hook {name} was removed "
+                    f"({_plugin_name(implementation)})"
+                )
 
     def trusted_hook(self, function):
         """pytest's, pluggy's or a plugin's function (pinned), or one defined in the
@@ -529,8 +547,12 @@ class Integrity:
         modules = list(self.test_modules)
         for module in list(sys.modules.values()):
             path = vars(module).get("__file__") if type(module) is _MODULE else None
-            if (type(path) is str and os.path.basename(path) == "conftest.py"
-                    and _within(path, self.workdir) and self.existed(path)):  # fmt: skip
+            if (
+                type(path) is str
+                and os.path.basename(path) == "conftest.py"
+                and _within(path, self.workdir)
+                and self.existed(path)
+            ):
                 modules.append(module)
         names = set()
         for module in modules:

@@ -111,9 +111,15 @@ def builtin(
         if run.__name__ in BUILTINS:
             raise ValueError(f"builtin {run.__name__!r} is registered twice")
         BUILTINS[run.__name__] = Builtin(
-            run.__name__, category, run, tuple(arguments), runs_case_code, one_of,
-            score_range=score_range, check=check,
-        )  # fmt: skip
+            run.__name__,
+            category,
+            run,
+            tuple(arguments),
+            runs_case_code,
+            one_of,
+            score_range=score_range,
+            check=check,
+        )
         return run
 
     return register

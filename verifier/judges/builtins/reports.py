@@ -249,8 +249,10 @@ def _pytest_json_report(document: dict[str, Any]) -> Report:
         outcomes = uncollected + tuple(_pytest_outcome(test) for test in tests)
         return Report("pytest-json", Counts.of(outcomes), outcomes)
     assert isinstance(summary, dict)  # refused above when it is neither tests nor summary
-    totals = {result: sum(_count(summary, key) for key in keys)
-              for result, keys in _PYTEST_SUMMARY.items()}  # fmt: skip
+    totals = {
+        result: sum(_count(summary, key) for key in keys)
+        for result, keys in _PYTEST_SUMMARY.items()
+    }
     counts = Counts(**totals).plus(Counts.of(uncollected))
     return Report("pytest-json", counts, uncollected)
 

@@ -81,8 +81,9 @@ class Selection:
     unlisted: int
 
     def count(self, result: str, group: str | None = None) -> int:
-        return sum(1 for entry in self.listed
-                   if entry.result == result and group in (None, entry.group))  # fmt: skip
+        return sum(
+            1 for entry in self.listed if entry.result == result and group in (None, entry.group)
+        )
 
     @property
     def passed(self) -> int:
@@ -103,8 +104,7 @@ def select(report: Report, tests: TrustedTests) -> Selection:
     matched: set[int] = set()
     listed = []
     for test_id, group in zip(tests.ids, tests.groups, strict=True):
-        found = sorted({index for name in report_names(test_id)
-                        for index in by_name.get(name, ())})  # fmt: skip
+        found = sorted({index for name in report_names(test_id) for index in by_name.get(name, ())})
         matched.update(found)
         if found:
             worst = _worst([report.outcomes[index] for index in found])

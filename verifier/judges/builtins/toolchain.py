@@ -38,18 +38,76 @@ PROBE_TIMEOUT_S = 20  # a probe does little: it must leave the judge time to rep
 _SHOWN_CHARS = 1500
 # Words that start a command without being one: the shell's keywords and the prefixes
 # that run the next word.
-_PREFIXES = frozenset({
-    "!", "{", "}", "(", "if", "then", "else", "elif", "while", "until", "do",
-    "exec", "command", "time", "nohup", "builtin",
-})  # fmt: skip
+_PREFIXES = frozenset(
+    {
+        "!",
+        "{",
+        "}",
+        "(",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "while",
+        "until",
+        "do",
+        "exec",
+        "command",
+        "time",
+        "nohup",
+        "builtin",
+    }
+)
 _COMPOUND = frozenset({"for", "case", "select", "function"})  # their words are no commands
-_BUILTINS = frozenset({
-    ":", ".", "[", "[[", "alias", "bg", "break", "cd", "continue", "declare", "echo",
-    "eval", "exit", "export", "false", "fc", "fg", "fi", "done", "esac", "getopts", "hash",
-    "jobs", "kill", "let", "local", "printf", "pwd", "read", "readonly", "return", "set",
-    "shift", "source", "test", "times", "trap", "true", "type", "typeset", "ulimit",
-    "umask", "unalias", "unset", "wait",
-})  # fmt: skip
+_BUILTINS = frozenset(
+    {
+        ":",
+        ".",
+        "[",
+        "[[",
+        "alias",
+        "bg",
+        "break",
+        "cd",
+        "continue",
+        "declare",
+        "echo",
+        "eval",
+        "exit",
+        "export",
+        "false",
+        "fc",
+        "fg",
+        "fi",
+        "done",
+        "esac",
+        "getopts",
+        "hash",
+        "jobs",
+        "kill",
+        "let",
+        "local",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "source",
+        "test",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "typeset",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "wait",
+    }
+)
 _SEPARATORS = frozenset({"&&", "||", ";", ";;", "|", "|&", "&", "(", ")"})
 # For each word: print it unless it resolves, as the sandbox user, to an executable file.
 _LOOKUP = 'for w do p=$(command -v "$w") && [ -x "$p" ] || printf "%s\\n" "$w"; done'
@@ -97,15 +155,20 @@ def executable_problem(program: str, env: Mapping[str, str] | None) -> str | Non
     return None
 
 
-def check_start(run: CommandRun, command: str | Sequence[str], env: Mapping[str, str] | None,
-                ) -> None:  # fmt: skip
+def check_start(
+    run: CommandRun,
+    command: str | Sequence[str],
+    env: Mapping[str, str] | None,
+) -> None:
     """After the run: a toolchain program that could not be executed, or a shell
     string's 126/127 whose command words the toolchain lacks, is a fault."""
     if run.start_error is not None:
         program = toolchain_program(command)
         if program is not None:
-            raise ToolchainFault(f"the toolchain cannot start {program}: {run.start_error}",
-                                 {"sandbox": run.confinement})  # fmt: skip
+            raise ToolchainFault(
+                f"the toolchain cannot start {program}: {run.start_error}",
+                {"sandbox": run.confinement},
+            )
         return
     if isinstance(command, str) and run.exit_code in NOT_STARTED_CODES:
         missing = missing_words(command_words(command), env)
@@ -164,8 +227,9 @@ def run_without_case(
 ) -> CommandRun:
     """A command run in the sandbox in an empty dir: what the toolchain does on its own."""
     with tempfile.TemporaryDirectory(prefix="verifier-empty-") as empty:
-        return run_in_sandbox(list(command), Path(empty), timeout=timeout, env=env,
-                              provided=provided)  # fmt: skip
+        return run_in_sandbox(
+            list(command), Path(empty), timeout=timeout, env=env, provided=provided
+        )
 
 
 def _is_assignment(token: str) -> bool:

@@ -70,10 +70,12 @@ class KindRegistry:
         return tuple(self.named(name) for name in self._triggers)
 
 
-KINDS = KindRegistry({
-    "builtin": ("builtin",),
-    "check": ("check",),
-    "agent": ("agent",),
-    "llm": ("llm_rubric", "prompt", "prompt_file", "criteria", "builtin"),
-    "module": ("module", "function"),
-})  # fmt: skip
+KINDS = KindRegistry(
+    {
+        "builtin": ("builtin",),
+        "check": ("check",),
+        "agent": ("agent",),
+        "llm": ("llm_rubric", "prompt", "prompt_file", "criteria", "builtin"),
+        "module": ("module", "function"),
+    }
+)

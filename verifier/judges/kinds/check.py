@@ -29,8 +29,12 @@ class CheckKind(KindDefaults):
     name = "check"
     pool = Pool.CPU
     case_bound = False
-    keys = (Key("check", Text(description="a Python function body; receives outputs, "
-                              "arguments; must return")),)  # fmt: skip
+    keys = (
+        Key(
+            "check",
+            Text(description="a Python function body; receives outputs, arguments; must return"),
+        ),
+    )
     claim_keys = ("check",)
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> CheckSpec:

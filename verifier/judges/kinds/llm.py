@@ -50,35 +50,63 @@ class LLMKind(KindDefaults):
     pool = Pool.LLM
     case_bound = False
     keys = (
-        Key("llm_rubric", Text(non_empty=True, description="the rubric; the case's material "
-                                                            "is appended")),
+        Key(
+            "llm_rubric",
+            Text(non_empty=True, description="the rubric; the case's material is appended"),
+        ),
         Key("prompt", Text(non_empty=True, description="a Jinja2 prompt template")),
         Key("prompt_file", RelativePath(description="a Jinja2 template file beside eval.yaml")),
-        Key("model", Text(non_empty=True, description="provider/model; else models.judge, "
-                                                       "else $EVAL_JUDGE_MODEL")),
-        Key("samples", Number(integer=True, minimum=1, maximum=MAX_SAMPLES,
-                              problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
-                              description="answers to ask for; the value is their median"),
-            default=1),
-        Key("context", OneOrMany(RelativePath(), description="reference files beside "
-                                                             "eval.yaml")),
+        Key(
+            "model",
+            Text(
+                non_empty=True,
+                description="provider/model; else models.judge, else $EVAL_JUDGE_MODEL",
+            ),
+        ),
+        Key(
+            "samples",
+            Number(
+                integer=True,
+                minimum=1,
+                maximum=MAX_SAMPLES,
+                problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
+                description="answers to ask for; the value is their median",
+            ),
+            default=1,
+        ),
+        Key("context", OneOrMany(RelativePath(), description="reference files beside eval.yaml")),
         Key("provider", ProviderName()),
-        Key("builtin", Text(non_empty=True, description="an LLM builtin, e.g. "
-                                                         "quality/output_completeness")),
-        Key("context_tokens", Number(integer=True, minimum=1024, maximum=100_000_000,
-                                     problem="must be a whole number of tokens, at least 1024",
-                                     description="the tokens the model takes (its context "
-                                     "window); default: from the model's name (a panel: "
-                                     "its members' smallest), else 32768")),
+        Key(
+            "builtin",
+            Text(non_empty=True, description="an LLM builtin, e.g. quality/output_completeness"),
+        ),
+        Key(
+            "context_tokens",
+            Number(
+                integer=True,
+                minimum=1024,
+                maximum=100_000_000,
+                problem="must be a whole number of tokens, at least 1024",
+                description="the tokens the model takes (its context "
+                "window); default: from the model's name (a panel: "
+                "its members' smallest), else 32768",
+            ),
+        ),
         Key("criteria", CriteriaField()),
         Key("aggregate", RuleField()),
-        Key("threshold", Number(minimum=0, maximum=1, problem="must be a number from 0 to 1",
-                                description="aggregate: threshold: the weighted mean "
-                                            "passes at this value")),
+        Key(
+            "threshold",
+            Number(
+                minimum=0,
+                maximum=1,
+                problem="must be a number from 0 to 1",
+                description="aggregate: threshold: the weighted mean passes at this value",
+            ),
+        ),
         Key("panel", PanelField()),
         Key("guard", GuardField()),
         Key("prices", PricesField()),
-    )  # fmt: skip
+    )
 
     claim_keys = (*PROMPT_KEYS, "criteria")
 
@@ -149,15 +177,19 @@ class LLMKind(KindDefaults):
                 {
                     "required": ["criteria"],
                     "properties": {"criteria": {"not": {"type": "null"}}},
-                    "not": {"anyOf": [{"required": [key], "properties": {key: {"not":
-                            unset[key]}}} for key in PROMPT_KEYS]},
+                    "not": {
+                        "anyOf": [
+                            {"required": [key], "properties": {key: {"not": unset[key]}}}
+                            for key in PROMPT_KEYS
+                        ]
+                    },
                 },
             ],
             "not": {
                 "required": ["model", "panel"],
                 "properties": {"model": {"type": "string"}, "panel": {"not": {"type": "null"}}},
             },
-        }  # fmt: skip
+        }
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
         import os

@@ -31,9 +31,11 @@ class ModuleKind(KindDefaults):
     case_bound = False
     keys = (
         Key("module", Text(non_empty=True, description="a dotted module beside eval.yaml")),
-        Key("function", Text(non_empty=True, description="called as fn(outputs=record, "
-                                                          "**arguments)")),
-    )  # fmt: skip
+        Key(
+            "function",
+            Text(non_empty=True, description="called as fn(outputs=record, **arguments)"),
+        ),
+    )
     claim_keys = ("module", "function")
 
     def spec(self, values: Mapping[str, Any], at: Locator) -> ModuleSpec:

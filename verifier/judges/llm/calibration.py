@@ -76,12 +76,13 @@ def cohen_kappa(labels: Sequence[bool], values: Sequence[bool]) -> Agreement:
     tn = pairs - tp - fp - fn
     confusion = (tp, fp, fn, tn)
     if pairs < 2:
-        return Agreement("cohen_kappa", None, pairs, "fewer than 2 labelled cases",
-                         confusion=confusion)  # fmt: skip
+        return Agreement(
+            "cohen_kappa", None, pairs, "fewer than 2 labelled cases", confusion=confusion
+        )
     observed = (tp + tn) / pairs
     chance = ((tp + fn) * (tp + fp) + (fp + tn) * (fn + tn)) / pairs**2
     if chance == 1:
-        return Agreement("cohen_kappa", None, pairs, "labels and values are all one verdict",
-                         confusion=confusion)  # fmt: skip
-    return Agreement("cohen_kappa", (observed - chance) / (1 - chance), pairs,
-                     confusion=confusion)  # fmt: skip
+        return Agreement(
+            "cohen_kappa", None, pairs, "labels and values are all one verdict", confusion=confusion
+        )
+    return Agreement("cohen_kappa", (observed - chance) / (1 - chance), pairs, confusion=confusion)

@@ -167,8 +167,10 @@ class CriteriaForm:
         }
 
     def example(self) -> str:
-        shown = {c.name: {"rationale": "<why>", SCORE_FIELD: _example_value(c)} for c in
-                 self.criteria[:2]}  # fmt: skip
+        shown = {
+            c.name: {"rationale": "<why>", SCORE_FIELD: _example_value(c)}
+            for c in self.criteria[:2]
+        }
         text = json.dumps({VERDICTS_FIELD: shown})
         return text if len(self.criteria) <= 2 else text[:-2] + ", ...}}"
 
@@ -180,12 +182,15 @@ class CriteriaForm:
         found = answer_object(reply)
         if found is None:
             cut = " (cut at the max_tokens limit)" if _cut(reply) else ""
-            raise AnswerError(f"no criteria verdicts found in the model's answer{cut}: "
-                              f"{excerpt(reply.text)!r}")  # fmt: skip
+            raise AnswerError(
+                f"no criteria verdicts found in the model's answer{cut}: {excerpt(reply.text)!r}"
+            )
         verdicts = found.get(VERDICTS_FIELD, found)
         if not isinstance(verdicts, dict):
-            raise AnswerError(f"the answer's {VERDICTS_FIELD!r} is not an object: "
-                              f"{excerpt(json.dumps(verdicts, default=str))}")  # fmt: skip
+            raise AnswerError(
+                f"the answer's {VERDICTS_FIELD!r} is not an object: "
+                f"{excerpt(json.dumps(verdicts, default=str))}"
+            )
         read = tuple(self._verdict(criterion, verdicts) for criterion in self.criteria)
         value = self.value_of([verdict.value for verdict in read])
         return Grade(value, rationale_of(read), "structured", verdicts=read)

@@ -168,8 +168,10 @@ def _panel_rule(judge: JudgeConfig, spec: LLMSpec, scale: AnswerScale, at: Locat
         if scale.kind == "pass_fail":
             raise where.error("mean of pass/fail answers is a fraction; use majority or min")
         if judge.feedback_type == "int":
-            raise where.error("mean of whole numbers is a fraction (feedback_type: int); "
-                              "use median, majority or min")  # fmt: skip
+            raise where.error(
+                "mean of whole numbers is a fraction (feedback_type: int); "
+                "use median, majority or min"
+            )
     return rule
 
 
@@ -276,11 +278,13 @@ def read_tuning(environ: Mapping[str, str], samples: int = 1) -> Tuning:
             )
         ),
         seed=seed,
-        context_tokens=int(_number(environ, "VERIFIER_LLM_CONTEXT_TOKENS", 0, minimum=1024,
-                                   whole=True)) or None,
+        context_tokens=int(
+            _number(environ, "VERIFIER_LLM_CONTEXT_TOKENS", 0, minimum=1024, whole=True)
+        )
+        or None,
         prices=prices,
         prices_file=prices_file,
-    )  # fmt: skip
+    )
 
 
 def _prices_file(environ: Mapping[str, str]) -> tuple[Mapping[str, PriceSpec], str | None]:

@@ -256,8 +256,10 @@ def _findings(text: str) -> Iterator[Finding]:
         decoded = "".join(chr(ord(char) - 0xE0000) for char in match.group())
         yield Finding("hidden_text", f"tag characters spelling {decoded[:EXCERPT_CHARS]!r}")
     for match in _SPLIT_WORD.finditer(text):
-        yield Finding("hidden_text", "a zero-width character inside a word: "
-                      + _excerpt(text, match.start(), match.end()))  # fmt: skip
+        yield Finding(
+            "hidden_text",
+            "a zero-width character inside a word: " + _excerpt(text, match.start(), match.end()),
+        )
         break
     plain = unicodedata.normalize("NFKC", text)
     if plain != visible:  # a rule that matches only once invisible characters are gone
@@ -268,8 +270,11 @@ def _findings(text: str) -> Iterator[Finding]:
     for comment in _HTML_COMMENT.finditer(visible):
         for rule, pattern in RULES:
             if pattern.search(comment.group(1)):
-                yield Finding("hidden_text", f"{rule} inside an HTML comment: "
-                              + _excerpt(visible, comment.start(), comment.end()))  # fmt: skip
+                yield Finding(
+                    "hidden_text",
+                    f"{rule} inside an HTML comment: "
+                    + _excerpt(visible, comment.start(), comment.end()),
+                )
                 break
 
 

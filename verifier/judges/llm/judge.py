@@ -225,8 +225,12 @@ class LLMJudge:
             )
         except RequestFailed as error:
             if is_context_overflow(error.status, str(error)):
-                return Sample(None, f"model {endpoint.model} refused the prompt for its length "
-                              f"({error})", attempts=error.attempts, overflowed=True)  # fmt: skip
+                return Sample(
+                    None,
+                    f"model {endpoint.model} refused the prompt for its length ({error})",
+                    attempts=error.attempts,
+                    overflowed=True,
+                )
             reason = (
                 f"{endpoint.provider.label} endpoint {endpoint.url}, model {endpoint.model}: "
                 f"{error}{endpoint.hint(error.status)}"
@@ -242,9 +246,14 @@ class LLMJudge:
         except AnswerError as error:
             text = excerpt(_reply_text(answered.payload))
             return Sample(
-                None, str(error), answered.latency_s, answered.attempts, usage,
-                answered.cached, answer=text,
-            )  # fmt: skip
+                None,
+                str(error),
+                answered.latency_s,
+                answered.attempts,
+                usage,
+                answered.cached,
+                answer=text,
+            )
         client.keep(answered)
         return Sample(grade, None, answered.latency_s, answered.attempts, usage, answered.cached)
 
@@ -472,8 +481,9 @@ class LLMJudge:
 def _zero_rationale(screening: Screening, votes: Sequence[bool] = ()) -> str:
     found = "; ".join(f"{f.rule}: {f.excerpt}" for f in screening.findings)
     if model_flags(votes):
-        found = "; ".join(filter(None, [found, f"the model said so in {sum(votes)} of "
-                                                f"{len(votes)} answers"]))  # fmt: skip
+        found = "; ".join(
+            filter(None, [found, f"the model said so in {sum(votes)} of {len(votes)} answers"])
+        )
     return f"guard (on_detect: zero): the case material addresses the grader ({found})"
 
 

@@ -39,9 +39,21 @@ MAX_LEVELS = 10
 # What structured-output providers accept as a property name (rewardkit checks the same).
 CRITERION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 _CRITERION_KEYS = (
-    "name", "description", "type", "id", "points", "levels", "min", "max", "weight",
-    "negate", "required", "optional", "annotations", "files",
-)  # fmt: skip
+    "name",
+    "description",
+    "type",
+    "id",
+    "points",
+    "levels",
+    "min",
+    "max",
+    "weight",
+    "negate",
+    "required",
+    "optional",
+    "annotations",
+    "files",
+)
 _TYPE_KEYS = {"points": "likert", "levels": "rubric", "min": "numeric", "max": "numeric"}
 
 

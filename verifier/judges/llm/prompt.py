@@ -157,11 +157,13 @@ def template_variables(record: Mapping[str, Any], arguments: Mapping[str, Any]) 
     if record.get("inputs_trusted"):
         inputs = mark_trusted(inputs)
     annotation_files = {
-        key: mark_trusted(value) for key, value in record.items()
+        key: mark_trusted(value)
+        for key, value in record.items()
         if key.startswith(ANNOTATION_PREFIX)
-    }  # fmt: skip
-    outputs = RecordView({**record, **annotation_files, "annotations": annotations,
-                          "inputs": inputs})  # fmt: skip
+    }
+    outputs = RecordView(
+        {**record, **annotation_files, "annotations": annotations, "inputs": inputs}
+    )
     return {
         "outputs": outputs,
         "annotations": annotations,
@@ -388,8 +390,10 @@ ATTRIBUTED_TAGS = ("case-material", "task-input", "reference-material")
 _BRACKETS = "<\uff1c\ufe64\u3008\u2329\u27e8\u2039\u1438\u02c2\u227a"
 _SLASHES = "/\uff0f\u2044\u2215\u29f8\\\\"
 _SEPARATORS = "\\-_\\s.\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d\uff3f"
-_INVISIBLE = "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e" \
-    "\u2060-\u2064\u206a-\u206f\ufeff"  # fmt: skip
+_INVISIBLE = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u206a-\u206f\ufeff"
+)
 # Letters that look like ASCII ones (Cyrillic, Greek, fullwidth, small capitals, ...),
 # each mapped to the letter it is read as; NFKC adds the compatibility forms.
 _LOOKALIKES = str.maketrans(

@@ -118,13 +118,20 @@ def _message(self: jinja2.StrictUndefined) -> str:
     return f"{shown!r} has no element {self._undefined_name!r}"
 
 
-_CaseAwareUndefined = type("_CaseAwareUndefined", (jinja2.StrictUndefined,), {
-    "__slots__": (),
-    "_undefined_message": property(_message),
-    **{name: _fail_on_lookup for name in dir(jinja2.StrictUndefined)
-       if getattr(jinja2.StrictUndefined, name)
-       is jinja2.StrictUndefined._fail_with_undefined_error},
-})  # fmt: skip
+_CaseAwareUndefined = type(
+    "_CaseAwareUndefined",
+    (jinja2.StrictUndefined,),
+    {
+        "__slots__": (),
+        "_undefined_message": property(_message),
+        **{
+            name: _fail_on_lookup
+            for name in dir(jinja2.StrictUndefined)
+            if getattr(jinja2.StrictUndefined, name)
+            is jinja2.StrictUndefined._fail_with_undefined_error
+        },
+    },
+)
 
 
 class Fence(Protocol):
