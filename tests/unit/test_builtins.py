@@ -86,6 +86,16 @@ def test_command_runs_in_the_case_dir_without_secrets(
     assert "sk-do-not-leak" not in result.rationale
 
 
+def test_a_commands_env_may_set_its_home(write_config: WriteConfig, make_case: MakeCase) -> None:
+    result = run_builtin(
+        write_config,
+        make_case,
+        "command_succeeds",
+        """{command: 'test "$HOME" = /tmp/elsewhere', env: {HOME: /tmp/elsewhere}}""",
+    )
+    assert (result.status, result.value) == (Status.OK, True), result.error
+
+
 def test_command_timeout_is_reported(write_config: WriteConfig, make_case: MakeCase) -> None:
     result = run_builtin(
         write_config, make_case, "command_succeeds", "{command: 'sleep 5', timeout: 0.3}"

@@ -60,7 +60,8 @@ def command_environment(
         name: grader_environment[name] for name in _PASSED_ON if name in grader_environment
     }
     environment.setdefault("PATH", DEFAULT_PATH)
-    environment.update(HOME=str(dirs.home), TMPDIR=str(dirs.home), **dict(env))
+    environment.update({"HOME": str(dirs.home), "TMPDIR": str(dirs.home)})
+    environment.update(env)
     if dirs.provided:
         environment[PROVIDED_ENV] = str(dirs.given)
     if dirs.returned:
