@@ -111,15 +111,18 @@ def command_sandbox(
     loaded: LoadedEval,
     hidden: Iterable[Path | None],
     *,
+    case_dirs: Iterable[Path] = (),
     accept_weak: bool = False,
     slots: int = 1,
     lanes: int = 1,
 ) -> Iterator[Sandbox | None]:
     """The sandbox of a grade or batch, for the block (see verifier.sandbox): commands
     from the case cannot read eval.yaml's dir nor `hidden` (the out dir, the agent logs,
-    the answer cache; a batch's cases and out dirs). `slots`: cases graded side by side;
-    `lanes`: judges of a case run side by side. None when no judge runs code from the
-    case (planning costs a fork and a few listings, which such grades need not pay).
+    the answer cache; a batch's cases and out dirs), nor, where Landlock can hide it,
+    the original of `case_dirs` (their private copies are all a command sees of them).
+    `slots`: cases graded side by side; `lanes`: judges of a case run side by side. None
+    when no judge runs code from the case (planning costs a fork and a few listings,
+    which such grades need not pay).
 
     SandboxError (exit 10) when judges run code from the case and nothing here can keep
     those out of its reach, unless `accept_weak`, or when no scratch dir can be made;
@@ -139,7 +142,9 @@ def command_sandbox(
         yield None
         return
     try:
-        policy = plan_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
+        policy = plan_policy(
+            paths, case_dirs=case_dirs, accept_weak=accept_weak, slots=slots, lanes=lanes
+        )
     except ValueError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
@@ -264,13 +269,13 @@ def grade(
     the execution step whose judges are graded (default: every judge; see step_plan);
     `agent_logs`, Harbor's agent logs dir, whose trajectory.json is the agent's;
     `sandbox`, where judges run code from the case (command_sandbox; default: one
-    planned for this grade alone, hiding eval.yaml's dir and the agent logs)."""
+    planned for this grade alone, hiding eval.yaml's dir, the case and the agent logs)."""
     plan = step_plan(loaded, step)
     case = read(loaded, case_dir, case_id=case_id, step=step, agent_logs=agent_logs)
     if sandbox is not None:
         results = run_judges(plan.judges, case.record, limits, sandbox)
     else:
-        with command_sandbox(loaded, (agent_logs,)) as planned:
+        with command_sandbox(loaded, (agent_logs,), case_dirs=(case_dir,)) as planned:
             results = run_judges(plan.judges, case.record, limits, planned)
     return conclude(loaded, results, case.context)
 

@@ -30,7 +30,11 @@ def run(options: Options) -> int:
             hidden = (options.out, options.agent_logs, cache)
             lanes = limits.capacity(Pool.CPU)
             with command_sandbox(
-                loaded, hidden, accept_weak=options.weak_sandbox, lanes=lanes
+                loaded,
+                hidden,
+                case_dirs=(options.case,),
+                accept_weak=options.weak_sandbox,
+                lanes=lanes,
             ) as sandbox:
                 grading = grade(
                     loaded,

@@ -4,6 +4,7 @@ the same inputs, the same plan; nothing of the machine is read here)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import attrs
@@ -41,7 +42,7 @@ def plan_command(
     the allow-list taken from `grader_environment`."""
     return CommandPlan(
         uid=policy.uid if policy.as_root else None,
-        environment=command_environment(dirs, env, grader_environment),
+        environment=command_environment(dirs, env, grader_environment, policy.hidden),
         writable=dirs.writable,
         readable=(*policy.readable, *([str(dirs.given)] if dirs.provided else [])),
         processes=policy.processes,
@@ -51,17 +52,23 @@ def plan_command(
 
 
 def command_environment(
-    dirs: CommandDirs, env: Mapping[str, str], grader_environment: Mapping[str, str]
+    dirs: CommandDirs,
+    env: Mapping[str, str],
+    grader_environment: Mapping[str, str],
+    hidden: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """The allow-list (never the grader's secrets): PATH, locale and time zone, a HOME
     and TMPDIR of its own, the judge's token (so that an orphan is attributed to it),
-    where the provided files are and where it hands files back, and the author's `env`."""
+    where the provided files are and where it hands files back, and the author's `env`.
+    Its PATH keeps only absolute dirs outside `hidden` (the case's own dirs among them):
+    a program is the toolchain's, never one the case put in the way."""
     environment = {
         name: grader_environment[name] for name in _PASSED_ON if name in grader_environment
     }
     environment.setdefault("PATH", DEFAULT_PATH)
     environment.update({"HOME": str(dirs.home), "TMPDIR": str(dirs.home)})
     environment.update(env)
+    environment["PATH"] = reachable_path(environment["PATH"], hidden)
     if dirs.provided:
         environment[PROVIDED_ENV] = str(dirs.given)
     if dirs.returned:
@@ -71,6 +78,27 @@ def command_environment(
     return environment
 
 
-def command_path(env: Mapping[str, str], grader_environment: Mapping[str, str]) -> str:
-    """The PATH a command gets: the grader's (or the default), unless `env` sets one."""
-    return env.get("PATH") or grader_environment.get("PATH") or DEFAULT_PATH
+def command_path(
+    env: Mapping[str, str], grader_environment: Mapping[str, str], hidden: tuple[str, ...] = ()
+) -> str:
+    """The PATH a command gets: the grader's (or the default), unless `env` sets one,
+    less its entries that are relative or beneath `hidden`."""
+    path = env.get("PATH") or grader_environment.get("PATH") or DEFAULT_PATH
+    return reachable_path(path, hidden)
+
+
+def reachable_path(path: str, hidden: tuple[str, ...]) -> str:
+    """PATH's absolute entries outside `hidden`: a relative entry resolves in the case's
+    copy, and one beneath the case (`/app/.venv/bin`) would run what the agent left
+    there as the toolchain (neither can be read by the command anyway, or should be)."""
+    kept = [
+        entry
+        for entry in path.split(":")
+        if entry.startswith("/") and not any(_beneath(entry, place) for place in hidden)
+    ]
+    return ":".join(kept)
+
+
+def _beneath(path: str, place: str) -> bool:
+    path, place = os.path.normpath(path), os.path.normpath(place)
+    return path == place or path.startswith(place.rstrip("/") + "/")

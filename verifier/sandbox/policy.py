@@ -122,13 +122,17 @@ class SandboxPolicy:
 def plan_policy(
     hidden: Iterable[str | os.PathLike[str]] = (),
     *,
+    case_dirs: Iterable[str | os.PathLike[str]] = (),
     accept_weak: bool = False,
     slots: int = 1,
     lanes: int = 1,
     scratch_root: str | None = None,
 ) -> SandboxPolicy:
-    """The policy for commands that must not read `hidden` (nor SECRET_MOUNTS); it makes
-    the scratch dir (remove it with `discard_policy`; OSError when it cannot).
+    """The policy for commands that must not read `hidden` (nor SECRET_MOUNTS) nor,
+    where Landlock can hide them, `case_dirs` (the original of the case a command gets a
+    private copy of: without Landlock its own modes decide, as nothing of the grader's
+    is in it); it makes the scratch dir (remove it with `discard_policy`; OSError when it
+    cannot).
 
     `slots`: how many cases run side by side (a batch's workers); `lanes`: how many
     judges of a case. ValueError when $VERIFIER_SANDBOX_UID leaves no UID for one."""
@@ -141,12 +145,13 @@ def plan_policy(
             f"need the UIDs {base - count + 1}..{base}, all above 0"
         )
     scratch = _make_scratch(scratch_root, as_root)
-    paths = {_resolved(path) for path in (*hidden, *SECRET_MOUNTS)}
+    cases = {_resolved(path) for path in case_dirs}
+    paths = {_resolved(path) for path in (*hidden, *SECRET_MOUNTS)} | cases
     paths.add(os.path.dirname(scratch))  # every grader's scratch, of this UID
     existing = _outermost(path for path in paths if path is not None and os.path.lexists(path))
     abi = landlock_abi()
     uids = [base - index for index in range(count)] if as_root else [base]
-    others = [path for path in existing if path != os.path.dirname(scratch)]
+    others = [path for path in existing if path != os.path.dirname(scratch) and path not in cases]
     hidden_by, weakness = _strength(others, abi, as_root, uids)
     supervised = not as_root and abi > 0 and _supervision_works()
     if not as_root and abi > 0 and not supervised and weakness is None:

@@ -10,7 +10,7 @@ import attrs
 from tests.unit.sandbox.test_policy import ROOT_POLICY
 from verifier.processes import JUDGE_TOKEN_ENV
 from verifier.sandbox.dirs import CommandDirs
-from verifier.sandbox.plan import DEFAULT_PATH, command_path, plan_command
+from verifier.sandbox.plan import DEFAULT_PATH, command_path, plan_command, reachable_path
 
 DIRS = CommandDirs(Path("/tmp/scratch/command-1"), returned=True, provided=True)
 GRADER = {
@@ -71,3 +71,15 @@ def test_its_path_is_the_authors_else_the_graders_else_the_default() -> None:
     assert command_path({"PATH": "/x"}, GRADER) == "/x"
     assert command_path({}, GRADER) == "/opt/tool/bin:/usr/bin"
     assert command_path({}, {}) == DEFAULT_PATH
+
+
+def test_path_entries_in_the_case_or_relative_to_it_are_dropped() -> None:
+    hidden = ("/app", "/srv/tests")
+    path = "bin:/app/.venv/bin:/usr/local/bin:.::/app:/application/bin:/usr/bin"
+    assert reachable_path(path, hidden) == "/usr/local/bin:/application/bin:/usr/bin"
+    policy = attrs.evolve(ROOT_POLICY, hidden=hidden)
+    environment = plan_command(policy, DIRS, {"PATH": path}, GRADER).environment
+    assert environment["PATH"] == "/usr/local/bin:/application/bin:/usr/bin"
+    assert (
+        command_path({"PATH": path}, GRADER, hidden) == "/usr/local/bin:/application/bin:/usr/bin"
+    )

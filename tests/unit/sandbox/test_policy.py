@@ -9,6 +9,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tests.toolchain import world_readable_dir
 from verifier.sandbox import Sandbox, SandboxPolicy, discard_policy, plan_policy
 from verifier.sandbox.policy import SECRET_MOUNTS, readable_around
 
@@ -114,3 +115,31 @@ def test_what_stays_readable_leads_around_each_hidden_path(tmp_path: Path) -> No
     )
     assert readable_around([]) == ["/"]
     assert readable_around(["/"]) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root hides paths by their modes")
+def test_without_landlock_the_case_is_left_to_its_modes_and_the_config_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("verifier.sandbox.policy.landlock_abi", lambda: 0)
+    with world_readable_dir("verifier-policy-") as root:
+        check_modes(root)
+
+
+def check_modes(root: Path) -> None:
+    config, case = root / "tests", root / "case"
+    config.mkdir(mode=0o700)
+    case.mkdir(mode=0o755)
+    policy = plan_policy([config], case_dirs=[case])
+    try:
+        assert (policy.hidden_by, policy.weakness) == ("file modes", None)
+        assert str(case) in policy.hidden  # with Landlock it would be out of reach too
+    finally:
+        discard_policy(policy)
+    config.chmod(0o755)
+    policy = plan_policy([config], case_dirs=[case])
+    try:
+        assert policy.hidden_by is None
+        assert f"{config} is open to UID" in (policy.weakness or "")
+    finally:
+        discard_policy(policy)

@@ -343,7 +343,7 @@ def run_report_command(
 ) -> Graded:
     """Run the author's command (with the trusted files it is handed), and judge the
     reports it wrote."""
-    check_program(command, env)
+    check_program(sandbox, command, env)
     request = Command(command, timeout, env=env or {}, provided=provided)
     run = sandbox.run(request, case_dir, FreshReports(report, format))
     details: dict[str, Any] = {"sandbox": run.confinement, "command": _ending(run)}
@@ -374,7 +374,7 @@ def run_tests(
     the case: a fault there is an error, else what the case did is a failure."""
     environment = {**plan.env, **(env or {})}
     for program in plan.programs:
-        check_program([program], environment)
+        check_program(sandbox, [program], environment)
     key = secrets.token_bytes(32) if plan.signed else None
     returned = (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
     request = Command(

@@ -51,8 +51,8 @@ def run_command(context: BuiltinContext, arguments: dict[str, Any], **options: A
     """Run the judge's command (`cmd` or `command`) in the sandbox; ToolchainFault when
     the toolchain cannot run it."""
     command, env = arguments["cmd"] or arguments["command"], arguments["env"]
-    check_program(command, env)
     sandbox = context.command_sandbox
+    check_program(sandbox, command, env)
     request = Command(
         command,
         arguments["timeout"],

@@ -122,12 +122,17 @@ class ToolchainFault(Exception):
         self.details = {"toolchain_fault": message, **(details or {})}
 
 
-def check_program(command: str | Sequence[str], env: Mapping[str, str] | None) -> None:
-    """Before the case is staged: the command's program must be in the toolchain."""
+def check_program(
+    sandbox: Sandbox, command: str | Sequence[str], env: Mapping[str, str] | None
+) -> None:
+    """Before the case is staged: the command's program must be in the toolchain, found
+    in the PATH the command gets in `sandbox`."""
     program = toolchain_program(command)
     if program is None:
         return
-    problem = executable_problem(program, env)
+    problem = executable_problem(
+        program, command_path(env or {}, os.environ, sandbox.policy.hidden)
+    )
     if problem is not None:
         raise ToolchainFault(f"the toolchain cannot run {program}: {problem}")
 
@@ -142,15 +147,14 @@ def toolchain_program(command: str | Sequence[str]) -> str | None:
     return program if "/" not in program or program.startswith("/") else None
 
 
-def executable_problem(program: str, env: Mapping[str, str] | None) -> str | None:
-    """None when the grader finds program (a name in the command's PATH, or an absolute
-    path to an executable file), else why not."""
-    path = command_path(env or {}, os.environ)
+def executable_problem(program: str, path: str) -> str | None:
+    """None when the grader finds program (a name in the command's PATH, `path`, or an
+    absolute path to an executable file), else why not."""
     if "/" in program:
         if not os.path.isfile(program):
             return "it does not exist"
         return None if os.access(program, os.X_OK) else "it is not executable"
-    if shutil.which(program, path=_absolute_dirs(path)) is None:
+    if shutil.which(program, path=path) is None:
         return f"{program!r} is not in its PATH ({path})"
     return None
 
@@ -238,11 +242,6 @@ def run_without_case(
 def _is_assignment(token: str) -> bool:
     name, equals, _ = token.partition("=")
     return bool(equals) and name.isidentifier()
-
-
-def _absolute_dirs(path: str) -> str:
-    """PATH without its relative entries: those would resolve in the case."""
-    return os.pathsep.join(entry for entry in path.split(os.pathsep) if entry.startswith("/"))
 
 
 def _shown(run: CommandRun) -> str:
