@@ -186,7 +186,7 @@ def _execute(
 
     from verifier.sandbox.confine import SupervisionHandover, confine
 
-    handover = SupervisionHandover() if plan.supervised else None
+    handover = SupervisionHandover(plan.signals_supervised) if plan.supervised else None
     try:
         process = subprocess.Popen(
             command.argv if isinstance(command.argv, str) else list(command.argv),
@@ -213,7 +213,7 @@ def _execute(
         raise RuntimeError(
             f"the command could not be confined ({error}): no verdict on the case"
         ) from None
-    supervisor = handover.supervisor(plan.writable) if handover is not None else None
+    supervisor = handover.supervisor(plan.writable, process.pid) if handover else None
     if command.stdin is not None:
         _feed(process, command.stdin)
     output = OutputTail(TAIL_BYTES)

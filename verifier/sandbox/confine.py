@@ -25,15 +25,16 @@ class SupervisionHandover:
     the filter before exec) to the judge's: a socket pair, and the installer, made
     before the fork so that the child imports nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, signals: bool) -> None:
         import functools
         import socket
 
         from verifier.sandbox.supervisor import install_seccomp, supervised_program
 
+        self.signals = signals
         self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._install: Callable[[], int] = functools.partial(
-            install_seccomp, supervised_program(), listener=True
+            install_seccomp, supervised_program(signals), listener=True
         )
 
     def send_listener(self) -> None:
@@ -44,8 +45,9 @@ class SupervisionHandover:
         socket.send_fds(self._theirs, [b"L"], [listener])
         os.close(listener)
 
-    def supervisor(self, own_dirs: tuple[str, ...]) -> Supervisor:
-        """In the judge's process, once the command started: its supervisor."""
+    def supervisor(self, own_dirs: tuple[str, ...], session: int) -> Supervisor:
+        """In the judge's process, once the command started (`session`: its pid, the
+        leader of the session it started): its supervisor."""
         import socket
 
         from verifier.sandbox.supervisor import Supervisor
@@ -55,7 +57,7 @@ class SupervisionHandover:
             _, descriptors, _, _ = socket.recv_fds(self._ours, 1, 1)
         finally:
             self._ours.close()
-        return Supervisor(descriptors[0], own_dirs)
+        return Supervisor(descriptors[0], own_dirs, session if self.signals else None)
 
     def close(self) -> None:
         for end in (self._ours, self._theirs):

@@ -30,6 +30,7 @@ class CommandPlan:
     processes: int  # RLIMIT_NPROC
     landlock: int  # the ABI to confine with (0: none)
     supervised: bool  # chmod and its family go through the supervisor
+    signals_supervised: bool  # and its signals too (no Landlock signal scoping)
 
 
 def plan_command(
@@ -48,6 +49,7 @@ def plan_command(
         processes=policy.processes,
         landlock=policy.landlock,
         supervised=policy.supervised,
+        signals_supervised=policy.signals_supervised,
     )
 
 

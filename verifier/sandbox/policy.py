@@ -76,6 +76,12 @@ class SandboxPolicy:
         return self.weakness is not None and not self.accept_weak
 
     @property
+    def signals_supervised(self) -> bool:
+        """Whether a command's signals go through the supervisor: it runs as the grader's
+        UID, and Landlock cannot scope its signals (ABI < 6)."""
+        return self.supervised and self.landlock < 6
+
+    @property
     def side_by_side(self) -> int:
         """How many commands may run at once, each with its share of the temp space."""
         return self.slots * self.lanes
@@ -116,6 +122,8 @@ class SandboxPolicy:
             parts.append(f"WEAK sandbox {accepted}: {self.weakness}")
         if self.supervised:
             parts.append("chmod, chown, ACLs and truncate only beneath its dirs")
+        if self.signals_supervised:
+            parts.append("signals only to its own processes")
         return "; ".join(parts)
 
 
