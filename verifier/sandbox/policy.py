@@ -156,7 +156,8 @@ def plan_policy(
     cases = {_resolved(path) for path in case_dirs}
     paths = {_resolved(path) for path in (*hidden, *SECRET_MOUNTS)} | cases
     paths.add(os.path.dirname(scratch))  # every grader's scratch, of this UID
-    existing = _outermost(path for path in paths if path is not None and os.path.lexists(path))
+    present = [path for path in paths if path is not None and os.path.lexists(path)]
+    existing = _outermost(present)
     abi = landlock_abi()
     uids = [base - index for index in range(count)] if as_root else [base]
     others = [path for path in existing if path != os.path.dirname(scratch) and path not in cases]
@@ -169,7 +170,9 @@ def plan_policy(
         )
     return SandboxPolicy(
         hidden=existing,
-        hidden_ids=frozenset(filter(None, map(_identity, existing))),
+        # every one, not only the outermost: the out dir inside the case is left out of
+        # the copy, though the case hides it
+        hidden_ids=frozenset(filter(None, map(_identity, present))),
         readable=tuple(readable_around(existing)),
         scratch=scratch,
         landlock=abi,
