@@ -379,8 +379,8 @@ OPTIONS: dict[str, Option] = {
         Option(
             "budget_id",
             ("--budget-id",),
-            "the --max-cost-usd that batches over one --out naming the same ID spend "
-            "together (shards share one, `default`, when not given)",
+            "with --max-cost-usd: batches over one --out naming the same ID spend that "
+            "budget together (shards share `default` when not given)",
             parse_budget_id,
             "VERIFIER_BUDGET_ID",
             metavar="ID",

@@ -146,8 +146,6 @@ def run_batch(request: BatchRequest) -> BatchSummary:
     llm = llm_judges(loaded, request.limits)
     if request.max_cost_usd is not None:
         _refuse_unpriced(llm)
-    elif request.budget_id is not None:
-        raise UsageError("--budget-id names a shared --max-cost-usd: give that too")
     digest = config_hash(request.config, request.limits, llm, request.reward_keys)
     prepare_out_dir(request.out, remove=())
     with batch_lock(request.out, request.shard):
