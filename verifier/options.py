@@ -369,9 +369,9 @@ OPTIONS: dict[str, Option] = {
         Option(
             "max_cost_usd",
             ("--max-cost-usd",),
-            "send no LLM request that could take what they cost past USD (by the price "
-            "table): a case's requests are reserved at their most before they go, and a "
-            "case that does not fit is not graded",
+            "the LLM judges' budget (USD, by the price table): a case's requests are "
+            "reserved at their most before they go, and a case that does not fit is not "
+            "graded",
             parse_positive_number,
             "VERIFIER_MAX_COST_USD",
             metavar="USD",

@@ -287,13 +287,10 @@ class BudgetFigures:
 
     def line(self) -> str:
         """The end of the summary line when the budget left cases ungraded."""
-        spent = f"{self.spent_usd:.4f}"
+        spent = f"{self.spent_usd:.4f} of {self.max_cost_usd:g} USD"
         if self.shared is not None:
-            spent += f" here, {usd(self.shared.spent):.4f} by every shard"
-        return (
-            f"BUDGET SPENT ({spent} of {self.max_cost_usd:g} USD): "
-            f"{self.refused + self.not_started} cases not graded"
-        )
+            spent += f" here, {usd(self.shared.spent):.4f} in all"
+        return f"BUDGET SPENT ({spent}): {self.refused + self.not_started} cases not graded"
 
     def to_json(self) -> dict[str, Any]:
         shared = None
