@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import random
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Received, client_environment
+from tests.llm_servers import FakeLLM, Received, Reply, client_environment
+from tests.unit.test_llm_batch import children_of, threads_of
 from tests.unit.test_llm_cost import batch_command, run_batch, usd
 from verifier.batch import summary_paths
 from verifier.batch.budget import (
@@ -345,3 +348,44 @@ def test_a_batch_stopped_with_requests_out_counts_them_in_full(
     assert budget["spent_usd"] == 0 and budget["reserved_usd"] == pytest.approx(reserved, rel=1e-3)
     assert budget["unsettled_usd"] == pytest.approx(reserved, rel=1e-3)
     assert budget["shared"]["unsettled_usd"] == budget["unsettled_usd"]
+
+
+@pytest.mark.slow
+def test_the_cases_of_a_dead_llm_stage_count_in_full(
+    tmp_path: Path, openai_server: FakeLLM
+) -> None:
+    """Their requests were out when it died: what they cost will never be known."""
+    release = threading.Event()
+
+    def route(request: Received) -> Reply:
+        release.wait(30)  # the first cases wait here until the stage is killed
+        return openai_server.grade(score=4)
+
+    openai_server.route = route
+    command = [*batch_command(tmp_path, 12), "--llm-concurrency", "4", "--max-cost-usd", "1"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=client_environment(openai_server),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(openai_server.received) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (stage,) = [pid for pid in children_of(process.pid) if threads_of(pid) > 1]
+        os.kill(stage, signal.SIGKILL)
+        time.sleep(0.5)
+        release.set()
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        release.set()
+        process.kill()
+    assert process.returncode == 0, stderr
+    summary = json.loads(summary_paths(tmp_path / "out", None)[0].read_text())
+    failed = [row for row in summary["cases"] if row["status"] == "error"]
+    budget, each = summary["budget"], ceiling_usd(openai_server.received[0], 1024, GPT_4O)
+    assert failed and budget["unsettled_usd"] == pytest.approx(len(failed) * each, rel=1e-3)
+    assert budget["spent_usd"] == pytest.approx(usd(*GPT_4O, summary["graded"]), abs=1e-6)
+    assert budget["reserved_usd"] == pytest.approx(12 * each, rel=1e-3)

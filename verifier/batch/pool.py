@@ -287,11 +287,11 @@ def run_pool(
         finally:
             spent = pool.purse is not None and pool.purse.closed
             pool.stop(kill=bool(received) or bool(pool.waiting) or (bool(pending) and not spent))
-            if pool.purse is not None:
-                pool.purse.abandon()  # the cases still out: their requests may be billed
             signal.set_wakeup_fd(previous_wakeup)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if pool.purse is not None:
+                pool.purse.abandon()  # the cases still out: their requests may be billed
     return PoolResult(
         outcomes,
         received[0] if received else None,
