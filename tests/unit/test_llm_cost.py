@@ -224,8 +224,9 @@ def test_max_cost_usd_stops_the_batch_and_a_rerun_resumes_the_rest(
     assert completed.returncode == EXIT_BUDGET, completed.stderr
     budget = summary["budget"]
     graded = summary["graded"]
-    assert graded == 6 and budget["exhausted"] is True and budget["refused_cases"] == 1
-    assert budget["cases_not_started"] == 60 - graded - 1
+    assert graded == 6 and budget["exhausted"] is True
+    assert 1 <= budget["refused_cases"] <= 2  # the cases begun then, one a worker
+    assert budget["cases_not_started"] == 60 - graded - budget["refused_cases"]
     assert budget["spent_usd"] == pytest.approx(usd(2.5, 10, graded), abs=1e-6)
     assert budget["spent_usd"] <= 0.01
     assert len(openai_server.received) == graded
