@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import random
 import re
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Received, Reply, client_environment
-from tests.unit.test_llm_batch import children_of, threads_of
+from tests.llm_servers import FakeLLM, Received, client_environment
+from tests.unit.test_llm_batch import hold_requests, kill_the_llm_stage
 from tests.unit.test_llm_cost import batch_command, run_batch, usd
 from verifier.batch import summary_paths
 from verifier.batch.budget import (
@@ -168,6 +166,16 @@ def test_a_shard_takes_over_what_its_earlier_run_left_reserved(tmp_path: Path) -
 # --- batches against a real local endpoint --------------------------------------------
 
 
+def start_batch(command: list[str], server: FakeLLM) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=client_environment(server),
+    )
+
+
 def ceiling_usd(request: Received, max_tokens: int, price: tuple[float, float]) -> float:
     """What the docs say a request reserves: its texts' bytes as tokens (system, user, the
     tool's schema) plus the overhead, and the whole max_tokens."""
@@ -242,15 +250,8 @@ def test_shards_running_at_once_share_one_budget(tmp_path: Path, openai_server: 
     """Three `--shard I/3` processes over one --out: each alone could spend 0.01."""
     openai_server.default = openai_server.grade(score=4)._replace(delay_s=0.05)
     command = batch_command(tmp_path, 300, "openai/gpt-4o-mini")
-    environment = client_environment(openai_server)
     shards = [
-        subprocess.Popen(
-            [*command, "--shard", f"{index}/3", "--max-cost-usd", "0.01"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment,
-        )
+        start_batch([*command, "--shard", f"{index}/3", "--max-cost-usd", "0.01"], openai_server)
         for index in range(3)
     ]
     ended = [shard.communicate(timeout=120) for shard in shards]
@@ -329,13 +330,7 @@ def test_a_batch_stopped_with_requests_out_counts_them_in_full(
 ) -> None:
     openai_server.default = openai_server.hang(30)
     command = [*batch_command(tmp_path, 4), "--max-cost-usd", "1", "--budget-id", "b"]
-    batch = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=client_environment(openai_server),
-    )
+    batch = start_batch(command, openai_server)
     deadline = time.monotonic() + 30
     while openai_server.in_flight < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -355,33 +350,10 @@ def test_the_cases_of_a_dead_llm_stage_count_in_full(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:
     """Their requests were out when it died: what they cost will never be known."""
-    release = threading.Event()
-
-    def route(request: Received) -> Reply:
-        release.wait(30)  # the first cases wait here until the stage is killed
-        return openai_server.grade(score=4)
-
-    openai_server.route = route
+    release = hold_requests(openai_server)
     command = [*batch_command(tmp_path, 12), "--llm-concurrency", "4", "--max-cost-usd", "1"]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=client_environment(openai_server),
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while len(openai_server.received) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        (stage,) = [pid for pid in children_of(process.pid) if threads_of(pid) > 1]
-        os.kill(stage, signal.SIGKILL)
-        time.sleep(0.5)
-        release.set()
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        release.set()
-        process.kill()
+    process = start_batch(command, openai_server)
+    stderr = kill_the_llm_stage(process, openai_server, release)
     assert process.returncode == 0, stderr
     summary = json.loads(summary_paths(tmp_path / "out", None)[0].read_text())
     failed = [row for row in summary["cases"] if row["status"] == "error"]
