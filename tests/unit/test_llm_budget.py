@@ -294,6 +294,7 @@ def test_batches_naming_one_budget_id_spend_it_together(
     assert again.returncode == EXIT_BUDGET and summary["graded"] == 0
     assert summary["resumed"] == 6 and len(openai_server.received) == 6
     assert summary["budget"]["shared"]["spent_usd"] == pytest.approx(usd(*GPT_4O, 6), abs=1e-6)
+    assert summary["budget"]["spent_usd"] == 0  # this run's: the account also holds the first's
     other = ("--max-cost-usd", "0.01", "--budget-id", "run-2")
     fresh, summary = run_batch(tmp_path, openai_server, 20, *other, env=small)
     assert fresh.returncode == EXIT_BUDGET and summary["graded"] == 6

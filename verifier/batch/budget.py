@@ -329,8 +329,8 @@ class Purse:
         self.holder = holder
         self.max_cost_usd = max_cost_usd
         self.held: dict[str, int] = {}  # case -> its reservation
-        self.reserved_total = 0
-        self.refused = 0
+        # This run's figures (an account in a shared ledger also holds earlier runs').
+        self.reserved_total = self.spent = self.unsettled = self.refused = 0
         self.largest_granted = 0
         self.dearest_refused = 0
         self.closed = False  # a case like those funded was refused: hand out no more
@@ -353,6 +353,7 @@ class Purse:
     def settle(self, case: str, cost_usd: float) -> None:
         amount, cost = self.held.pop(case), units(cost_usd)
         self.ledger.change(lambda books: (settle(books, self.holder, amount, cost), None))
+        self.spent += cost
 
     def abandon(self, cases: list[str] | None = None) -> None:
         """Reservations of cases whose answers will not come (None: every one left)."""
@@ -360,15 +361,16 @@ class Purse:
         if amounts:
             total = sum(amounts)
             self.ledger.change(lambda books: (abandon(books, self.holder, total), None))
+            self.unsettled += total
 
     def figures(self, not_started: int) -> BudgetFigures:
         books = self.ledger.change(lambda books: (books, books))
-        own, shared = books.account(self.holder), self.ledger.describe()
+        shared = self.ledger.describe()
         return BudgetFigures(
             max_cost_usd=self.max_cost_usd,
             reserved_usd=usd(self.reserved_total),
-            spent_usd=usd(own.spent),
-            unsettled_usd=usd(own.unsettled),
+            spent_usd=usd(self.spent),
+            unsettled_usd=usd(self.unsettled),
             refused=self.refused,
             not_started=not_started,
             dearest_refused_usd=usd(self.dearest_refused),
