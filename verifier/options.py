@@ -12,6 +12,7 @@ variable, which wins over the default; a bad value in either is a UsageError
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -124,6 +125,13 @@ def parse_name(text: str) -> str:
     """A dataset case id or a step id: one directory name."""
     if not text or "/" in text or "\0" in text or text in (".", ".."):
         raise ValueError(f"{text!r} is not a name (one directory name)")
+    return text
+
+
+def parse_budget_id(text: str) -> str:
+    """A shared budget's name: it names a file (letters, digits, `.`, `_`, `-`)."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", text) is None:
+        raise ValueError(f"{text!r}: use up to 128 letters, digits, '.', '_' or '-'")
     return text
 
 
@@ -361,11 +369,21 @@ OPTIONS: dict[str, Option] = {
         Option(
             "max_cost_usd",
             ("--max-cost-usd",),
-            "stop handing out cases once the LLM judges' requests have cost this much "
-            "(USD, by the price table); the cases begun still finish",
+            "the LLM judges' budget (USD, by the price table): a case's requests are "
+            "reserved at their most before they go, and a case that does not fit is not "
+            "graded",
             parse_positive_number,
             "VERIFIER_MAX_COST_USD",
             metavar="USD",
+        ),
+        Option(
+            "budget_id",
+            ("--budget-id",),
+            "with --max-cost-usd: batches over one --out naming the same ID spend that "
+            "budget together (shards share `default` when not given)",
+            parse_budget_id,
+            "VERIFIER_BUDGET_ID",
+            metavar="ID",
         ),
         Option(
             "calibrate",
@@ -693,6 +711,7 @@ COMMANDS: dict[str, Command] = {
                 "no_llm_cache",
                 "llm_cache_mb",
                 "max_cost_usd",
+                "budget_id",
                 "calibrate",
                 "labels",
                 "min_agreement",
@@ -801,6 +820,7 @@ class Options:
     no_llm_cache: bool = False
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
     max_cost_usd: float | None = None
+    budget_id: str | None = None
     calibrate: bool = False
     labels: Path | None = None
     min_agreement: float | None = None

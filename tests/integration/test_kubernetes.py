@@ -54,6 +54,7 @@ KUBERNETES_VERSIONS = ("1.29", "1.37")
 IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
 SECRET = "harbor-verifier-judge-keys"
 OPENSHIFT_UID = 1000680000  # what restricted-v2 picks from a project's UID range
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's, on its pods
 
 
 def render(overlay: str, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
@@ -230,6 +231,11 @@ def test_the_indexed_job_shards_by_completion_index() -> None:
     index, count = shard_argument(job)
     assert index == "$(JOB_COMPLETION_INDEX)"
     assert count == spec["completions"] == spec["parallelism"]
+    # With --max-cost-usd the shards share one budget, this Job's (docs/kubernetes.md).
+    env = {item["name"]: item for item in container_of(job)["env"]}
+    assert env["VERIFIER_BUDGET_ID"]["valueFrom"]["fieldRef"] == {
+        "fieldPath": f"metadata.labels['{JOB_UID_LABEL}']"
+    }
 
 
 def test_the_shard_count_is_written_once(tmp_path: Path) -> None:
@@ -346,12 +352,15 @@ def as_podman_pod(
     *,
     run_as_user: int | None = None,
     completion_index: int | None = None,
+    job_uid: str = "",
+    extra_args: tuple[str, ...] = (),
 ) -> str:
     """The Job's pod template as a Pod + its ConfigMap, in one YAML for `podman kube play`.
 
     The cluster-side parts are emulated: PVCs become hostPath volumes, the kubelet's
     bind mount of the termination log is a hostPath File volume, an Indexed Job's
-    index is injected and `$(VAR)` expanded, OpenShift's UID is set when asked.
+    index is injected and `$(VAR)` expanded, its pod labelled with the Job's uid as the
+    Job controller labels it, OpenShift's UID is set when asked.
     """
     job = copy.deepcopy(the(docs, "Job"))
     spec = job["spec"]["template"]["spec"]
@@ -378,12 +387,16 @@ def as_podman_pod(
         container["env"].append({"name": "JOB_COMPLETION_INDEX", "value": str(completion_index)})
         plain = {item["name"]: item["value"] for item in container["env"] if "value" in item}
         container["args"] = [kubelet_expand(arg, plain) for arg in container["args"]]
+    container["args"] = [*container["args"], *extra_args]
     if run_as_user is not None:
         spec["securityContext"]["runAsUser"] = run_as_user
+    labels = dict(job["spec"]["template"]["metadata"]["labels"])
+    if completion_index is not None:
+        labels[JOB_UID_LABEL] = job_uid or str(uuid.uuid4())
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": job["spec"]["template"]["metadata"]["labels"]},
+        "metadata": {"name": name, "labels": labels},
         "spec": spec,
     }
     return yaml.safe_dump_all([the(docs, "ConfigMap"), pod], sort_keys=False)
@@ -491,7 +504,16 @@ def test_the_indexed_job_pod_grades_its_shard_on_podman(kube_play, tmp_path: Pat
     count = job["spec"]["completions"]
     index = 1
     name = f"hv-batch-{uuid.uuid4().hex[:8]}"
-    pod = as_podman_pod(docs, name, host, run_as_user=OPENSHIFT_UID, completion_index=index)
+    uid = str(uuid.uuid4())
+    pod = as_podman_pod(
+        docs,
+        name,
+        host,
+        run_as_user=OPENSHIFT_UID,
+        completion_index=index,
+        job_uid=uid,
+        extra_args=("--max-cost-usd=1",),
+    )
     code, logs = kube_play(pod, name)
     assert code == 0, logs
     shard = Shard(index, count)
@@ -500,6 +522,9 @@ def test_the_indexed_job_pod_grades_its_shard_on_podman(kube_play, tmp_path: Pat
     assert len(owned) >= 3
     assert [row["case"] for row in summary["cases"]] == owned
     assert summary["shard"] == f"{index}/{count}"
+    # The shards' budget is the Job's own: its ledger is named by the Job's uid.
+    assert summary["budget"]["shared"]["budget_id"] == uid
+    assert (host["results"] / ".batch" / f"budget.{uid}.json").is_file()
     graded = sorted(path.parent.name for path in host["results"].glob("*/reward.json"))
     assert graded == owned  # an empty case dir is graded too
     message = host["termination-log"].read_text().strip()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import signal
 import time
@@ -63,6 +64,7 @@ class PendingCase:
     context: CaseContext
     tasks: tuple[LLMTask, ...]
     fingerprint: str | None = None  # case_fingerprint once its CPU judges had run
+    ceiling_usd: float = 0.0  # the most its requests can cost (inf: a model has no price)
 
 
 @attrs.frozen
@@ -130,9 +132,20 @@ class CaseGrader:
         except Exception as error:  # one bad case never stops the batch
             return self._failed(case.name, out, error, started)
         pending = PendingCase(
-            case.name, started, results, reading.context, tuple(tasks), fingerprint
+            case.name,
+            started,
+            results,
+            reading.context,
+            tuple(tasks),
+            fingerprint,
+            math.fsum(self._ceiling(task) for task in tasks),
         )
         return pending if tasks else self.finish(pending, ())
+
+    def _ceiling(self, task: LLMTask) -> float:
+        """What --max-cost-usd reserves for the task (counted here, in the worker)."""
+        ceiling = self.llm[task.index].ceiling_usd(task.prompt)
+        return math.inf if ceiling is None else ceiling
 
     def finish(self, pending: PendingCase, done: Sequence[LLMDone]) -> CaseOutcome:
         """Compose the reward and write the case's files (in a worker, or in the parent)."""

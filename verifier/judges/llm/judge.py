@@ -264,6 +264,19 @@ class LLMJudge:
             for index, endpoint in enumerate(self.members)
         )
 
+    def ceiling_usd(self, prompt: Prompt) -> float | None:
+        """The most this judge's requests for prompt can cost, as counted (the answered
+        attempt's usage): every sample of every model at the prompt's token ceiling and
+        the whole max_tokens. What `--max-cost-usd` reserves before they are sent; None:
+        a model without a price."""
+        tokens = self.plan.input_ceiling(prompt)
+        costs = [
+            cost_usd(self._price(index), tokens, self.generation.max_tokens)
+            for index in range(len(self.members))
+        ]
+        known = [cost for cost in costs if cost is not None]
+        return self.samples * math.fsum(known) if len(known) == len(costs) else None
+
     def lowest(self, rationale: str, details: Mapping[str, Any]) -> JudgeAnswer:
         """The judge's lowest value (false, or its scale's low end) with why: for what
         the case did, which a judge never turns into an error (an error could be dropped

@@ -36,7 +36,7 @@ from verifier.judges.llm.template import (
     as_text,
     mark_trusted,
 )
-from verifier.judges.llm.tokens import REQUEST_OVERHEAD_TOKENS, estimate_tokens
+from verifier.judges.llm.tokens import REQUEST_OVERHEAD_TOKENS, estimate_tokens, token_ceiling
 from verifier.references import ANNOTATION_PREFIX
 
 MAX_BLOCKS = 200  # fences per prompt: beyond it their overhead, not the material, would grow
@@ -115,13 +115,20 @@ class PromptPlan:
             tokens=tokens,
         )
 
+    def input_ceiling(self, prompt: Prompt) -> int:
+        """The most input tokens a request for prompt can cost: what a budget reserves
+        (judges.llm.tokens.token_ceiling), its schema included."""
+        return token_ceiling(prompt.system, prompt.user, self._schema_text())
+
+    def _schema_text(self) -> str:
+        """The answer's schema as the request carries it: a tool's or a JSON schema's
+        parameters (none in text mode, where the system text shows the example)."""
+        return "" if self.output_mode == "text" else json.dumps(self.scale.schema())
+
     def _schema_tokens(self) -> int:
-        """What the answer's schema costs when the request carries it (a tool's or a JSON
-        schema's parameters; in text mode the system text shows the example): a criteria
-        judge's grows with its criteria, past what REQUEST_OVERHEAD_TOKENS allows."""
-        if self.output_mode == "text":
-            return 0
-        return estimate_tokens(json.dumps(self.scale.schema()))
+        """What the answer's schema costs: a criteria judge's grows with its criteria, past
+        what REQUEST_OVERHEAD_TOKENS allows."""
+        return estimate_tokens(self._schema_text())
 
     def _within_context(
         self, material: Material, skeleton: str, nonce: str, fixed_tokens: int
