@@ -13,11 +13,25 @@ from typing import Any
 import attrs
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
-from verifier.config.fields import Number, OneOrMany, RelativePath, Text
+from verifier.config.fields import Choice, Number, OneOrMany, RelativePath, Text
 from verifier.judges.base import JudgeContext, Pool
 from verifier.judges.kinds.builtin import is_prompt_builtin
-from verifier.judges.llm.keys import CriteriaField, GuardField, PanelField, PricesField, RuleField
-from verifier.judges.llm.spec import CRITERIA_RULES, PANEL_RULES, LLMSpec
+from verifier.judges.llm.judge_file import JudgeFile, JudgeFileField
+from verifier.judges.llm.keys import (
+    CaseFilesField,
+    CriteriaField,
+    GuardField,
+    PanelField,
+    PricesField,
+    RuleField,
+)
+from verifier.judges.llm.spec import (
+    CRITERIA_RULES,
+    MODES,
+    PANEL_RULES,
+    REASONING_EFFORTS,
+    LLMSpec,
+)
 from verifier.scale import FeedbackType
 
 PROMPT_KEYS = ("llm_rubric", "prompt", "prompt_file")
@@ -106,9 +120,34 @@ class LLMKind(KindDefaults):
         Key("panel", PanelField()),
         Key("guard", GuardField()),
         Key("prices", PricesField()),
+        Key(
+            "mode",
+            Choice(
+                MODES,
+                description="batched: every criterion in one request; individual: a "
+                "request per criterion (rewardkit's)",
+            ),
+        ),
+        Key(
+            "reasoning_effort",
+            Choice(
+                REASONING_EFFORTS,
+                description="how much the model reasons first: OpenAI's reasoning_effort, "
+                "Anthropic's thinking budget; default: not sent",
+            ),
+        ),
+        Key(
+            "reference",
+            RelativePath(
+                description="a reference solution (file, or dir: its files) beside eval.yaml, "
+                "which the model compares the agent's work with"
+            ),
+        ),
+        Key("files", CaseFilesField()),
+        Key("judge_file", JudgeFileField()),
     )
 
-    claim_keys = (*PROMPT_KEYS, "criteria")
+    claim_keys = (*PROMPT_KEYS, "criteria", "judge_file")
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
         """A prompt key or `criteria` set, or `builtin:` naming an LLM builtin (a shipped
@@ -121,7 +160,13 @@ class LLMKind(KindDefaults):
         """A criteria judge's value is its aggregate, in [0, 1], unless it declares a scale."""
         return (0.0, 1.0) if spec.criteria else None
 
+    def default_timeout(self, spec: LLMSpec) -> float | None:
+        """A judge file's timeout is the judge's."""
+        return spec.timeout_s
+
     def spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
+        if "judge_file" in values:
+            values = _with_judge_file(values, at)
         if "builtin" in values:
             return self._builtin_spec(values, at)
         present = [key for key in PROMPT_KEYS if key in values]
@@ -206,14 +251,32 @@ class LLMKind(KindDefaults):
             what = f"llm {spec.model or config.default_model or '$EVAL_JUDGE_MODEL'}"
         if spec.criteria:
             what += f", {len(spec.criteria)} criteria ({spec.aggregate or 'weighted-mean'})"
+            what += ", one request each" if spec.mode == "individual" else ""
+        if spec.judge_file is not None:
+            what += f", from {spec.judge_file}"
         return what
+
+
+def _with_judge_file(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
+    """The entry's keys and its judge file's (verifier.judges.llm.judge_file); a key
+    both set is an error naming where the file sets it."""
+    judge_file: JudgeFile = values["judge_file"]
+    for key in judge_file.values:
+        if key in values:
+            raise at.child(key).error(
+                f"is set by {judge_file.path} too; keep one (the entry's keys add to the file's)"
+            )
+    return {**values, **judge_file.values}
 
 
 def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
     """The keys a prompt judge and an LLM builtin share, checked against each other: a
-    panel instead of a model, `aggregate` for what the judge has to combine."""
+    panel instead of a model, `aggregate` for what the judge has to combine, one request
+    per criterion only with criteria."""
     if "panel" in values and "model" in values:
         raise at.child("panel").error("set model or panel, not both")
+    if values.get("mode") == "individual" and not values.get("criteria"):
+        raise at.child("mode").error("individual asks each criterion apart; this judge has none")
     members, panel_rule = values.get("panel", ((), None))
     criteria = values.get("criteria", ())
     rule = values.get("aggregate")
@@ -243,6 +306,7 @@ def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
     if rule == "threshold" and threshold is None:
         threshold = 0.5
     prices, prices_source = values.get("prices", ({}, None))
+    judge_file: JudgeFile | None = values.get("judge_file")
     return {
         "model": values.get("model"),
         "samples": values.get("samples", 1),
@@ -257,6 +321,12 @@ def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
         "guard": values.get("guard"),
         "prices": prices,
         "prices_source": prices_source,
+        "mode": values.get("mode", "batched"),
+        "reasoning_effort": values.get("reasoning_effort"),
+        "reference": values.get("reference"),
+        "files": values.get("files"),
+        "timeout_s": judge_file.timeout_s if judge_file is not None else None,
+        "judge_file": judge_file.path if judge_file is not None else None,
     }
 
 

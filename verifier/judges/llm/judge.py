@@ -10,7 +10,8 @@ A judge asks `samples` answers of each of its models: its one model, or each mem
 of its panel (verifier.judges.llm.panel), whose values are then combined. Its guard,
 when it has one, screens the prompt's material first (verifier.judges.llm.guard);
 its criteria, when it lists them, are all answered in each request and combined into
-its value (verifier.judges.llm.criteria).
+its value (verifier.judges.llm.criteria), or with `mode: individual` each in a request
+of its own, joined back before the samples are reduced (verifier.judges.llm.individual).
 
 The judge keeps its own deadline a little short of its timeout, which is its whole
 budget (prompt, every sample, every retry), so that a slow or failing endpoint ends
@@ -31,7 +32,7 @@ from typing import Any
 import attrs
 
 from verifier.judges.base import JudgeAnswer, JudgeContext, Record
-from verifier.judges.llm import panel
+from verifier.judges.llm import individual, panel
 from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client
@@ -131,6 +132,7 @@ class LLMJudge:
     guard: Guard | None = None
     prices: tuple[Price | None, ...] = ()  # each model's, in the order of `members`
     prompt_sha256: str = ""  # what the calibration report names as the prompt measured
+    individual: bool = False  # `mode: individual`: a request per criterion
 
     @property
     def members(self) -> tuple[Endpoint, ...]:
@@ -139,8 +141,13 @@ class LLMJudge:
 
     @property
     def asks(self) -> int:
-        """Requests one case needs (before retries): samples of each model."""
-        return len(self.members) * self.samples
+        """Requests one case needs (before retries): samples of each model (of each
+        criterion, for an individual judge)."""
+        return len(self.members) * self.samples * self._requests_per_sample
+
+    @property
+    def _requests_per_sample(self) -> int:
+        return len(self.criteria.criteria) if self.individual and self.criteria else 1
 
     @property
     def judge_scale(self) -> AnswerScale:
@@ -210,18 +217,21 @@ class LLMJudge:
         return self.lowest(_zero_rationale(screening), details)
 
     def sample(self, prompt: Prompt, client: Client, index: int, deadline: float) -> Sample:
-        """Request number index (sample index % samples of member index // samples);
-        never raises (a failure is the sample's problem)."""
-        endpoint = self.members[index // self.samples]
+        """Request number index (sample index % samples of member index // samples; an
+        individual judge's: verifier.judges.llm.individual); never raises (a failure is
+        the sample's problem)."""
+        scale: Any = self.plan.scale
+        if self.individual and self.criteria is not None:
+            request = individual.request_of(index, len(self.criteria.criteria), self.samples)
+            member, sample_index = request.member, request.sample
+            scale = individual.asking(scale, request.criterion)
+            prompt = individual.prompt_for(prompt, scale, self.plan.output_mode)
+        else:
+            member, sample_index = index // self.samples, index % self.samples
+        endpoint = self.members[member]
         try:
             answered = client.ask(
-                endpoint,
-                prompt,
-                self.plan.scale,
-                self.generation,
-                self.policy,
-                index % self.samples,
-                deadline,
+                endpoint, prompt, scale, self.generation, self.policy, sample_index, deadline
             )
         except RequestFailed as error:
             if is_context_overflow(error.status, str(error)):
@@ -242,7 +252,7 @@ class LLMJudge:
         try:
             reply = endpoint.read(answered.payload)
             usage = reply.usage
-            grade = read_answer(reply, self.plan.scale)
+            grade = read_answer(reply, scale)
         except AnswerError as error:
             text = excerpt(_reply_text(answered.payload))
             return Sample(
@@ -294,6 +304,8 @@ class LLMJudge:
     ) -> JudgeAnswer:
         """One grade from the samples (LLMJudgeError when too few gave one; the lowest
         value when an endpoint refused the prompt for its length, for any member)."""
+        if self.individual and self.criteria is not None:
+            samples = individual.joined(samples, self.criteria, len(self.members), self.samples)
         overflowed = next((sample for sample in samples if sample.overflowed), None)
         if overflowed is not None:
             return self.case_fact(prompt, str(overflowed.problem), samples)
@@ -333,9 +345,12 @@ class LLMJudge:
 
     def fingerprint(self) -> dict[str, Any]:
         """What, besides eval.yaml, decides this judge's answers: for a batch's resume key."""
+        generation = attrs.asdict(self.generation, recurse=False)
+        if generation["reasoning_effort"] is None:  # the keys of judges without one unchanged
+            del generation["reasoning_effort"]
         return {
             **self.origin(),
-            "generation": attrs.asdict(self.generation, recurse=False),
+            "generation": generation,
             "max_case_chars": self.plan.max_case_chars,
             "context_tokens": self.plan.context_tokens,
         }
@@ -463,7 +478,9 @@ class LLMJudge:
         return value, f"{model}: {rationale}" if rationale else None, details
 
     def _of_member(self, samples: Sequence[Sample], index: int) -> Sequence[Sample]:
-        return samples[index * self.samples : (index + 1) * self.samples]
+        """Member index's part of samples: its requests', or its joined samples."""
+        width = len(samples) // len(self.members)
+        return samples[index * width : (index + 1) * width]
 
     def _price(self, index: int) -> Price | None:
         return self.prices[index] if index < len(self.prices) else None
