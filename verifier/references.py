@@ -19,6 +19,7 @@ from verifier.yaml_io import read_yaml
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 TASK_INPUT_FILE = "input.yaml"  # the trusted task input beside eval.yaml
+HARBOR_TESTS = PurePosixPath("/tests")  # where Harbor puts a task's tests/: eval.yaml's dir
 # Record keys annotation_<key>_content hold a dataset entry's annotation files.
 ANNOTATION_PREFIX = "annotation_"
 
@@ -92,6 +93,21 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
     return sorted(r for r in found if not any(d in r.parents for d in dirs))
 
 
+def judge_file_path(value: str, toml: PurePosixPath, config_dir: Path) -> PurePosixPath | None:
+    """A path a rewardkit judge TOML (at `toml` in eval.yaml's dir, config_dir) names, as
+    a path in config_dir: beside the TOML when relative; an absolute one inside config_dir
+    as it is, or under /tests (Harbor's tests dir, where `task init` puts eval.yaml and
+    its files: where rewardkit found it) as the same path in config_dir. None: an
+    absolute path elsewhere."""
+    path = PurePosixPath(value)
+    if not path.is_absolute():
+        return toml.parent / path
+    if path.is_relative_to(HARBOR_TESTS):
+        return path.relative_to(HARBOR_TESTS)
+    resolved, base = Path(value).resolve(), config_dir.resolve()
+    return PurePosixPath(resolved.relative_to(base)) if resolved.is_relative_to(base) else None
+
+
 def _judge_file_paths(base: Path, toml: PurePosixPath) -> list[PurePosixPath]:
     """What a rewardkit judge TOML names beside itself: its [judge] `reference` and
     `prompt_template` (what cannot be read is the loader's to report)."""
@@ -106,10 +122,9 @@ def _judge_file_paths(base: Path, toml: PurePosixPath) -> list[PurePosixPath]:
     found = []
     for key in ("reference", "prompt_template"):
         named = judge.get(key)
-        if isinstance(named, str):
-            found.append(
-                _local_path(base, str(toml.parent / named), str(base / toml), f"judge.{key}")
-            )
+        path = judge_file_path(named, toml, base) if isinstance(named, str) else None
+        if path is not None:
+            found.append(_local_path(base, str(path), str(base / toml), f"judge.{key}"))
     return found
 
 

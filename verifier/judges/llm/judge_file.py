@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
@@ -35,6 +35,7 @@ import attrs
 from verifier.config.fields import Locator, RelativePath, Text
 from verifier.config.judges import TIMEOUT
 from verifier.errors import did_you_mean
+from verifier.references import HARBOR_TESTS, judge_file_path
 
 AGENT_JUDGES = ("claude-code", "codex", "fx")  # rewardkit 0.2.3's agents.known_agents()
 # [judge] keys -> the LLM judge key each is (None: read here, not a key of its own).
@@ -86,14 +87,18 @@ class JudgeFileField:
             document = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
             raise at.error(f"{path} cannot be read as TOML: {error}") from None
-        return read_judge_file(document, relative, Locator(str(path), "", path.parent))
+        toml_at = Locator(str(path), "", path.parent)
+        return read_judge_file(document, relative, toml_at, at.base_dir)
 
     def schema(self) -> dict[str, Any]:
         return {"type": "string", "pattern": r"\.toml$", "description": self.description}
 
 
-def read_judge_file(document: Mapping[str, Any], relative: PurePosixPath, at: Locator) -> JudgeFile:
-    """The LLM judge keys of a judge TOML's document (at: the file, its dir)."""
+def read_judge_file(
+    document: Mapping[str, Any], relative: PurePosixPath, at: Locator, config_dir: Path
+) -> JudgeFile:
+    """The LLM judge keys of a judge TOML's document (at: the file, its dir; relative:
+    its path in config_dir, eval.yaml's dir)."""
     from verifier.judges.kinds.llm import KIND  # the fields eval.yaml's keys are read with
 
     fields = {key.name: key.field for key in KIND.keys}
@@ -150,10 +155,8 @@ def read_judge_file(document: Mapping[str, Any], relative: PurePosixPath, at: Lo
                 "`reward: {weights: {NAME: W}}`; remove it here"
             )
         )
-    directory = relative.parent
     if "reference" in judge:
-        found = RelativePath().parse(judge["reference"], at.child("judge").child("reference"))
-        values["reference"] = directory / found
+        values["reference"] = _reference(judge["reference"], relative, at, config_dir)
     if "prompt_template" in judge:
         values["llm_rubric"] = _template(judge["prompt_template"], at)
     if "atif-trajectory" in judge:  # the trail is the one the verifier reads for every judge
@@ -162,6 +165,19 @@ def read_judge_file(document: Mapping[str, Any], relative: PurePosixPath, at: Lo
     if "timeout" in judge:
         timeout = TIMEOUT.parse(judge["timeout"], at.child("judge").child("timeout"))
     return JudgeFile(relative, MappingProxyType(values), timeout)
+
+
+def _reference(value: Any, toml: PurePosixPath, at: Locator, base: Path) -> PurePosixPath:
+    """[judge] reference as a path in eval.yaml's dir (base): verifier.references says
+    which paths a TOML may name, and how."""
+    where = at.child("judge").child("reference")
+    path = judge_file_path(value, toml, base) if isinstance(value, str) else None
+    if isinstance(value, str) and path is None:
+        raise where.error(
+            f"{value!r} is outside eval.yaml's dir and {HARBOR_TESTS}: give it beside {toml.name}"
+        )
+    shown = value if path is None else str(path)
+    return RelativePath().parse(shown, attrs.evolve(where, base_dir=base))
 
 
 def _table(document: Mapping[str, Any], name: str, at: Locator) -> Mapping[str, Any]:
