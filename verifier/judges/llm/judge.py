@@ -221,14 +221,12 @@ class LLMJudge:
         individual judge's: verifier.judges.llm.individual); never raises (a failure is
         the sample's problem)."""
         scale: Any = self.plan.scale
+        sample_index = index % self.samples
         if self.individual and self.criteria is not None:
             request = individual.request_of(index, len(self.criteria.criteria), self.samples)
-            member, sample_index = request.member, request.sample
             scale = individual.asking(scale, request.criterion)
             prompt = individual.prompt_for(prompt, scale, self.plan.output_mode)
-        else:
-            member, sample_index = index // self.samples, index % self.samples
-        endpoint = self.members[member]
+        endpoint = self.endpoint_of(index)
         try:
             answered = client.ask(
                 endpoint, prompt, scale, self.generation, self.policy, sample_index, deadline
@@ -266,6 +264,10 @@ class LLMJudge:
             )
         client.keep(answered)
         return Sample(grade, None, answered.latency_s, answered.attempts, usage, answered.cached)
+
+    def endpoint_of(self, index: int) -> Endpoint:
+        """The model request number index asks."""
+        return self.members[index // (self.samples * self._requests_per_sample)]
 
     def spends(self, samples: Sequence[Sample]) -> tuple[Spend, ...]:
         """What each model's samples cost (samples in request order)."""
