@@ -59,93 +59,96 @@ class ProviderName:
         return {"enum": sorted(PROVIDERS_BY_ALIAS), "description": self.description}
 
 
+_KEYS = (
+    Key(
+        "llm_rubric",
+        Text(non_empty=True, description="the rubric; the case's material is appended"),
+    ),
+    Key("prompt", Text(non_empty=True, description="a Jinja2 prompt template")),
+    Key("prompt_file", RelativePath(description="a Jinja2 template file beside eval.yaml")),
+    Key(
+        "model",
+        Text(
+            non_empty=True,
+            description="provider/model; else models.judge, else $EVAL_JUDGE_MODEL",
+        ),
+    ),
+    Key(
+        "samples",
+        Number(
+            integer=True,
+            minimum=1,
+            maximum=MAX_SAMPLES,
+            problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
+            description="answers to ask for; the value is their median",
+        ),
+        default=1,
+    ),
+    Key("context", OneOrMany(RelativePath(), description="reference files beside eval.yaml")),
+    Key("provider", ProviderName()),
+    Key(
+        "builtin",
+        Text(non_empty=True, description="an LLM builtin, e.g. quality/output_completeness"),
+    ),
+    Key(
+        "context_tokens",
+        Number(
+            integer=True,
+            minimum=1024,
+            maximum=100_000_000,
+            problem="must be a whole number of tokens, at least 1024",
+            description="the tokens the model takes (its context "
+            "window); default: from the model's name (a panel: "
+            "its members' smallest), else 32768",
+        ),
+    ),
+    Key("criteria", CriteriaField()),
+    Key("aggregate", RuleField()),
+    Key(
+        "threshold",
+        Number(
+            minimum=0,
+            maximum=1,
+            problem="must be a number from 0 to 1",
+            description="aggregate: threshold: the weighted mean passes at this value",
+        ),
+    ),
+    Key("panel", PanelField()),
+    Key("guard", GuardField()),
+    Key("prices", PricesField()),
+    Key(
+        "mode",
+        Choice(
+            MODES,
+            description="batched: every criterion in one request; individual: a "
+            "request per criterion (rewardkit's)",
+        ),
+    ),
+    Key(
+        "reasoning_effort",
+        Choice(
+            REASONING_EFFORTS,
+            description="how much the model reasons first: OpenAI's reasoning_effort, "
+            "Anthropic's thinking budget; default: not sent",
+        ),
+    ),
+    Key(
+        "reference",
+        RelativePath(
+            description="a reference solution (file, or dir: its files) beside eval.yaml, "
+            "which the model compares the agent's work with"
+        ),
+    ),
+    Key("files", CaseFilesField()),
+)
+
+
 class LLMKind(KindDefaults):
     name = "llm"
     pool = Pool.LLM
     case_bound = False
-    keys = (
-        Key(
-            "llm_rubric",
-            Text(non_empty=True, description="the rubric; the case's material is appended"),
-        ),
-        Key("prompt", Text(non_empty=True, description="a Jinja2 prompt template")),
-        Key("prompt_file", RelativePath(description="a Jinja2 template file beside eval.yaml")),
-        Key(
-            "model",
-            Text(
-                non_empty=True,
-                description="provider/model; else models.judge, else $EVAL_JUDGE_MODEL",
-            ),
-        ),
-        Key(
-            "samples",
-            Number(
-                integer=True,
-                minimum=1,
-                maximum=MAX_SAMPLES,
-                problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
-                description="answers to ask for; the value is their median",
-            ),
-            default=1,
-        ),
-        Key("context", OneOrMany(RelativePath(), description="reference files beside eval.yaml")),
-        Key("provider", ProviderName()),
-        Key(
-            "builtin",
-            Text(non_empty=True, description="an LLM builtin, e.g. quality/output_completeness"),
-        ),
-        Key(
-            "context_tokens",
-            Number(
-                integer=True,
-                minimum=1024,
-                maximum=100_000_000,
-                problem="must be a whole number of tokens, at least 1024",
-                description="the tokens the model takes (its context "
-                "window); default: from the model's name (a panel: "
-                "its members' smallest), else 32768",
-            ),
-        ),
-        Key("criteria", CriteriaField()),
-        Key("aggregate", RuleField()),
-        Key(
-            "threshold",
-            Number(
-                minimum=0,
-                maximum=1,
-                problem="must be a number from 0 to 1",
-                description="aggregate: threshold: the weighted mean passes at this value",
-            ),
-        ),
-        Key("panel", PanelField()),
-        Key("guard", GuardField()),
-        Key("prices", PricesField()),
-        Key(
-            "mode",
-            Choice(
-                MODES,
-                description="batched: every criterion in one request; individual: a "
-                "request per criterion (rewardkit's)",
-            ),
-        ),
-        Key(
-            "reasoning_effort",
-            Choice(
-                REASONING_EFFORTS,
-                description="how much the model reasons first: OpenAI's reasoning_effort, "
-                "Anthropic's thinking budget; default: not sent",
-            ),
-        ),
-        Key(
-            "reference",
-            RelativePath(
-                description="a reference solution (file, or dir: its files) beside eval.yaml, "
-                "which the model compares the agent's work with"
-            ),
-        ),
-        Key("files", CaseFilesField()),
-        Key("judge_file", JudgeFileField()),
-    )
+    # A judge file is read with the fields of the keys it sets for the entry.
+    keys = (*_KEYS, Key("judge_file", JudgeFileField({key.name: key.field for key in _KEYS})))
 
     claim_keys = (*PROMPT_KEYS, "criteria", "judge_file")
 

@@ -16,7 +16,7 @@ out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -24,9 +24,7 @@ from verifier.judges.llm.criteria import CriteriaForm, rationale_of
 from verifier.judges.llm.guard import GuardedForm
 from verifier.judges.llm.parse import Grade
 from verifier.judges.llm.prompt import Prompt, system_text
-
-if TYPE_CHECKING:
-    from verifier.judges.llm.judge import Sample
+from verifier.judges.llm.sampling import Sample
 
 
 @attrs.frozen
@@ -78,34 +76,33 @@ def _join(parts: Sequence[Sample], form: CriteriaForm) -> Sample:
     for part in sent:  # what a cached answer once cost is not spent again
         for name, count in part.usage.items():
             usage[name] = usage.get(name, 0) + count
-    common = {
-        "latency_s": sum(part.latency_s for part in parts),
-        "attempts": sum(part.attempts for part in parts),
-        "usage": usage,
-        "cached": not sent,
-        "endpoint_failed": any(part.endpoint_failed for part in parts),
-        "overflowed": any(part.overflowed for part in parts),
-    }
-    failed = next(
-        (
-            (criterion, part)
-            for criterion, part in zip(form.criteria, parts, strict=True)
-            if part.grade is None
-        ),
-        None,
+    joined = Sample(
+        grade=_grade(parts, form),
+        latency_s=sum(part.latency_s for part in parts),
+        attempts=sum(part.attempts for part in parts),
+        usage=usage,
+        cached=not sent,
+        endpoint_failed=any(part.endpoint_failed for part in parts),
+        overflowed=any(part.overflowed for part in parts),
     )
-    if failed is not None:
-        criterion, part = failed
-        problem = f"criterion {criterion.name!r}: {part.problem}"
-        return attrs.evolve(parts[0], grade=None, problem=problem, answer=part.answer, **common)
+    for criterion, part in zip(form.criteria, parts, strict=True):
+        if part.grade is None:
+            problem = f"criterion {criterion.name!r}: {part.problem}"
+            return attrs.evolve(joined, problem=problem, answer=part.answer)
+    return joined
+
+
+def _grade(parts: Sequence[Sample], form: CriteriaForm) -> Grade | None:
+    """Every criterion's verdict as one answer's (None unless each part has one)."""
     grades = [part.grade for part in parts if part.grade is not None]
+    if len(grades) < len(parts):
+        return None
     verdicts = tuple(verdict for grade in grades for verdict in grade.verdicts)
     votes = [grade.grader_directed for grade in grades if grade.grader_directed is not None]
-    grade = Grade(
+    return Grade(
         value=form.value_of([verdict.value for verdict in verdicts]),
         rationale=rationale_of(verdicts),
         via=grades[0].via,
         verdicts=verdicts,
         grader_directed=any(votes) if votes else None,
     )
-    return attrs.evolve(parts[0], grade=grade, problem=None, answer=None, **common)

@@ -42,7 +42,7 @@ from verifier.judges.llm.parse import Grade, excerpt, read_answer
 from verifier.judges.llm.pricing import Price, cost_usd
 from verifier.judges.llm.prompt import Prompt, PromptPlan
 from verifier.judges.llm.providers import Endpoint, Generation
-from verifier.judges.llm.sampling import reduce_samples
+from verifier.judges.llm.sampling import Sample, reduce_samples
 from verifier.judges.llm.template import TemplateProblem
 from verifier.judges.llm.tokens import is_context_overflow
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy
@@ -56,21 +56,6 @@ class LLMJudgeError(Exception):
         secrets = known_secrets()
         super().__init__(redact(reason, secrets))
         self.details = redact_tree(details, secrets)
-
-
-@attrs.frozen
-class Sample:
-    """One sample's outcome: a grade, or the problem that left it without one."""
-
-    grade: Grade | None
-    problem: str | None = None
-    latency_s: float = 0.0
-    attempts: int = 0
-    usage: Mapping[str, int] = MappingProxyType({})
-    cached: bool = False
-    endpoint_failed: bool = False  # no response at all (vs. an answer that could not be read)
-    answer: str | None = None  # an excerpt of an answer that could not be read
-    overflowed: bool = False  # the endpoint refused the prompt for its length: a case fact
 
 
 @attrs.frozen

@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from verifier.config.fields import Locator, RelativePath, Text
+from verifier.config.fields import Field, Locator, RelativePath, Text
 from verifier.config.judges import TIMEOUT
 from verifier.errors import did_you_mean
 from verifier.references import HARBOR_TESTS, judge_file_path
@@ -73,6 +73,9 @@ class JudgeFile:
 
 @attrs.frozen
 class JudgeFileField:
+    """Reads the TOML with `fields`: the LLM judge's own keys' fields, by key name."""
+
+    fields: Mapping[str, Field]
     description: str = (
         "a rewardkit judge TOML beside eval.yaml ([judge], [[criterion]], [scoring]): "
         "its keys as this judge's"
@@ -88,20 +91,21 @@ class JudgeFileField:
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
             raise at.error(f"{path} cannot be read as TOML: {error}") from None
         toml_at = Locator(str(path), "", path.parent)
-        return read_judge_file(document, relative, toml_at, at.base_dir)
+        return read_judge_file(document, relative, toml_at, at.base_dir, self.fields)
 
     def schema(self) -> dict[str, Any]:
         return {"type": "string", "pattern": r"\.toml$", "description": self.description}
 
 
 def read_judge_file(
-    document: Mapping[str, Any], relative: PurePosixPath, at: Locator, config_dir: Path
+    document: Mapping[str, Any],
+    relative: PurePosixPath,
+    at: Locator,
+    config_dir: Path,
+    fields: Mapping[str, Field],
 ) -> JudgeFile:
     """The LLM judge keys of a judge TOML's document (at: the file, its dir; relative:
-    its path in config_dir, eval.yaml's dir)."""
-    from verifier.judges.kinds.llm import KIND  # the fields eval.yaml's keys are read with
-
-    fields = {key.name: key.field for key in KIND.keys}
+    its path in config_dir, eval.yaml's dir), each read with its field in `fields`."""
     if "judge" not in document and "criterion" not in document:
         hint = (
             "rewardkit's reward aggregation: write its [[reward]] weights as eval.yaml's "

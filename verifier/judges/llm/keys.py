@@ -139,8 +139,8 @@ def _criterion(entry: Any, at: Locator) -> CriterionSpec:
             )
     if "files" in entry:
         raise at.child("files").error(
-            "per-criterion files are not read: the judge grades the case's material "
-            "(eval.yaml's outputs, the conversation); remove files"
+            "per-criterion files are not read: the judge's own files select the case "
+            "files every criterion is graded on; move them there"
         )
     description = entry.get("description")
     if not isinstance(description, str) or not description.strip():
