@@ -239,7 +239,7 @@ def test_individual_mode_in_a_batch(tmp_path: Path, openai_server: FakeLLM) -> N
     answer_by_criteria(openai_server, ANSWERS)
     for index in range(2):
         (tmp_path / "cases" / f"case-{index}").mkdir(parents=True)
-        (tmp_path / "cases" / f"case-{index}" / "report.md").write_text("Fixed.\n")
+        (tmp_path / "cases" / f"case-{index}" / "report.md").write_text(f"Fixed {index}.\n")
     (tmp_path / "eval.yaml").write_text(
         "judges:\n" + textwrap.indent(judge(openai_server, "  mode: individual\n"), "  ")
     )
@@ -257,7 +257,9 @@ def test_individual_mode_in_a_batch(tmp_path: Path, openai_server: FakeLLM) -> N
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads(summary_paths(out, None)[0].read_text())
-    assert summary["llm"]["requests"] == 6 and summary["graded"] == 2
+    # two cases (their reports differ: no answer comes from the cache), three criteria
+    assert summary["llm"]["requests"] == 6 and summary["llm"]["cache_hits"] == 0
+    assert summary["graded"] == 2
     for index in range(2):
         reward = json.loads((out / f"case-{index}" / "reward.json").read_text())
         assert reward["review"] == pytest.approx((1 + 0.75 + 0.5) / 3)

@@ -1,12 +1,12 @@
 """`verifier task kube PACKAGE DEST --image IMAGE`: Kubernetes manifests that grade a
-task package's cases with its own verifier image (verifier.task.kube)."""
+task package's cases with its own verifier image (verifier.task.kubernetes)."""
 
 from __future__ import annotations
 
 from verifier.console import warn_all
 from verifier.errors import EXIT_OK
 from verifier.options import Options
-from verifier.task.kube import kube_spec, write_kube
+from verifier.task.kubernetes import kube_spec, write_kube
 from verifier.task.record import describe_kept
 
 

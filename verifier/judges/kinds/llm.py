@@ -153,8 +153,8 @@ class LLMKind(KindDefaults):
     claim_keys = (*PROMPT_KEYS, "criteria", "judge_file")
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
-        """A prompt key or `criteria` set, or `builtin:` naming an LLM builtin (a shipped
-        prompt)."""
+        """A prompt key, `criteria` or `judge_file` set, or `builtin:` naming an LLM
+        builtin (a shipped prompt)."""
         return any(key in entry for key in self.claim_keys) or (
             "builtin" in entry and is_prompt_builtin(entry["builtin"])
         )
@@ -213,9 +213,31 @@ class LLMKind(KindDefaults):
         )
 
     def entry_schema(self) -> dict[str, Any]:
-        """Exactly one of the prompt keys set (not null), or none of them and criteria;
-        a panel instead of a model."""
+        """A judge file (its criteria, maybe its prompt: at most one prompt key beside it),
+        or else exactly one of the prompt keys set (not null), or none of them and
+        criteria; a panel instead of a model."""
         unset = {key: {"type": "null"} for key in PROMPT_KEYS}
+        judge_file = {"required": ["judge_file"], "properties": {"judge_file": {"type": "string"}}}
+        return {
+            "if": judge_file,
+            "then": {
+                "not": {
+                    "anyOf": [
+                        {"required": [first, second]}
+                        for index, first in enumerate(PROMPT_KEYS)
+                        for second in PROMPT_KEYS[index + 1 :]
+                    ]
+                }
+            },
+            "else": self._prompt_schema(unset),
+            "not": {
+                "required": ["model", "panel"],
+                "properties": {"model": {"type": "string"}, "panel": {"not": {"type": "null"}}},
+            },
+        }
+
+    @staticmethod
+    def _prompt_schema(unset: dict[str, Any]) -> dict[str, Any]:
         return {
             "oneOf": [
                 *(
@@ -233,10 +255,6 @@ class LLMKind(KindDefaults):
                     },
                 },
             ],
-            "not": {
-                "required": ["model", "panel"],
-                "properties": {"model": {"type": "string"}, "panel": {"not": {"type": "null"}}},
-            },
         }
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
