@@ -7,7 +7,6 @@ exactly what it was."""
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from verifier.batch import summary_paths
 from verifier.case import read_case
 from verifier.errors import ConfigError
 from verifier.grading import load_eval
+from verifier.judges.base import JudgeContext
 from verifier.judges.llm.judge import LLMJudgeError
 from verifier.judges.llm.providers import THINKING_BUDGETS
 
@@ -165,7 +165,7 @@ def test_files_select_the_case_files_the_judge_grades(
     config = write_config("judges:\n" + textwrap.indent(judge(openai_server, extra), "  "))
     loaded = load_eval(config)
     record = read_case(case, loaded.config.outputs, loaded.config.annotations).record
-    functools.partial(loaded.judges[0].call, record)()
+    loaded.judges[0].call(JudgeContext(record))
     user = openai_server.received[0].user
     assert "The bug is fixed." in user and "doc a" in user
     assert "doc b" not in user and "not listed" not in user
