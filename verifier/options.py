@@ -592,6 +592,24 @@ OPTIONS: dict[str, Option] = {
             default_text="the engine's default",
             metavar="MODE",
         ),
+        Option(
+            "package", (), "the task package (made by task init)", parse_path, metavar="PACKAGE"
+        ),
+        Option(
+            "task_image",
+            ("--image",),
+            "the task's verifier image as the cluster pulls it: PACKAGE/tests built and "
+            "pushed (registry/name:tag or @sha256:...)",
+            metavar="IMAGE",
+        ),
+        Option(
+            "shards",
+            ("--shards",),
+            "the Indexed Job's shard count: its completions, one pod each",
+            parse_positive_int,
+            default=4,
+            metavar="N",
+        ),
     )
 }
 
@@ -793,6 +811,18 @@ COMMANDS: dict[str, Command] = {
                 EXIT_OK: "the solution gets --expect and the untouched environment less"
             },
         ),
+        Command(
+            "task kube",
+            "Write Kubernetes manifests that grade a task package's cases with its own "
+            "verifier image: a Job (one case) and an Indexed Job (a batch in shards).",
+            ("package", "dest", "task_image", "shards", "force", "debug"),
+            positional=("package", "dest"),
+            required=("package", "dest", "task_image"),
+            help_overrides={
+                "dest": "where the manifests go (kustomize dirs job/, batch/, common/, network/)",
+                "force": "write into a non-empty DEST (files you edited there are kept)",
+            },
+        ),
     )
 }
 
@@ -848,6 +878,9 @@ class Options:
     engine: str | None = None
     expect: float = 1.0
     build_network: str | None = None
+    package: Path | None = None
+    task_image: str | None = None
+    shards: int = 4
 
 
 def build_options(

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.llm_servers import FakeLLM, Received, client_environment
+from tests.llm_servers import FakeLLM, Received, client_environment, serve
 from tests.unit.test_llm_batch import hold_requests, kill_the_llm_stage
 from tests.unit.test_llm_cost import batch_command, run_batch, usd
 from verifier.batch import summary_paths
@@ -362,3 +362,90 @@ def test_the_cases_of_a_dead_llm_stage_count_in_full(
     assert failed and budget["unsettled_usd"] == pytest.approx(len(failed) * each, rel=1e-3)
     assert budget["spent_usd"] == pytest.approx(usd(*GPT_4O, summary["graded"]), abs=1e-6)
     assert budget["reserved_usd"] == pytest.approx(12 * each, rel=1e-3)
+
+
+# --- what a judge of several requests, or with a thinking budget, reserves --------------
+
+INDIVIDUAL = """
+name: costed
+outputs: [report.md]
+judges:
+  - name: review
+    model: MODEL
+    mode: individual
+    criteria:
+      - {name: names_bug, description: Does it name the bug?}
+      - {name: clarity, description: How clear is it?, type: likert, points: 5}
+"""
+THINKING = """
+name: costed
+outputs: [report.md]
+judges:
+  - name: q
+    llm_rubric: ok?
+    score_range: [1, 5]
+    model: MODEL
+    reasoning_effort: high
+"""
+
+
+def request_ceiling_usd(request: Received, price: tuple[float, float]) -> float:
+    """A request's reservation as the docs give it, from what the endpoint received: its
+    texts' bytes (system, user, the answer's schema) plus the overhead, and the
+    max_tokens its body carries (for Anthropic, the thinking budget on top)."""
+    tools = request.body["tools"][0]
+    schema = tools["function"]["parameters"] if "function" in tools else tools["input_schema"]
+    texts = (request.system, request.user, json.dumps(schema))
+    tokens = sum(len(text.encode()) for text in texts) + REQUEST_OVERHEAD_TOKENS
+    return (tokens * price[0] + request.body["max_tokens"] * price[1]) / 1e6
+
+
+@pytest.mark.parametrize(
+    ("judges", "model", "price", "requests"),
+    [
+        (INDIVIDUAL, "openai/gpt-4o-mini", GPT_4O_MINI, 2),
+        (THINKING, "anthropic/claude-sonnet-4-5", (3.0, 15.0), 1),
+    ],
+    ids=["a request per criterion", "a thinking budget over max_tokens"],
+)
+def test_a_case_reserves_what_each_of_its_requests_may_cost(
+    tmp_path: Path, judges: str, model: str, price: tuple[float, float], requests: int
+) -> None:
+    style = "anthropic" if model.startswith("anthropic") else "openai"
+    server = next(servers := serve(style))
+    try:
+        reserved = reserved_by_a_batch(tmp_path, server, judges, model)
+    finally:
+        servers.close()
+    assert len(server.received) == 3 * requests
+    expected = sum(request_ceiling_usd(request, price) for request in server.received)
+    assert reserved == pytest.approx(expected, rel=1e-3)
+    if style == "anthropic":
+        assert server.received[0].body["max_tokens"] > 1024  # the thinking budget
+
+
+def reserved_by_a_batch(tmp_path: Path, server: FakeLLM, judges: str, model: str) -> float:
+    """What a batch of three cases under a large budget reserved."""
+
+    def answer(received: Received) -> Any:
+        tools = received.body["tools"][0]
+        schema = tools["function"]["parameters"] if "function" in tools else tools["input_schema"]
+        asked = schema["properties"].get("criteria", {}).get("properties", {})
+        verdicts = {
+            name: {"rationale": "r", "score": 4 if name == "clarity" else True} for name in asked
+        }
+        return server.grade(criteria=verdicts) if asked else server.grade(score=4)
+
+    server.route = answer
+    command = batch_command(tmp_path, 3, model)
+    (tmp_path / "eval.yaml").write_text(judges.replace("MODEL", model))
+    completed = subprocess.run(
+        [*command, "--max-cost-usd", "5"],
+        capture_output=True,
+        text=True,
+        env=client_environment(server),
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    summary = json.loads(summary_paths(tmp_path / "out", None)[0].read_text())
+    return float(summary["budget"]["reserved_usd"])

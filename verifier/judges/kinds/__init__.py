@@ -75,7 +75,7 @@ KINDS = KindRegistry(
         "builtin": ("builtin",),
         "check": ("check",),
         "agent": ("agent",),
-        "llm": ("llm_rubric", "prompt", "prompt_file", "criteria", "builtin"),
+        "llm": ("llm_rubric", "prompt", "prompt_file", "criteria", "judge_file", "builtin"),
         "module": ("module", "function"),
     }
 )
