@@ -348,3 +348,33 @@ def test_the_grader_keeps_its_limits_and_its_scheduling(root_dir: Path, who: str
     assert judged(out) == {"limits": True, "own": True, "answer": True}, per_judge
     assert json.loads((out / "reward.json").read_text())["reward"] == 1.0
     assert leftovers("grader_limits.py") == []
+
+
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_a_leased_file_does_not_stall_the_judge(root_dir: Path, who: str) -> None:
+    """truncate(2) of a file the command holds a lease on blocks whoever runs it until
+    the lease is broken (45 s): as the grader's UID, the supervisor in the judge's
+    process answers the command's truncate without blocking, so the judge keeps
+    watching the command and stops it at its timeout (5 s)."""
+    tests, case, out = root_dir / "tests", root_dir / "case", root_dir / "out"
+    tests.mkdir()
+    out.mkdir()
+    (case / "attacks").mkdir(parents=True)
+    shutil.copy(ATTACKS / "lease_truncate.py", case / "attacks")
+    (tests / "eval.yaml").write_text(
+        "judges:\n  - name: lease\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: python3 attacks/lease_truncate.py, timeout: 5}\n"
+    )
+    give(AS[who], tests, out, case)
+    started = time.monotonic()
+    completed = run_grader(
+        AS[who],
+        ["grade", "--config", f"{tests}/eval.yaml", "--case", str(case), "--out", str(out)],
+        cwd=tests,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert time.monotonic() - started < 30
+    lease = json.loads((out / "judges.json").read_text())["per_judge"]["lease"]
+    assert (lease["value"], lease["rationale"]) == (False, "timed out after 5s"), lease
+    assert leftovers("lease_truncate.py") == []

@@ -709,7 +709,13 @@ def _perform(call: Call, obj: int, operands: tuple[Any, ...]) -> int:
             if _fchownat()(obj, b"", operands[0], operands[1], _AT_EMPTY_PATH) != 0:
                 return ctypes.get_errno()
         elif call.operation == "truncate":
-            os.truncate(through, operands[0])
+            # opened without blocking: truncate(2) would wait out a lease the command
+            # holds on the file (lease-break-time, 45 s), and the judge's loop with it
+            descriptor = os.open(through, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                os.ftruncate(descriptor, operands[0])
+            finally:
+                os.close(descriptor)
         elif is_link:  # user xattrs on symlinks are refused; others need privileges
             return errno.EPERM
         elif call.operation == "setxattr":
