@@ -19,6 +19,7 @@ which the sandbox user and the non-root grader can run.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import marshal
@@ -51,6 +52,7 @@ from verifier.judges.builtins.runners import LAUNCHER, PYTEST_TAMPERED, PYTEST_T
 from verifier.results import Status
 
 NON_ROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
+HARBOR_ARTIFACTS = Path("/logs/artifacts")  # the agent's, in a separate verifier's container
 BUILTINS_DOC = Path(__file__).resolve().parents[2] / "docs" / "builtins.md"
 
 BUGGY = """\
@@ -1109,4 +1111,40 @@ def test_a_plugin_loaded_from_the_original_case_dir_does_not_load(task: Task, wh
         reward, tests = graded(task.gate, case)
     else:
         reward = grade_as_non_root(task, task.gate, case)["reward"]
+    assert reward == pytest.approx(UNTOUCHED), who == "root" and tests
+
+
+@contextlib.contextmanager
+def harbor_artifacts(name: str) -> Iterator[Path]:
+    """A dir of the agent's in Harbor's /logs/artifacts, which Harbor re-creates in the
+    verifier's container beside the case (every UID may write it, as there); removed
+    after, with whatever of /logs this made."""
+    made = [path for path in (Path("/logs"), HARBOR_ARTIFACTS) if not path.exists()]
+    HARBOR_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for path in made:
+        path.chmod(0o777 if path == HARBOR_ARTIFACTS else 0o755)
+    place = HARBOR_ARTIFACTS / name
+    place.mkdir()
+    try:
+        yield place
+    finally:
+        shutil.rmtree(made[0] if made else place)
+
+
+@pytest.mark.parametrize("who", ["root", "non-root"])
+def test_a_plugin_left_in_harbors_artifacts_dir_does_not_load(task: Task, who: str) -> None:
+    """The agent's /logs/artifacts is as much its own as the case: what it left there
+    (before the run, like an installed module) is out of the commands' reach too."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make Harbor's /logs/artifacts")
+    name = f"artifacts-{who}-{os.getpid()}"
+    with harbor_artifacts(name) as left:
+        (left / "flip_left_behind.py").write_text(_LEFT_BEHIND)
+        an_hour_ago = time.time() - 3600
+        os.utime(left / "flip_left_behind.py", (an_hour_ago, an_hour_ago))
+        case = task.case(name, _FROM_THE_ORIGINAL.format(original=str(left)) + BUGGY)
+        if who == "root":
+            reward, tests = graded(task.gate, case)
+        else:
+            reward = grade_as_non_root(task, task.gate, case)["reward"]
     assert reward == pytest.approx(UNTOUCHED), who == "root" and tests

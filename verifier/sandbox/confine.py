@@ -57,7 +57,7 @@ class SupervisionHandover:
             _, descriptors, _, _ = socket.recv_fds(self._ours, 1, 1)
         finally:
             self._ours.close()
-        return Supervisor(descriptors[0], own_dirs, session if self.signals else None)
+        return Supervisor(descriptors[0], own_dirs, session, self.signals)
 
     def close(self) -> None:
         for end in (self._ours, self._theirs):
