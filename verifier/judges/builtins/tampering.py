@@ -394,7 +394,7 @@ def go_findings(path: str, source: bytes) -> tuple[Finding, ...]:
                 continue
             if name == "init":
                 flag(token.line, "exits in init(), before any test runs")
-            elif runner is None or not _ran_before(code, body.start, at, runner):
+            elif runner is None or not _ran_before(code, body.start, _call_end(code, at), runner):
                 flag(token.line, "TestMain exits before it runs the tests")
             elif _texts(code[at + 3 : at + 6]) == ["(", "0", ")"]:
                 flag(token.line, "TestMain exits 0 whatever the tests did")
@@ -479,6 +479,17 @@ def _first_parameter(code: Sequence[_Token], body: slice) -> str | None:
     return parameter.text if parameter is not None and parameter.kind == "name" else None
 
 
+def _call_end(code: Sequence[_Token], at: int) -> int:
+    """Where the call starting at code[at] ends: past its closing parenthesis."""
+    depth = 0
+    for index in range(at, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[index].text, 0)
+        if depth == 0 and code[index].text == ")":
+            return index + 1
+    return len(code)
+
+
 def _ran_before(code: Sequence[_Token], start: int, end: int, runner: str) -> bool:
-    """Whether `runner.Run(` occurs in code[start:end]."""
+    """Whether `runner.Run(` occurs in code[start:end] (the exit's own argument too:
+    `os.Exit(m.Run())`)."""
     return any(_texts(code[at : at + 4]) == [runner, ".", "Run", "("] for at in range(start, end))
