@@ -39,7 +39,7 @@ from verifier.references import SKIPPED_NAMES
 
 MAX_PROTECTED_BYTES = 64 * 1024 * 1024  # one protected file
 MAX_SOURCE_BYTES = 2 * 1024 * 1024  # one source file no_tamper parses (the case reader's cap)
-MAX_SOURCE_TOTAL_BYTES = 64 * 1024 * 1024  # all of them
+MAX_SOURCE_TOTAL_BYTES = 16 * 1024 * 1024  # all of them: some 10 s of parsing
 SOURCE_GLOBS = ("**/*.py", "**/*.go", *(f"**/*{suffix}" for suffix in NATIVE_SUFFIXES))
 _SHOWN_FINDINGS = 100  # in judges.json
 _SHOWN_PATHS = 10

@@ -5,11 +5,12 @@ defined nowhere (a typo: `ouputs`) fails the config (exit 2) once instead of err
 on every case.
 
 At run time the body reads what the agent left, so what the case holds must not make
-it error: an error can be dropped from the reward and raise it. An exception while the
-body runs is the case's doing (a missing file, text that is no number, a binary file's
-marker where text was expected) and makes the judge false, or the low end of its
-scale, with the exception as the fact; only what no case can cause is the author's
-error: a name defined nowhere, a module the image lacks, a key the record or
+it error: an error can be dropped from the reward and raise it. An exception raised
+once the body has read the record is the case's doing (a missing file, text that is
+no number, a binary file's marker where text was expected) and makes the judge false,
+or the low end of its scale, with the exception as the fact; only what no case can
+cause is the author's error: an exception before the body read anything of the
+record, a name defined nowhere, a module the image lacks, a key the record or
 `arguments` never has (`outputs["file"]`), an attribute of the record
 (`outputs.files`), running out of memory.
 """
@@ -148,6 +149,49 @@ class _Strict(dict[str, Any]):
         raise RecordAttributeError(f"{self._name} is a mapping: write {self._name}[{name!r}]")
 
 
+class _Record(_Strict):
+    """The record as a check sees it: a _Strict that notes whether the body has read
+    anything of it. Until it has, nothing of the case can have made the body raise."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, items: Mapping[str, Any]) -> None:
+        super().__init__(items, "outputs")
+        self.read = False
+
+
+def _reading(name: str) -> Callable[..., Any]:
+    """dict's method `name`, noting the read first."""
+    method = getattr(dict, name)
+
+    def read(self: _Record, *args: Any, **kwargs: Any) -> Any:
+        self.read = True
+        return method(self, *args, **kwargs)
+
+    read.__name__ = name
+    return read
+
+
+# Every way a body reaches the record's values (its keys are the verifier's, not the case's).
+for _name in (
+    "__getitem__",
+    "get",
+    "items",
+    "values",
+    "keys",
+    "__iter__",
+    "copy",
+    "pop",
+    "popitem",
+    "setdefault",
+    "__or__",
+    "__ror__",
+    "__repr__",
+    "__reduce_ex__",
+):
+    setattr(_Record, _name, _reading(_name))
+
+
 @attrs.frozen
 class _Check:
     """The compiled body run over one case's record: what the case makes it raise is its
@@ -159,10 +203,10 @@ class _Check:
     filename: str
 
     def __call__(self, record: Record) -> Any:
-        outputs = _Strict(record, "outputs")
+        outputs = _Record(record)
         annotations = record.get("annotations")
         if isinstance(annotations, Mapping):
-            outputs["annotations"] = _Strict(annotations, 'outputs["annotations"]')
+            dict.__setitem__(outputs, "annotations", _Strict(annotations, 'outputs["annotations"]'))
         try:
             return self.function(outputs, self.arguments)
         except _AuthorMistake as error:
@@ -171,6 +215,8 @@ class _Check:
         except AUTHOR_ERRORS:
             raise
         except Exception as error:
+            if not outputs.read:  # raised before the body read anything of the case
+                raise
             line = self._line(error)
             fact = f"{type(error).__name__}: {error}" + (f" (line {line})" if line else "")
             counted = "false" if self.lowest is False else f"{self.lowest:g}, its lowest value"
