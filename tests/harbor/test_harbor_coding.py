@@ -42,6 +42,7 @@ from tests.harbor.runner import (
     run_job,
     warm_cache,
 )
+from tests.hostile import TRACE_FLIP
 from verifier.task import init_task
 
 pytestmark = pytest.mark.harbor
@@ -110,26 +111,6 @@ def _passed(cls, item, call):
 
 
 _pytest.reports.TestReport.from_item_and_call = classmethod(_passed)
-"""
-# The code under test turns each failed report into a pass as pytest's hook returns it.
-TRACE_FLIP = """
-
-import sys
-
-
-def _calls(frame, event, arg):
-    if event == "call" and frame.f_code.co_name == "pytest_runtest_makereport":
-        return _returns
-    return None
-
-
-def _returns(frame, event, arg):
-    if event == "return" and getattr(arg, "outcome", None) == "failed":
-        arg.outcome, arg.longrepr = "passed", None
-    return _returns
-
-
-sys.settrace(_calls)
 """
 BUGGY_CALC = (TASKS / "calc" / "environment" / "calc.py").read_text()
 # The fixed module as unchecked-hash byte code (Python loads it without looking at the

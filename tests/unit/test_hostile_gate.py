@@ -27,18 +27,14 @@ from typing import Any
 
 import pytest
 
-from tests.hostile import NONROOT, give, leftovers, run_grader
+from tests.hostile import NONROOT, TRACE_FLIP, give, leftovers, run_grader
 from tests.toolchain import PYTEST_PACKAGES, toolchain_python
 from tests.unit.conftest import write_files
 from tests.unit.test_test_runner import (
+    ATTACKS,
     BUGGY,
-    DIST_METADATA,
-    ENTRY_POINTS,
-    FAKE_PASS,
-    FLIP,
     HELPERS,
     LISTED,
-    PLUGIN_INI,
     TRUSTED_TESTS,
     UNTOUCHED,
     recommended_gate,
@@ -51,26 +47,6 @@ VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
 # --- the code under test, from inside ----------------------------------------------------
 
-# Each failed report turns into a pass as it returns from pytest's makereport hook.
-TRACE_FLIP = """
-
-import sys
-
-
-def _calls(frame, event, arg):
-    if event == "call" and frame.f_code.co_name == "pytest_runtest_makereport":
-        return _returns
-    return None
-
-
-def _returns(frame, event, arg):
-    if event == "return" and getattr(arg, "outcome", None) == "failed":
-        arg.outcome, arg.longrepr = "passed", None
-    return _returns
-
-
-sys.settrace(_calls)
-"""
 # The same through a profile function, which sees every return without line events.
 PROFILE_FLIP = """
 
@@ -135,34 +111,32 @@ def python() -> Iterator[Path]:
         yield found
 
 
-def coding_task(
-    root: Path, gate: str, case: dict[str, str | bytes], uid: int | None
+def layout(
+    root: Path, trusted: dict[str, str | bytes], case: dict[str, str | bytes], uid: int | None
 ) -> dict[str, Path]:
-    """The trusted side (eval.yaml, tests.txt, protected/), the case and the out dir."""
+    """eval.yaml's dir holding the trusted files, the case and the out dir (uid's)."""
     tests, case_dir, out = root / "tests", root / "case", root / "out"
-    write_files(
-        tests,
-        {
-            "eval.yaml": gate,
-            "tests.txt": "\n".join(LISTED) + "\n",
-            "protected/tests/test_calc.py": TRUSTED_TESTS,
-            "protected/tests/helpers.py": HELPERS,
-        },
-    )
-    write_files(
-        case_dir,
-        {
-            "calc.py": BUGGY,
-            "tests/test_calc.py": TRUSTED_TESTS,
-            "tests/helpers.py": HELPERS,
-            **case,
-        },
-    )
+    write_files(tests, trusted)
+    write_files(case_dir, case)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     out.mkdir()
     give(uid, out)
     return {"tests": tests, "case": case_dir, "out": out}
+
+
+def coding_task(
+    root: Path, gate: str, case: dict[str, str | bytes], uid: int | None
+) -> dict[str, Path]:
+    """The calc task: its trusted side (eval.yaml, tests.txt, protected/) and a case."""
+    trusted: dict[str, str | bytes] = {
+        "eval.yaml": gate,
+        "tests.txt": "\n".join(LISTED) + "\n",
+        "protected/tests/test_calc.py": TRUSTED_TESTS,
+        "protected/tests/helpers.py": HELPERS,
+    }
+    repo = {"calc.py": BUGGY, "tests/test_calc.py": TRUSTED_TESTS, "tests/helpers.py": HELPERS}
+    return layout(root, trusted, {**repo, **case}, uid)
 
 
 def graded(task: dict[str, Path], uid: int | None, landlock: bool = True) -> dict[str, Any]:
@@ -287,14 +261,7 @@ CHECK_CASES = {  # case: (its files, the judge the case makes false)
 
 
 def check_task(root: Path, case: dict[str, str | bytes], uid: int | None) -> dict[str, Path]:
-    tests, case_dir, out = root / "tests", root / "case", root / "out"
-    write_files(tests, {"eval.yaml": CHECK_GATE})
-    write_files(case_dir, case)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    out.mkdir()
-    give(uid, out)
-    return {"tests": tests, "case": case_dir, "out": out}
+    return layout(root, {"eval.yaml": CHECK_GATE}, case, uid)
 
 
 @pytest.mark.slow
@@ -329,17 +296,13 @@ def test_a_right_answer_passes_the_same_checks(root_dir: Path, who: str) -> None
 # --- a hand-written pytest command is open; the hardened runner is not ---------------------
 
 HAND_WRITTEN = {
-    "a pytest/ package": {"pytest/__init__.py": FAKE_PASS, "pytest/__main__.py": FAKE_PASS},
-    "a plugin's dist-info": {
-        "evil_plugin.py": FLIP,
-        "evil-1.0.dist-info/METADATA": DIST_METADATA,
-        "evil-1.0.dist-info/entry_points.txt": ENTRY_POINTS,
-    },
-    "tox.ini addopts": {"tox.ini": PLUGIN_INI, "evil_plugin.py": FLIP},
-    "pyproject.toml addopts": {
-        "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p evil_plugin"\n',
-        "evil_plugin.py": FLIP,
-    },
+    name: ATTACKS[name]
+    for name in (
+        "a pytest/ package",
+        "a pytest11 entry point in a dist-info",
+        "tox.ini addopts",
+        "pyproject.toml's pytest table",
+    )
 }
 
 

@@ -220,12 +220,7 @@ GATED = GUARDS_ONLY | {
     "a sitecustomize module",
     "a sitecustomize package",
     "a usercustomize module",
-    "a pytest11 entry point in a dist-info",
-    "a pytest11 entry point in an egg-info",
-    "pytest.ini addopts",
-    "tox.ini addopts",
-    "setup.cfg addopts",
-    "pyproject.toml's pytest table",
+    *(name for name, files in ATTACKS.items() if "evil_plugin.py" in files),
 }
 
 
