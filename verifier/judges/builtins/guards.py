@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
-from verifier.casefiles import CaseListing, list_case, read_case_file
+from verifier.casefiles import CaseFile, CaseListing, list_case, read_case_file
 from verifier.config import Key
 from verifier.globs import Glob, compile_glob
 from verifier.judges.base import JudgeAnswer
@@ -176,44 +176,46 @@ def no_tamper(
     budget = MAX_SOURCE_TOTAL_BYTES
     for path, kind in sorted(_protected(listing.files(), globs).items()):
         found = read_case_file(context.case_dir, path, min(MAX_SOURCE_BYTES, budget))
-        digest = trusted.get(path)
-        if digest is not None and (
-            _same(context.case_dir, path, kind, digest)
-            if found.data is None
-            else kind == "file" and hashlib.sha256(found.data).hexdigest() == digest
-        ):
-            continue  # as the task gave it
+        if _as_given(context.case_dir, path, kind, found, trusted.get(path)):
+            continue
         changed += 1
         if found.data is None:
-            over = budget < MAX_SOURCE_BYTES and "cap" in (found.problem or "")
-            if over:
-                why = f"is past {MAX_SOURCE_TOTAL_BYTES} bytes of source in all"
-            else:
-                why = str(found.problem)
+            past = budget < MAX_SOURCE_BYTES and "cap" in (found.problem or "")
+            why = (
+                f"is past {MAX_SOURCE_TOTAL_BYTES} bytes of source in all"
+                if past
+                else found.problem
+            )
             findings.append(Finding(path, 0, f"{why}: cannot be checked"))
-            continue
-        budget -= len(found.data)
-        findings += _source_findings(path, found.data)
-    if findings:
-        shown = "; ".join(finding.describe() for finding in findings[:_SHOWN_PATHS])
-        more = len(findings) - _SHOWN_PATHS
-        return JudgeAnswer(
-            False,
-            "the agent's source uses what rewrites a test run from inside: "
-            + shown
-            + (f"; and {more} more" if more > 0 else "")
-            + f" ({changed} added or changed source files)",
-            {"tampering": [attrs.asdict(finding) for finding in findings[:_SHOWN_FINDINGS]]},
-        )
-    return JudgeAnswer(True, f"{changed} added or changed source files: no tampering found")
+        elif path.endswith(NATIVE_SUFFIXES):
+            findings.append(Finding(path, 0, "a native module: code that cannot be checked"))
+        else:
+            budget -= len(found.data)
+            findings += (
+                go_findings(path, found.data)
+                if path.endswith(".go")
+                else python_findings(path, found.data)
+            )
+    counted = f"{changed} added or changed source files"
+    if not findings:
+        return JudgeAnswer(True, f"{counted}: no tampering found")
+    shown = "; ".join(finding.describe() for finding in findings[:_SHOWN_PATHS])
+    more = f"; and {len(findings) - _SHOWN_PATHS} more" if len(findings) > _SHOWN_PATHS else ""
+    return JudgeAnswer(
+        False,
+        f"the agent's source fails the tamper guard: {shown}{more} ({counted})",
+        {"tampering": [attrs.asdict(finding) for finding in findings[:_SHOWN_FINDINGS]]},
+    )
 
 
-def _source_findings(path: str, data: bytes) -> tuple[Finding, ...]:
-    if path.endswith(NATIVE_SUFFIXES):
-        return (Finding(path, 0, "a native module: code that cannot be checked"),)
-    if path.endswith(".go"):
-        return go_findings(path, data)
-    return python_findings(path, data)
+def _as_given(case_dir: Path, path: str, kind: str, found: CaseFile, digest: str | None) -> bool:
+    """The case's file is the reference's, byte for byte (one too big to have been read
+    is hashed as files_unchanged hashes it)."""
+    if digest is None:
+        return False
+    if found.data is None:
+        return _same(case_dir, path, kind, digest)
+    return kind == "file" and hashlib.sha256(found.data).hexdigest() == digest
 
 
 @functools.lru_cache(maxsize=16)
