@@ -48,6 +48,7 @@ from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 if TYPE_CHECKING:
     from verifier.batch.llm_stage import LLMDone, LLMTask
     from verifier.judges.llm.judge import LLMJudge
+    from verifier.sandbox import Sandbox
 
 MARKER = "batch.json"
 
@@ -77,6 +78,13 @@ class CaseGrader:
     llm: Mapping[int, LLMJudge] = MappingProxyType({})  # by judge index: run in two stages
     reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS  # what reward.json holds
     deadline_s: float | None = None  # --deadline: each case's whole grade
+    sandbox: Sandbox | None = None  # where its judges run code from the case
+
+    def for_slot(self, slot: int) -> CaseGrader:
+        """This grader in the batch worker of `slot`: its commands run as the slot's UIDs."""
+        if self.sandbox is None:
+            return self
+        return attrs.evolve(self, sandbox=self.sandbox.in_slot(slot))
 
     def __call__(self, case: Case) -> CaseOutcome | PendingCase:
         """The CPU stage, in a worker: the finished row, or the case's LLM tasks."""
@@ -103,7 +111,9 @@ class CaseGrader:
             graded = step_indices(self.loaded, step)
             engine = [index for index in graded if index not in self.llm]
             limits = self.limits.until(self.deadline_s, started)
-            found = run_judges([judges[index] for index in engine], reading.record, limits)
+            found = run_judges(
+                [judges[index] for index in engine], reading.record, limits, self.sandbox
+            )
             results: dict[int, JudgeResult] = dict(zip(engine, found, strict=True))
             tasks = []
             for index, judge in self.llm.items():

@@ -38,7 +38,6 @@ from verifier.batch.process_tree import describe_exit, fork, reap, subreaper, sw
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.errors import OutOfProcessesError
 from verifier.judges.base import PreparedJudge
-from verifier.judges.sandbox import use_slot
 
 if TYPE_CHECKING:
     from verifier.batch.llm_stage import LLMDone, LLMSettings, LLMStage
@@ -46,6 +45,8 @@ if TYPE_CHECKING:
     from verifier.judges.llm.judge import Spend
 
 Work = Callable[[Case], CaseOutcome | PendingCase]
+# The work of one slot of the pool (as root, a slot's commands run as UIDs of its own).
+SlotWork = Callable[[int], Work]
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _FORK_PATIENCE_S = 5.0  # how long a worker's fork may keep failing before the batch stops
 # What the parent and its workers send each other (verifier.batch.channel).
@@ -114,7 +115,7 @@ class _Worker:
 
 
 class _Pool:
-    def __init__(self, work: Work, llm: LLMPlan | None, keep: frozenset[int]) -> None:
+    def __init__(self, work: SlotWork, llm: LLMPlan | None, keep: frozenset[int]) -> None:
         self.work = work
         self.llm = llm
         self.keep = keep  # the parent's children from before the pool: not ours to kill
@@ -145,7 +146,7 @@ class _Pool:
         while True:
             parent_end, child_end = channel_pair(WORKER_TYPES)
             try:
-                main = functools.partial(_worker_main, child_end, work, slot)
+                main = functools.partial(_worker_main, child_end, work(slot))
                 pid, pidfd = fork(main, close=[*self.own_fds(), *parent_end.fds()])
             except (BlockingIOError, MemoryError) as error:
                 parent_end.close()
@@ -212,12 +213,13 @@ class _Pool:
 
 def run_pool(
     cases: Sequence[Case],
-    work: Work,
+    work: SlotWork,
     jobs: int,
     report: Callable[[CaseOutcome], None],
     llm: LLMPlan | None = None,
 ) -> PoolResult:
-    """Grade cases in `jobs` forked workers (and the LLM stage, given llm).
+    """Grade cases in `jobs` forked workers (and the LLM stage, given llm); `work(slot)`
+    is what the worker of that slot does with each case.
 
     Forking (not spawning) is what shares the loaded config; each worker then forks
     its case's judges itself.
@@ -395,11 +397,10 @@ def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
     worker.case = case
 
 
-def _worker_main(conn: Channel, work: Work, slot: int) -> None:
+def _worker_main(conn: Channel, work: Work) -> None:
     """The parent handles Ctrl-C and SIGTERM, and then stops the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    use_slot(slot)
     while (case := conn.recv()) is not None:
         conn.send(work(case))
 

@@ -162,8 +162,9 @@ def run_batch(request: BatchRequest) -> BatchSummary:
         lanes = request.limits.capacity(Pool.CPU)
         with command_sandbox(
             loaded, hidden, accept_weak=request.weak_sandbox, slots=slots, lanes=lanes
-        ):
-            result = run_pool(cases, grader, request.jobs, progress.update, plan)
+        ) as sandbox:
+            sandboxed = attrs.evolve(grader, sandbox=sandbox)
+            result = run_pool(cases, sandboxed.for_slot, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together
         figures = budget = None

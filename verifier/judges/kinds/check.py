@@ -30,7 +30,7 @@ import attrs
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
 from verifier.errors import did_you_mean
-from verifier.judges.base import JudgeAnswer, Pool, Record
+from verifier.judges.base import JudgeAnswer, JudgeContext, Pool, Record
 from verifier.scale import JudgeValue
 
 
@@ -60,7 +60,7 @@ class CheckKind(KindDefaults):
         """A body, and one that can return (prepare() also compiles it)."""
         return {"properties": {"check": {"type": "string", "pattern": r"\breturn\b"}}}
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         """Compile the body into `fn(outputs, arguments)`."""
         at = config.locator(f"{judge.key}.check")
         filename = f"<{judge.key}.check>"
@@ -202,7 +202,8 @@ class _Check:
     lowest: JudgeValue
     filename: str
 
-    def __call__(self, record: Record) -> Any:
+    def __call__(self, context: JudgeContext) -> Any:
+        record = context.record
         outputs = _Record(record)
         annotations = record.get("annotations")
         if isinstance(annotations, Mapping):

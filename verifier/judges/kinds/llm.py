@@ -14,7 +14,7 @@ import attrs
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Number, OneOrMany, RelativePath, Text
-from verifier.judges.base import Pool, Record
+from verifier.judges.base import JudgeContext, Pool
 from verifier.judges.kinds.builtin import is_prompt_builtin
 from verifier.judges.llm.keys import CriteriaField, GuardField, PanelField, PricesField, RuleField
 from verifier.judges.llm.spec import CRITERIA_RULES, PANEL_RULES, LLMSpec
@@ -191,7 +191,7 @@ class LLMKind(KindDefaults):
             },
         }
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         import os
 
         from verifier.judges.llm.from_spec import build_judge

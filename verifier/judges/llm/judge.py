@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from verifier.judges.base import JudgeAnswer, Record
+from verifier.judges.base import JudgeAnswer, JudgeContext, Record
 from verifier.judges.llm import panel
 from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.cache import ResponseCache
@@ -146,10 +146,10 @@ class LLMJudge:
     def judge_scale(self) -> AnswerScale:
         return self.plan.scale.judge_scale
 
-    def __call__(self, record: Record) -> JudgeAnswer:
+    def __call__(self, context: JudgeContext) -> JudgeAnswer:
         """The whole judge, in `grade`'s judge process: its samples side by side."""
         deadline = self.deadline(time.monotonic())
-        prompt = self.prompt(record)
+        prompt = self.prompt(context.record)
         screening = self.screen(prompt)
         unasked = self.unasked(prompt, screening)
         if unasked is not None:
