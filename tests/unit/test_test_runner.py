@@ -1113,8 +1113,11 @@ def test_a_plugin_loaded_from_the_original_case_dir_does_not_load(task: Task, wh
     assert case == original
     an_hour_ago = time.time() - 3600  # left there before the run, like an installed module
     os.utime(case / "flip_left_behind.py", (an_hour_ago, an_hour_ago))
+    # The runner alone: the recommended gate's no_tamper refuses calc.py's gc.get_objects
+    # and pluginmanager before this could be seen (0).
     if who == "root":
-        reward, tests = graded(task.gate, case)
+        reward, tests = graded(task.alone, case)
+        assert graded(task.gate, case)[0] == 0.0
     else:
-        reward = grade_as_non_root(task, task.gate, case)["reward"]
+        reward = grade_as_non_root(task, task.alone, case)["reward"]
     assert reward == pytest.approx(UNTOUCHED), who == "root" and tests
