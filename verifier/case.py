@@ -7,7 +7,10 @@ the case or loops, a dangling link, a FIFO or device, a file or dir that cannot
 be read, absurd depth or width, a huge or binary file, a YAML alias bomb. Each
 becomes a case warning and the entry is left out of the record; a builtin that
 asks for such a file gets the fact back and fails with it as its rationale. So
-what the agent leaves can only lower its reward.
+what the agent leaves can only lower its reward. A binary file (a NUL byte in its
+first 8 KiB) is a marker in the record, `{"_binary": true, ...}`; text that is not
+valid UTF-8 is text, each invalid byte U+FFFD (with a case warning), so that a check
+written for text (`.strip()`) reads it as text and compares it unequal.
 """
 
 from __future__ import annotations
@@ -270,12 +273,16 @@ class _Reader:
                 self.warnings.append(f"{key}: {found.problem}; left out")
             return None
         self.total_bytes += len(found.data)
-        if b"\0" not in found.data[:_BINARY_SNIFF_BYTES]:
-            try:
-                return found.data.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
-        return {"_binary": True, "path": key, "name": Path(key).name}
+        if b"\0" in found.data[:_BINARY_SNIFF_BYTES]:
+            return {"_binary": True, "path": key, "name": Path(key).name}
+        try:
+            return found.data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            self.warnings.append(
+                f"{key}: not valid UTF-8 (byte {error.start}); read as text with each "
+                "invalid byte as U+FFFD"
+            )
+            return found.data.decode("utf-8", errors="replace")
 
     def _stop(self, warning: str) -> None:
         if not self.stopped:

@@ -61,7 +61,8 @@ def check_eval(config_path: Path) -> EvalCheck:
 
     A model that only the grading environment supplies ($EVAL_JUDGE_MODEL) is a
     warning here: a linter in CI or a task author's machine is not where grading runs.
-    Every other problem, of every judge, is still reported.
+    Every other problem, of every judge, is still reported; so is a command that runs
+    pytest or go test by hand where `runner:` would harden it.
     """
     try:
         config = load_config(config_path, KINDS)
@@ -73,10 +74,16 @@ def check_eval(config_path: Path) -> EvalCheck:
     except ConfigError as error:
         problems = _listed(error)
     missing = tuple(problem for problem in problems if isinstance(problem, MissingModelError))
+    from verifier.judges.builtins import hand_run_warnings  # the builtins: only when checking
+
     return EvalCheck(
         config=config,
         problems=tuple(problem for problem in problems if problem not in missing),
-        warnings=(*config.warnings, *(problem.warning() for problem in missing)),
+        warnings=(
+            *config.warnings,
+            *(problem.warning() for problem in missing),
+            *hand_run_warnings(config),
+        ),
     )
 
 

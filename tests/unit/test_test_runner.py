@@ -213,7 +213,8 @@ ATTACKS: dict[str, dict[str, str | bytes]] = {
 }
 # What the runner alone cannot stop: pytest loads a conftest.py as a plugin.
 GUARDS_ONLY = {"a conftest.py at the root", "a conftest.py in the tests dir"}
-# Caught by a guard of the recommended gate: the reward is 0.
+# Caught by a guard of the recommended gate: the reward is 0 (no_tamper: a plugin's hooks
+# in a module that is no conftest or test module).
 GATED = GUARDS_ONLY | {
     "padding tests beside the trusted ones",
     "a pytest.ini in the tests dir",
@@ -222,6 +223,7 @@ GATED = GUARDS_ONLY | {
     "a sitecustomize module",
     "a sitecustomize package",
     "a usercustomize module",
+    *(name for name, files in ATTACKS.items() if "evil_plugin.py" in files),
 }
 
 
@@ -605,9 +607,15 @@ def grade_as_non_root(task: Task, config: Path, case: Path) -> dict[str, Any]:
     [
         ("good fix", FIXED, {}, 1.0),
         ("partial fix", PARTIAL, {}, 2 / 3),
-        ("dist-info plugin", BUGGY, ATTACKS["a pytest11 entry point in a dist-info"], UNTOUCHED),
+        ("dist-info plugin", BUGGY, ATTACKS["a pytest11 entry point in a dist-info"], 0.0),
         ("pytest package", BUGGY, ATTACKS["a pytest/ package"], UNTOUCHED),
-        ("pyproject table", BUGGY, ATTACKS["pyproject.toml's pytest table"], UNTOUCHED),
+        ("pyproject table", BUGGY, ATTACKS["pyproject.toml's pytest table"], 0.0),
+        (
+            "a standard module shadowed",
+            BUGGY,
+            ATTACKS["a standard module the tests import"],
+            UNTOUCHED,
+        ),
         ("conftest", BUGGY, ATTACKS["a conftest.py at the root"], 0.0),
         ("padding", BUGGY, ATTACKS["padding tests beside the trusted ones"], 0.0),
     ],
@@ -1107,10 +1115,13 @@ def test_a_plugin_loaded_from_the_original_case_dir_does_not_load(task: Task, wh
     assert case == original
     an_hour_ago = time.time() - 3600  # left there before the run, like an installed module
     os.utime(case / "flip_left_behind.py", (an_hour_ago, an_hour_ago))
+    # The runner alone: the recommended gate's no_tamper refuses calc.py's gc.get_objects
+    # and pluginmanager before this could be seen (0).
     if who == "root":
-        reward, tests = graded(task.gate, case)
+        reward, tests = graded(task.alone, case)
+        assert graded(task.gate, case)[0] == 0.0
     else:
-        reward = grade_as_non_root(task, task.gate, case)["reward"]
+        reward = grade_as_non_root(task, task.alone, case)["reward"]
     assert reward == pytest.approx(UNTOUCHED), who == "root" and tests
 
 
