@@ -8,9 +8,9 @@ be read, absurd depth or width, a huge or binary file, a YAML alias bomb. Each
 becomes a case warning and the entry is left out of the record; a builtin that
 asks for such a file gets the fact back and fails with it as its rationale. So
 what the agent leaves can only lower its reward. A binary file (a NUL byte in its
-first 8 KiB) is a marker in the record, `{"_binary": true, ...}`; text that is not
-valid UTF-8 is text, each invalid byte U+FFFD (with a case warning), so that a check
-written for text (`.strip()`) reads it as text and compares it unequal.
+first 8 KiB) or one that is not valid UTF-8 is a marker in the record, `{"_binary":
+true, "path", "name"}` (the eval.yaml contract); a check that reads it as text raises
+over the case's data, which makes the check false, never an error.
 """
 
 from __future__ import annotations
@@ -273,16 +273,12 @@ class _Reader:
                 self.warnings.append(f"{key}: {found.problem}; left out")
             return None
         self.total_bytes += len(found.data)
-        if b"\0" in found.data[:_BINARY_SNIFF_BYTES]:
-            return {"_binary": True, "path": key, "name": Path(key).name}
-        try:
-            return found.data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            self.warnings.append(
-                f"{key}: not valid UTF-8 (byte {error.start}); read as text with each "
-                "invalid byte as U+FFFD"
-            )
-            return found.data.decode("utf-8", errors="replace")
+        if b"\0" not in found.data[:_BINARY_SNIFF_BYTES]:
+            try:
+                return found.data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        return {"_binary": True, "path": key, "name": Path(key).name}
 
     def _stop(self, warning: str) -> None:
         if not self.stopped:
