@@ -197,7 +197,8 @@ def test_a_command_builtin_answers_whatever_the_command_prints(name: str, sandbo
 
 
 @settings(FUZZ, max_examples=10)
-@given(number=st.integers(min_value=1, max_value=64), printed=CONTENTS)
+# SIGSTOP (19) stops the command, which cannot be caught or run on: it waits out its timeout
+@given(number=st.integers(min_value=1, max_value=64).filter(lambda n: n != 19), printed=CONTENTS)
 def test_a_command_that_dies_by_any_signal_fails(
     sandbox: Sandbox, number: int, printed: bytes
 ) -> None:
