@@ -136,13 +136,15 @@ def read_trail(case_dir: Path, agent_logs: Path | None, choice: str = FROM_AGENT
 
 def _agent_logs_trail(agent_logs: Path | None) -> Trail:
     """Harbor's trajectory.json in the agent logs dir: a symlink, a FIFO, a dir, an
-    unreadable, oversized or invalid file is unusable; a missing one is absent."""
+    unreadable, oversized or invalid file is unusable; a missing one is absent. A
+    relative dir is the working dir's (as the operator typed it)."""
     if agent_logs is None:
         return Trail(
             None,
             "no agent logs: Harbor's /logs/agent was not collected for this "
             "case (declare /logs/agent/trajectory.json an artifact)",
         )
+    agent_logs = Path(os.path.abspath(agent_logs))
     shown = agent_logs / AGENT_LOGS_TRAJECTORY
     try:
         logs_mode = os.lstat(agent_logs).st_mode
@@ -171,7 +173,10 @@ def _agent_logs_trail(agent_logs: Path | None) -> Trail:
         return Trail(
             None, f"{shown}: is a symlink; not followed, no trajectory read", unusable=True
         )
-    trajectory, problem = read_trajectory(agent_logs, (AGENT_LOGS_TRAJECTORY,))
+    # The dir itself is no symlink (lstat above): its real path only resolves the
+    # operator's own dirs above it, which the reader's confinement compares against.
+    real = Path(os.path.realpath(agent_logs))
+    trajectory, problem = read_trajectory(real, (AGENT_LOGS_TRAJECTORY,))
     if trajectory is None:
         return Trail(None, f"{agent_logs}/{problem}", unusable=True)
     return Trail(attrs.evolve(trajectory, source=str(shown)), None)

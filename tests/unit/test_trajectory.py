@@ -309,6 +309,36 @@ def test_by_default_only_harbors_agent_logs_are_read(make_case: MakeCase, tmp_pa
     assert warnings == ()
 
 
+def test_a_relative_agent_logs_dir_is_the_working_dirs(tmp_path: Path) -> None:
+    """`--agent-logs logs` from the dir that holds it (it was "logs/trajectory.json:
+    leaves the case dir", so every trajectory judge scored 0), and a dir named through a
+    symlinked dir above it."""
+    (tmp_path / "real" / "logs").mkdir(parents=True)
+    shutil.copy(FIXTURE, tmp_path / "real" / "logs" / "trajectory.json")
+    (tmp_path / "link").symlink_to("real")
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "a.txt").write_text("a")
+    (tmp_path / "eval.yaml").write_text(
+        "judges:\n  - name: used\n    builtin: trajectory_tool_used\n"
+        "    arguments: {tool_name: Bash}\n"
+    )
+    for name, logs in (("relative", "logs"), ("through-a-symlink", f"{tmp_path}/link/logs")):
+        out = tmp_path / f"out-{name}"
+        command = [str(Path(sys.executable).with_name("verifier")), "grade", "--agent-logs", logs]
+        done = subprocess.run(
+            [*command, "--config", "../eval.yaml", "--case", "../case", "--out", str(out)],
+            cwd=tmp_path / "real",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        judges = json.loads((out / "judges.json").read_text())
+        assert judges["per_judge"]["used"]["rationale"] == (
+            "Bash was called 1 times (at least 1 wanted)"
+        )
+
+
 UNUSABLE = {
     "over the size cap": lambda p: os.truncate(_touch(p), 33 * 1024 * 1024),
     "truncated": lambda p: p.write_text(FIXTURE.read_text()[:200]),
