@@ -561,7 +561,7 @@ OPTIONS: dict[str, Option] = {
         Option(
             "expect",
             ("--expect",),
-            "the reward the solution must get",
+            "the reward the solution must get, to the 4 significant digits shown (2/3 is 0.6667)",
             parse_fraction,
             default=1.0,
             metavar="R",
