@@ -22,6 +22,7 @@ EXIT_BUDGET = 8  # batch --max-cost-usd: the budget was spent before every case 
 EXIT_TASK_TEST = 9  # task test: a build, the solution or a reward is not what the package needs
 EXIT_SANDBOX = 10  # code from the case would run in a sandbox weaker than it must be
 EXIT_NO_PROCESSES = 11  # the grader cannot start a process (the process limit is reached)
+EXIT_NOT_WRITTEN_BACK = 12  # batch --write-back: a trial of the job was not written back
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
@@ -40,6 +41,8 @@ EXIT_MEANINGS = {
     EXIT_SANDBOX: "code from the case would run in a weak sandbox (no Landlock: see "
     "--weak-sandbox) or has no temp dir",
     EXIT_NO_PROCESSES: "the grader cannot start a process (the process limit is reached)",
+    EXIT_NOT_WRITTEN_BACK: "--write-back: a trial was not written back (multi-step, not "
+    "graded, or not writable; the line names each)",
     EXIT_INTERRUPTED: "stopped by SIGINT",
     EXIT_TERMINATED: "stopped by SIGTERM",
     EXIT_INTERNAL: "internal error (a bug: rerun with --debug and report it)",

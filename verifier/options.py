@@ -29,6 +29,7 @@ from verifier.errors import (
     EXIT_JUDGE_ERROR,
     EXIT_MEANINGS,
     EXIT_NO_PROCESSES,
+    EXIT_NOT_WRITTEN_BACK,
     EXIT_OK,
     EXIT_OUTPUT,
     EXIT_SANDBOX,
@@ -414,8 +415,9 @@ OPTIONS: dict[str, Option] = {
         Option(
             "deadline",
             ("--deadline",),
-            "seconds the whole grade may take: judges still running when it nears are "
-            "stopped as timeouts and the reward is written before it (a batch: per case)",
+            "seconds the whole grade may take from the process's start: judges still running "
+            "when it nears are stopped as timeouts and the reward is written before it (a "
+            "batch: each case's, from its start)",
             parse_seconds,
             "VERIFIER_DEADLINE",
             default_text="none",
@@ -433,7 +435,8 @@ OPTIONS: dict[str, Option] = {
             "write_back",
             ("--write-back",),
             "with a Harbor job dir as --cases: write each trial's new reward into the "
-            "trial (its verifier/ dir and result.json), as Harbor's regrade records one",
+            "trial (its verifier/ dir and result.json), as Harbor's regrade records one; "
+            "single-step trials only (exit 12 when a trial is not written back)",
             is_flag=True,
             default=False,
         ),
@@ -714,6 +717,7 @@ COMMANDS: dict[str, Command] = {
                 EXIT_BUDGET,
                 EXIT_SANDBOX,
                 EXIT_NO_PROCESSES,
+                EXIT_NOT_WRITTEN_BACK,
                 EXIT_INTERRUPTED,
                 EXIT_TERMINATED,
                 EXIT_INTERNAL,
