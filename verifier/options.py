@@ -444,7 +444,7 @@ OPTIONS: dict[str, Option] = {
             "weak_sandbox",
             ("--weak-sandbox",),
             "run code from the case even where the sandbox cannot hide the grader's files "
-            "from it (no Landlock; README, Safety)",
+            'from it (no Landlock: docs/security.md, "Without a strong sandbox")',
             parse_bool,
             "VERIFIER_WEAK_SANDBOX",
             False,
