@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from verifier.errors import (
+    EXIT_BROKEN_PIPE,
     EXIT_BUDGET,
     EXIT_CASE,
     EXIT_CONFIG,
@@ -591,7 +592,7 @@ class Command:
     positional: tuple[str, ...] = ()  # options given as arguments here (check's config)
     required: tuple[str, ...] = ()
     help_overrides: Mapping[str, str] = MappingProxyType({})
-    exit_codes: tuple[int, ...] = (EXIT_OK, EXIT_CONFIG, EXIT_INTERNAL)
+    exit_codes: tuple[int, ...] = (EXIT_OK, EXIT_CONFIG, EXIT_BROKEN_PIPE, EXIT_INTERNAL)
     exit_meanings: Mapping[int, str] = MappingProxyType({})  # beyond errors.EXIT_MEANINGS
 
     def help_of(self, option: Option) -> str:
@@ -646,6 +647,7 @@ COMMANDS: dict[str, Command] = {
                 EXIT_SANDBOX,
                 EXIT_NO_PROCESSES,
                 EXIT_INTERRUPTED,
+                EXIT_BROKEN_PIPE,
                 EXIT_TERMINATED,
                 EXIT_INTERNAL,
             ),
@@ -719,6 +721,7 @@ COMMANDS: dict[str, Command] = {
                 EXIT_NO_PROCESSES,
                 EXIT_NOT_WRITTEN_BACK,
                 EXIT_INTERRUPTED,
+                EXIT_BROKEN_PIPE,
                 EXIT_TERMINATED,
                 EXIT_INTERNAL,
             ),
@@ -773,7 +776,7 @@ COMMANDS: dict[str, Command] = {
             positional=("dest",),
             required=("dest",),
             help_overrides={"dest": "the task package dir (made by task init)"},
-            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_INTERNAL),
+            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_BROKEN_PIPE, EXIT_INTERNAL),
             exit_meanings={
                 EXIT_OK: "the solution gets --expect and the untouched environment less"
             },
