@@ -45,7 +45,7 @@ EXIT_MEANINGS = {
     EXIT_NOT_WRITTEN_BACK: "--write-back: a trial was not written back (multi-step, not "
     "graded, or not writable; the line names each)",
     EXIT_INTERRUPTED: "stopped by SIGINT",
-    EXIT_BROKEN_PIPE: "stdout's reader went away (`| head -1`): ended quietly by SIGPIPE",
+    EXIT_BROKEN_PIPE: "stdout's reader went away (piped into head): ended quietly by SIGPIPE",
     EXIT_TERMINATED: "stopped by SIGTERM",
     EXIT_INTERNAL: "internal error (a bug: rerun with --debug and report it)",
 }
