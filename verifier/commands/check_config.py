@@ -39,7 +39,7 @@ def run(options: Options) -> int:
     path = given / TASK_EVAL if task is not None else given
     checked = check_eval(path)
     config = checked.config
-    dataset = survey(config.dataset) if config is not None and config.dataset else None
+    dataset = survey(checked.dataset) if checked.dataset else None
     problems = (*checked.problems, *(dataset.problems if dataset is not None else ()))
     if problems:
         return _invalid(path, problems, checked.warnings)
