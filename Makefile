@@ -5,7 +5,7 @@
 #   make test        lint, then every test in tests/: the unit tests (slow ones included), the
 #                    integration tests on podman and docker, the real Harbor trials (CI runs this)
 #   make test-fast   the tests not marked slow, integration or harbor (no image is built;
-#                    about two minutes on 2 cores); it lists its slowest tests at the end
+#                    about four minutes on 2 cores); it lists its slowest tests at the end
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
 #                    image size and time, how late a reward lands past its deadline
 #   make lint        ruff check + ruff format --check + import-linter (the layers) + mypy
