@@ -130,13 +130,13 @@ def parse_judge(
     problems = Problems()
     problems.attempt(JudgeName().refuse_reserved, name, at.child("name"))
     kind = kinds.claiming(entry)
-    known = len(problems.errors)
+    before = len(problems.errors)
     for ignored in _check_keys(entry, kind, kinds, at, problems):
         warnings.append(
             f"{at.source}: {at.key}.{ignored}: ignored: this is a {kind.name} judge "  # type: ignore[union-attr]
             "(builtin > check > agent > llm_rubric/prompt/prompt_file > module)"
         )
-    if kind is None and len(problems.errors) == known:  # else a misspelt key says why
+    if kind is None and len(problems.errors) == before:  # else a misspelt key says why
         problems.add(
             at.error(
                 "has no judge: set one of builtin, check, llm_rubric, prompt, prompt_file, "
