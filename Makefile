@@ -5,9 +5,9 @@
 #   make test        lint, then every test in tests/: the unit tests (slow ones included), the
 #                    integration tests on podman and docker, the real Harbor trials (CI runs this)
 #   make test-fast   the tests not marked slow, integration or harbor (no image is built;
-#                    about two minutes on 2 cores); it lists its slowest tests at the end
+#                    about four minutes on 2 cores); it lists its slowest tests at the end
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
-#                    image size and time
+#                    image size and time, how late a reward lands past its deadline
 #   make lint        ruff check + ruff format --check + import-linter (the layers) + mypy
 #   make cli-docs    rewrite docs/cli.md's reference from the CLI's declarations
 #
@@ -69,7 +69,7 @@ CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
 PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
 
 .PHONY: help venv prerequisites harbor-venv base-image image demo test test-fast bench \
-	bench-grade bench-batch bench-llm-batch bench-image lint cli-docs clean
+	bench-grade bench-batch bench-llm-batch bench-image bench-deadline lint cli-docs clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -235,7 +235,7 @@ test-fast: venv
 	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor and not slow" \
 	    --durations=10 $(PYTEST_ARGS)
 
-bench: bench-grade bench-batch bench-llm-batch bench-image
+bench: bench-grade bench-batch bench-llm-batch bench-image bench-deadline
 
 bench-grade: venv
 	$(VENV)/bin/python bench/grade.py
@@ -248,6 +248,9 @@ bench-llm-batch: venv
 
 bench-image: venv image
 	$(VENV)/bin/python bench/image.py --image $(IMAGE) $(BENCH_IMAGE_ARGS)
+
+bench-deadline: venv image
+	$(VENV)/bin/python bench/deadline.py --image $(IMAGE) $(BENCH_DEADLINE_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from verifier.errors import (
+    EXIT_BROKEN_PIPE,
     EXIT_BUDGET,
     EXIT_CASE,
     EXIT_CONFIG,
@@ -30,6 +31,7 @@ from verifier.errors import (
     EXIT_JUDGE_ERROR,
     EXIT_MEANINGS,
     EXIT_NO_PROCESSES,
+    EXIT_NOT_WRITTEN_BACK,
     EXIT_OK,
     EXIT_OUTPUT,
     EXIT_SANDBOX,
@@ -432,8 +434,9 @@ OPTIONS: dict[str, Option] = {
         Option(
             "deadline",
             ("--deadline",),
-            "seconds the whole grade may take: judges still running when it nears are "
-            "stopped as timeouts and the reward is written before it (a batch: per case)",
+            "seconds the whole grade may take from the process's start: judges still running "
+            "when it nears are stopped as timeouts and the reward is written before it (a "
+            "batch: each case's, from its start)",
             parse_seconds,
             "VERIFIER_DEADLINE",
             default_text="none",
@@ -451,7 +454,8 @@ OPTIONS: dict[str, Option] = {
             "write_back",
             ("--write-back",),
             "with a Harbor job dir as --cases: write each trial's new reward into the "
-            "trial (its verifier/ dir and result.json), as Harbor's regrade records one",
+            "trial (its verifier/ dir and result.json), as Harbor's regrade records one; "
+            "single-step trials only (exit 12 when a trial is not written back)",
             is_flag=True,
             default=False,
         ),
@@ -459,7 +463,7 @@ OPTIONS: dict[str, Option] = {
             "weak_sandbox",
             ("--weak-sandbox",),
             "run code from the case even where the sandbox cannot hide the grader's files "
-            "from it (no Landlock; README, Safety)",
+            'from it (no Landlock: docs/security.md, "Without a strong sandbox")',
             parse_bool,
             "VERIFIER_WEAK_SANDBOX",
             False,
@@ -579,7 +583,7 @@ OPTIONS: dict[str, Option] = {
         Option(
             "expect",
             ("--expect",),
-            "the reward the solution must get",
+            "the reward the solution must get, to the 4 significant digits shown (2/3 is 0.6667)",
             parse_fraction,
             default=1.0,
             metavar="R",
@@ -624,7 +628,7 @@ class Command:
     positional: tuple[str, ...] = ()  # options given as arguments here (check's config)
     required: tuple[str, ...] = ()
     help_overrides: Mapping[str, str] = MappingProxyType({})
-    exit_codes: tuple[int, ...] = (EXIT_OK, EXIT_CONFIG, EXIT_INTERNAL)
+    exit_codes: tuple[int, ...] = (EXIT_OK, EXIT_CONFIG, EXIT_BROKEN_PIPE, EXIT_INTERNAL)
     exit_meanings: Mapping[int, str] = MappingProxyType({})  # beyond errors.EXIT_MEANINGS
 
     def help_of(self, option: Option) -> str:
@@ -679,6 +683,7 @@ COMMANDS: dict[str, Command] = {
                 EXIT_SANDBOX,
                 EXIT_NO_PROCESSES,
                 EXIT_INTERRUPTED,
+                EXIT_BROKEN_PIPE,
                 EXIT_TERMINATED,
                 EXIT_INTERNAL,
             ),
@@ -751,7 +756,9 @@ COMMANDS: dict[str, Command] = {
                 EXIT_BUDGET,
                 EXIT_SANDBOX,
                 EXIT_NO_PROCESSES,
+                EXIT_NOT_WRITTEN_BACK,
                 EXIT_INTERRUPTED,
+                EXIT_BROKEN_PIPE,
                 EXIT_TERMINATED,
                 EXIT_INTERNAL,
             ),
@@ -806,7 +813,7 @@ COMMANDS: dict[str, Command] = {
             positional=("dest",),
             required=("dest",),
             help_overrides={"dest": "the task package dir (made by task init)"},
-            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_INTERNAL),
+            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_BROKEN_PIPE, EXIT_INTERNAL),
             exit_meanings={
                 EXIT_OK: "the solution gets --expect and the untouched environment less"
             },

@@ -21,7 +21,7 @@ import typer
 
 from verifier import __version__
 from verifier.commands import batch, check_config, grade, kube, schema, task
-from verifier.console import guarded
+from verifier.console import end_by_closed_pipe, guarded, reader_gone
 from verifier.errors import EXIT_CONFIG, EXIT_OK
 from verifier.options import COMMANDS, OPTIONS, Command, Options, build_options
 
@@ -134,6 +134,10 @@ def run(args: list[str]) -> int:
     """The exit code of the command line args (after `verifier`)."""
     try:
         code = typer.main.get_command(app).main(args, prog_name="verifier", standalone_mode=False)
+    except SystemExit:  # click's own end of a help it could not print: EPIPE, exit 1
+        if reader_gone():
+            end_by_closed_pipe()
+        raise
     except click.exceptions.NoArgsIsHelpError as shown:  # `verifier`, `verifier task`
         print(shown.format_message())
         return EXIT_CONFIG

@@ -13,7 +13,8 @@ container and nothing shared:
 The verifier runs /tests/test.sh with task.toml's [verifier] env (${HOST_VAR} from
 this environment, as Harbor resolves it) and user, without network unless task.toml
 gives the verifier one. The package passes when the solution's reward is the expected
-one (1.0 unless --expect) and the untouched case's is lower: a task whose untouched
+one (1.0 unless --expect; to the 4 significant digits shown) and the untouched case's
+is lower: a task whose untouched
 environment already scores is no task, and one whose solution cannot reach its reward
 teaches nothing.
 """
@@ -37,7 +38,6 @@ from verifier.errors import UsageError, VerifierError
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")  # Harbor's (harbor/utils/env.py)
 _BUILD_TIMEOUT_S = 1800.0
 _TAIL_LINES = 12
-_TOLERANCE = 1e-9
 
 
 class PackageFailed(VerifierError):
@@ -196,6 +196,12 @@ class Engine:
         )
 
 
+def reward_matches(reward: float, expect: float) -> bool:
+    """Whether the solution's reward is --expect to the 4 significant digits `task test`
+    prints them with: a 2-of-3 solution's 0.666...7 is the 0.6667 it shows."""
+    return f"{reward:.4g}" == f"{expect:.4g}"
+
+
 def test_package(
     package: Package,
     engine: Engine,
@@ -245,7 +251,7 @@ def test_package(
     finally:
         for image in built:
             engine("rmi", "--force", image)
-    if abs(solved.reward - expect) > _TOLERANCE:
+    if not reward_matches(solved.reward, expect):
         raise PackageFailed(
             f"the solution gets {solved.reward:.4g}, not the expected {expect:.4g}: "
             f"{_tail(solved.output)}"
