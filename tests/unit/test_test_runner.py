@@ -1154,8 +1154,10 @@ def test_a_plugin_left_in_harbors_artifacts_dir_does_not_load(task: Task, who: s
         an_hour_ago = time.time() - 3600
         os.utime(left / "flip_left_behind.py", (an_hour_ago, an_hour_ago))
         case = task.case(name, _FROM_THE_ORIGINAL.format(original=str(left)) + BUGGY)
+        # The runner alone: the recommended gate's no_tamper refuses calc.py's gc.get_objects
         if who == "root":
-            reward, tests = graded(task.gate, case)
+            reward, tests = graded(task.alone, case)
+            assert graded(task.gate, case)[0] == 0.0
         else:
-            reward = grade_as_non_root(task, task.gate, case)["reward"]
+            reward = grade_as_non_root(task, task.alone, case)["reward"]
     assert reward == pytest.approx(UNTOUCHED), who == "root" and tests
