@@ -23,6 +23,7 @@ from verifier.task.testing import (
     Engine,
     PackageFailed,
     default_engine,
+    describe_judges,
     read_package,
     test_package,
 )
@@ -107,6 +108,8 @@ def run_test(options: Options) -> int:
         )
     except PackageFailed as failure:
         print(f"task test: FAILED: {failure}", file=sys.stderr)
+        for line in describe_judges(failure.judges):
+            print(line, file=sys.stderr)
         return EXIT_TASK_TEST
     print(
         f"task test: ok (solution {solved.reward:.4g} = expected {options.expect:.4g}, "

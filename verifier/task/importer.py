@@ -325,6 +325,7 @@ def _dockerfile(task: HarborTask, plan: ScriptPlan, image: str) -> str:
         entries,
         config_dir=CONFIG_DIR,
         before_verifier=before,
+        source_label=task.toolchain.label,
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from verifier.task.package import toml_str
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def dumps(document: Mapping[str, Any]) -> str:
@@ -70,7 +70,7 @@ def _dotted(path: Sequence[str]) -> str:
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else toml_str(key)
+    return key if _BARE_KEY.fullmatch(key) else toml_str(key)
 
 
 def _value(value: Any) -> str:
