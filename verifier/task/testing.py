@@ -428,7 +428,8 @@ def _grade(
             f"{_emptied('/logs/verifier')} && {_emptied(package.workdir)}",
         )
         engine.checked(
-            f"{label}: Harbor's upload of the case to {package.workdir} in the verifier's container",
+            f"{label}: Harbor's upload of the case into {package.workdir} in the verifier's "
+            "container",
             "cp",
             f"{case}/.",
             f"{container}:{package.workdir}",
