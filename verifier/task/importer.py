@@ -136,11 +136,6 @@ def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions
             "verifier keeps the network for it"
             for line in plan.fetches
         ]
-    if "reward.json" in plan.reward_files:
-        notes.append(
-            f"{tests}: writes reward.json: the judge's value is its `reward` key (its only "
-            "key, or the mean of its keys without one); judges.json has them all"
-        )
     check_dest(dest, options.force)
     writer = PackageWriter(dest)
     for relative, path in copyable_files(source, [], skipped={dest.resolve()}):

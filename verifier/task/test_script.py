@@ -36,7 +36,8 @@ REWARD_FILES = ("reward.json", "reward.txt")  # Harbor reads reward.json first
 CTRF_FILE = "ctrf.json"
 _SPLIT = re.compile(r"&&|\|\||;|\|")
 _PIPE_TO_SHELL = re.compile(r"\b(?:curl|wget)\b[^|]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b")
-_FETCHERS = ("curl", "wget", "git")
+_FETCHERS = ("curl", "wget")
+_GIT_FETCHES = ("clone", "fetch", "pull", "ls-remote", "submodule")
 _PACKAGE_MANAGERS = {
     "apt-get": ("install", "update"),
     "apt": ("install", "update"),
@@ -130,7 +131,7 @@ def plan_script(script: Path, others: Iterable[Path] = ()) -> ScriptPlan:
             build += [*setup, *(" ".join(shlex.quote(w) for w in words) for words in warm if words)]
             setup = []
             moved.append(line)
-        elif any(first in _FETCHERS for first, _ in firsts):
+        elif any(_fetches(first, rest) for first, rest in firsts):
             fetches.append(line)
     texts = [text] + [_read(path) for path in others]
     written = tuple(name for name in REWARD_FILES if any(name in body for body in texts))
@@ -195,6 +196,10 @@ def _program(words: list[str]) -> int:
     ):
         position += 1
     return position
+
+
+def _fetches(first: str | None, rest: list[str]) -> bool:
+    return first in _FETCHERS or (first == "git" and any(w in _GIT_FETCHES for w in rest[:3]))
 
 
 def _installs(first: str | None, rest: list[str]) -> bool:
