@@ -82,6 +82,7 @@ _UVX_VALUED = frozenset(
     }
 )
 _WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_HEREDOC = re.compile(r"<<(-?)\s*([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2")
 
 
 @attrs.frozen
@@ -148,11 +149,18 @@ def plan_script(script: Path, others: Iterable[Path] = ()) -> ScriptPlan:
 
 def logical_lines(text: str) -> list[ScriptLine]:
     """The script's commands, one per logical line: continuations joined, blank and
-    comment lines dropped (a `#` inside a line is kept: it may be quoted)."""
+    comment lines dropped (a `#` inside a line is kept: it may be quoted), heredoc
+    bodies left out (they are data: a program's text, not the script's commands)."""
     out: list[ScriptLine] = []
     pending: list[str] = []
     start = 0
+    heredoc: tuple[str, bool] | None = None  # (its delimiter, whether tabs are stripped)
     for number, raw in enumerate(text.splitlines(), start=1):
+        if heredoc is not None:
+            delimiter, tabs = heredoc
+            if (raw.lstrip("\t") if tabs else raw) == delimiter:
+                heredoc = None
+            continue
         if not pending:
             start = number
             if not raw.strip() or raw.lstrip().startswith("#"):
@@ -161,8 +169,12 @@ def logical_lines(text: str) -> list[ScriptLine]:
             pending.append(raw.rstrip()[:-1])
             continue
         pending.append(raw)
-        out.append(ScriptLine(start, " ".join(part.strip() for part in pending)))
+        line = " ".join(part.strip() for part in pending)
+        out.append(ScriptLine(start, line))
         pending = []
+        match = _HEREDOC.search(line)
+        if match:
+            heredoc = (match.group(3), bool(match.group(1)))
     if pending:
         out.append(ScriptLine(start, " ".join(part.strip() for part in pending)))
     return out
