@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shlex
 from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
 
 from verifier.casefiles import CaseFile
 from verifier.config import Key
-from verifier.config.fields import Flag, Number, Text
+from verifier.config.fields import Number, Text
+from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.arguments import (
     Environment,
     ImagePath,
@@ -37,8 +41,13 @@ from verifier.judges.builtins.arguments import (
     Words,
 )
 from verifier.judges.builtins.pass_rate import ctrf_tests
+from verifier.judges.builtins.process import describe_run
+from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, builtin
 from verifier.judges.builtins.reports import Report, ReportError, parse_report
+from verifier.judges.builtins.toolchain import ToolchainFault, check_program
 from verifier.results import CTRF_DETAILS
+from verifier.sandbox import Command
+from verifier.sandbox.views import View
 
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
@@ -84,8 +93,6 @@ SCRIPT_KEYS = (
     ),
     Key("pass_env", Words(description="the grader's variables handed to the script by name")),
     Key("env", Environment()),
-    Key("user", Text(non_empty=True, description="the image's user the script runs as")),
-    Key("root", Flag(description="run the script as root (in a user namespace)"), default=False),
     Key(
         "timeout",
         Number(positive=True, problem="must be a positive number of seconds"),
@@ -224,3 +231,73 @@ def details_of(result: ScriptResult) -> dict[str, Any]:
     if result.tests_problem is not None:
         details["tests_problem"] = result.tests_problem
     return details
+
+
+@builtin("tests", *SCRIPT_KEYS, runs_case_code=True, score_range=PARTIAL_CREDIT)
+def script(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
+    """The task's own test script, run as Harbor ran it, in the sandbox with the paths it
+    expects (module docstring); its reward file is the value."""
+    logs_at, reward_files, ctrf = arguments["logs_at"], arguments["reward_files"], arguments["ctrf"]
+    tests_at = arguments["tests_at"]
+    path = str(PurePosixPath(tests_at) / arguments["script"])
+    argv = ("bash", "-c", f"({shlex.quote(path)})")  # Harbor's `(/tests/test.sh) > ... 2>&1`
+    env = {
+        **image_environment(arguments["image_env"]),
+        **{name: os.environ[name] for name in arguments["pass_env"] or () if name in os.environ},
+        **(arguments["env"] or {}),
+    }
+    sandbox = context.command_sandbox
+    check_program(sandbox, argv, env)
+    tests = context.config_dir / arguments["tests"]
+    command = Command(
+        argv,
+        arguments["timeout"],
+        env=env,
+        provided={f"tests/{relative}": file for relative, file in _files(tests)},
+        returned=tuple(dict.fromkeys((*REWARD_FILES, *([ctrf] if ctrf else [])))),
+        views=(
+            View(arguments["case_at"], "case"),
+            View(tests_at, "provided/tests"),
+            View(logs_at, "results"),
+            View("/tmp", "tmp"),
+        ),
+        start_at=arguments["cwd"] or arguments["case_at"],
+        home_from=Path(arguments["home"]) if arguments["home"] else None,
+    )
+    run = sandbox.run(command, context.case_dir)
+    if run.start_error is not None:
+        raise ToolchainFault(
+            f"the script cannot be run here: {run.start_error}", {"sandbox": run.confinement}
+        )
+    result = read_result(run.returned, reward_files, ctrf, logs_at)
+    details = {**details_of(result), "sandbox": run.confinement}
+    ending = describe_run(run, arguments["timeout"])
+    if run.timed_out:
+        return JudgeAnswer(0.0, f"the script {ending}; no reward is read", details)
+    if result.value is None:
+        return JudgeAnswer(0.0, f"{result.why}\n{ending}", details)
+    return JudgeAnswer(result.value, f"{result.why} ({ending.splitlines()[0]})", details)
+
+
+def image_environment(path: str | None) -> dict[str, str]:
+    """The environment image's variables, saved as `env` printed them when the image was
+    built (NAME=value a line): the grader's file, read as such (a missing one is the
+    author's fault: OSError, the judge errors)."""
+    if path is None:
+        return {}
+    variables = {}
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        name, equals, value = line.partition("=")
+        if equals and name.isidentifier() and "\0" not in value:
+            variables[name] = value
+    return variables
+
+
+def _files(directory: Path) -> list[tuple[str, Path]]:
+    """Every file beneath `directory` by its relative path (the task's tests: the
+    author's own dir, so symlinks are followed)."""
+    return sorted(
+        (path.relative_to(directory).as_posix(), path)
+        for path in directory.rglob("*")
+        if path.is_file()
+    )
