@@ -176,6 +176,10 @@ def test_the_verifier_image_does_the_test_time_installs_once(tmp_path: Path) -> 
     assert (
         lines[lines.index("RUN rm -rf /app/repo && mkdir -p /app/repo") + 1] == "WORKDIR /app/repo"
     )
+    # The image's root-only files (an answer key) become readable to the script's user.
+    readable = next(line for line in lines if line.startswith("RUN find / -xdev"))
+    assert "-exec chmod o+rX {} +" in readable and "-path /etc/shadow" in readable
+    assert lines.index(readable) < verifier_at
     capture = next(line for line in lines if "image.env" in line)
     assert "SECRET_BUILD_ARG" in capture  # a build ARG is not the image's variable
     assert 'COPY ["task-tests", "/grading/task-tests"]' in lines
@@ -282,6 +286,15 @@ def test_what_cannot_be_imported_is_a_clear_error(tmp_path: Path, change, messag
     change(source)
     with pytest.raises(UsageError, match=message):
         import_task(source, tmp_path / "pkg")
+
+
+def test_a_line_that_needs_root_is_a_note(tmp_path: Path) -> None:
+    source = harbor_task(tmp_path / "src", test_sh=TEST_SH + "useradd tester\n")
+    imported = import_task(source, tmp_path / "pkg")
+    assert [note.split(": ", 1)[1] for note in imported.notes] == [
+        "`useradd tester` needs root, and the script runs as the sandbox's user: that line "
+        "fails at test time"
+    ]
 
 
 def test_importing_again_keeps_what_the_author_changed(tmp_path: Path) -> None:

@@ -143,3 +143,8 @@ def test_reward_files_named_by_the_tests_own_files(tmp_path: Path) -> None:
     # Nothing names one: both are read, as Harbor reads them.
     assert plan(tmp_path, "/tests/run\n").reward_files == ("reward.json", "reward.txt")
     assert plan(tmp_path, "/tests/run\n").ctrf is None
+
+
+def test_lines_that_need_root_at_test_time_are_named(tmp_path: Path) -> None:
+    result = plan(tmp_path, "#!/bin/bash\nuseradd tester\nservice nginx start\nls /\n")
+    assert [line.number for line in result.as_root] == [2, 3]

@@ -72,6 +72,10 @@ _NETWORKS = ("auto", "no-network", "public")
 # Resources of [environment] the tests had in shared mode: the verifier's container
 # gets the same ([verifier.environment], the same schema).
 _RESOURCES = ("cpus", "memory_mb", "storage_mb", "gpus", "gpu_types", "tpu", "env")
+# Kept root's: the kernel's file systems, and the image's password hashes.
+_UNTOUCHED = " -o ".join(
+    f"-path {path}" for path in ("/proc", "/sys", "/dev", "/etc/shadow", "/etc/gshadow")
+)
 # What a build's `env` shows that is the builder's, not the image's.
 _BUILD_ONLY = "HOSTNAME|HOME|PWD|OLDPWD|SHLVL|_"
 
@@ -136,6 +140,11 @@ def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions
             "verifier keeps the network for it"
             for line in plan.fetches
         ]
+    notes += [
+        f"{task.script}:{line.number}: `{line.text[:60]}` needs root, and the script runs "
+        "as the sandbox's user: that line fails at test time"
+        for line in plan.as_root
+    ]
     check_dest(dest, options.force)
     writer = PackageWriter(dest)
     for relative, path in copyable_files(source, [], skipped={dest.resolve()}):
@@ -309,6 +318,12 @@ def _dockerfile(task: HarborTask, plan: ScriptPlan, image: str) -> str:
             f"RUN bash /tmp/verifier-{INSTALLS} && rm -f /tmp/verifier-{INSTALLS}",
         ]
     before += [
+        "# Files of the image only root may read (an answer key, a root-owned config): the",
+        "# task's test.sh read them as root, here it runs as the sandbox's user. They are the",
+        "# image's own, never the agent's (the case is only what Harbor copies in), so they",
+        "# are made readable to it; the verifier's config, added below, stays root's.",
+        f"RUN find / -xdev \\( {_UNTOUCHED} \\) -prune -o \\( -type d ! -perm -o=rx -o "
+        "-type f ! -perm -o=r \\) -exec chmod o+rX {} +",
         "# The environment's variables (its ENV), for the task's script: it runs with them.",
         f"RUN mkdir -p {CONFIG_DIR} && env | grep -Ev '^({_build_only(task)})=' > {IMAGE_ENV}",
     ]

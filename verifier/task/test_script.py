@@ -38,6 +38,26 @@ _SPLIT = re.compile(r"&&|\|\||;|\|")
 _PIPE_TO_SHELL = re.compile(r"\b(?:curl|wget)\b[^|]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b")
 _FETCHERS = ("curl", "wget")
 _GIT_FETCHES = ("clone", "fetch", "pull", "ls-remote", "submodule")
+# What only root can do at test time (the script runs as the sandbox's user).
+_ROOT_PROGRAMS = frozenset(
+    {
+        "useradd",
+        "adduser",
+        "groupadd",
+        "usermod",
+        "chown",
+        "chroot",
+        "service",
+        "systemctl",
+        "su",
+        "runuser",
+        "mount",
+        "sysctl",
+        "setcap",
+        "iptables",
+        "ip",
+    }
+)
 _PACKAGE_MANAGERS = {
     "apt-get": ("install", "update"),
     "apt": ("install", "update"),
@@ -100,6 +120,7 @@ class ScriptPlan:
     build_time: tuple[str, ...]  # the lines of tests/test-time-installs.sh (empty: none)
     moved: tuple[ScriptLine, ...]  # the lines of test.sh done at build time
     fetches: tuple[ScriptLine, ...]  # lines that still fetch at test time
+    as_root: tuple[ScriptLine, ...]  # lines that need root at test time
     uses_home: bool  # the script reads what installers put in $HOME
     uses_uv: bool
 
@@ -112,6 +133,7 @@ def plan_script(script: Path, others: Iterable[Path] = ()) -> ScriptPlan:
     setup: list[str] = []
     moved: list[ScriptLine] = []
     fetches: list[ScriptLine] = []
+    as_root: list[ScriptLine] = []
     uses_uv = False
     for line in lines:
         if _SETUP.match(line.text):
@@ -134,6 +156,8 @@ def plan_script(script: Path, others: Iterable[Path] = ()) -> ScriptPlan:
             moved.append(line)
         elif any(_fetches(first, rest) for first, rest in firsts):
             fetches.append(line)
+        elif any(first in _ROOT_PROGRAMS for first, _ in firsts):
+            as_root.append(line)
     texts = [text] + [_read(path) for path in others]
     written = tuple(name for name in REWARD_FILES if any(name in body for body in texts))
     return ScriptPlan(
@@ -142,6 +166,7 @@ def plan_script(script: Path, others: Iterable[Path] = ()) -> ScriptPlan:
         build_time=tuple(build),
         moved=tuple(moved),
         fetches=tuple(fetches),
+        as_root=tuple(as_root),
         uses_home=bool(moved) or "$HOME" in text or "~/" in text,
         uses_uv=uses_uv,
     )
