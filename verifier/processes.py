@@ -199,13 +199,13 @@ def own_mount_namespace() -> None:
         if libc().unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
             error = ctypes.get_errno()
             raise OSError(error, f"unshare(CLONE_NEWUSER|CLONE_NEWNS): {os.strerror(error)}")
-        for name, text in (
-            ("setgroups", "deny"),
-            ("uid_map", f"{uid} {uid} 1"),
-            ("gid_map", f"{gid} {gid} 1"),
-        ):
-            with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
-                handle.write(text)
+        maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
+        for name, text in maps:  # raw writes: no codec to import as a user who may not
+            descriptor = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(descriptor, text.encode())
+            finally:
+                os.close(descriptor)
     finally:
         _prctl(_PR_SET_DUMPABLE, 0)
     _mount(None, "/", _MS_REC | _MS_PRIVATE)

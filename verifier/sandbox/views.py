@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 
 import attrs
 
-from verifier.processes import bind_mount, own_mount_namespace
+from verifier.processes import bind_mount, libc, own_mount_namespace
 from verifier.sandbox.dirs import CommandDirs
 
 OWN_DIRS = ("case", "results", "tmp", "home")  # rw; `provided/<name>`: read-only
@@ -94,19 +94,24 @@ def _beneath(path: str, place: str) -> bool:
 
 def views_refused(uid: int | None) -> str | None:
     """Why a command running as `uid` (None: this process's) could not have views here,
-    or None: a throwaway child tries to make its own mount namespace."""
+    or None: a throwaway child tries to make its own mount namespace. The C library is
+    loaded first, here: the child (and the command's process after it) imports nothing,
+    as the sandbox's user may not be able to read the interpreter's modules."""
+    libc()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's outcome is its exit status
-        code = 0
+        code = 255  # anything but an OSError: it must never go on as the judge's copy
         try:
             if uid is not None:
                 os.setgroups([])
                 os.setgid(uid)
                 os.setuid(uid)
             own_mount_namespace()
+            code = 0
         except OSError as error:
             code = error.errno or 1
-        os._exit(code)
+        finally:
+            os._exit(code)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code == 0:

@@ -276,6 +276,8 @@ def script(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
         return JudgeAnswer(0.0, f"the script {ending}; no reward is read", details)
     if result.value is None:
         return JudgeAnswer(0.0, f"{result.why}\n{ending}", details)
+    if result.value < 1.0:  # what failed: the end of its output
+        return JudgeAnswer(result.value, f"{result.why}\n{ending}", details)
     return JudgeAnswer(result.value, f"{result.why} ({ending.splitlines()[0]})", details)
 
 
