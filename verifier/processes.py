@@ -171,6 +171,7 @@ _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
 _CLONE_NEWUSER = 0x10000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
@@ -209,6 +210,30 @@ def own_mount_namespace() -> None:
     finally:
         _prctl(_PR_SET_DUMPABLE, 0)
     _mount(None, "/", _MS_REC | _MS_PRIVATE)
+
+
+def run_as_init() -> None:
+    """Go on as PID 1 of a PID namespace of its own (call it in a process that made its
+    own user namespace): when it ends, the kernel kills everything left in the
+    namespace at once, so nothing it started outlives it, not even for the moment its
+    end takes to be seen. The process that called this stays outside as its parent,
+    holding nothing (no descriptor: a pipe's end is the child's alone), and ends as
+    the child ended (its exit code, or the same signal)."""
+    import ctypes
+
+    if libc().unshare(_CLONE_NEWPID) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"unshare(CLONE_NEWPID): {os.strerror(error)}")
+    child = os.fork()
+    if child == 0:
+        die_with_parent()
+        return
+    os.closerange(0, os.sysconf("SC_OPEN_MAX"))
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
 def bind_mount(source: str, target: str, *, read_only: bool) -> None:

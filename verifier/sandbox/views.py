@@ -9,7 +9,10 @@ its own dirs: its private copy of the case, the dir it hands files back in, a pr
 /tmp, its HOME, or a dir of the trusted files it was handed (read-only). The mounts
 are made in its process before Landlock (a Landlock domain may not mount), which then
 confines it as any command: it writes only beneath its own dirs, whatever path it
-reaches them by, and what is hidden stays hidden.
+reaches them by, and what is hidden stays hidden. It also runs as PID 1 of a PID
+namespace of its own: when it ends, everything it left running is killed by the
+kernel at once, before the files it hands back are read (a process left behind by
+the code under test cannot rewrite them in the moment the end takes to be seen).
 
 Where user namespaces are refused (docker's and Kubernetes' default seccomp profiles),
 a command with views cannot run: `views_refused` says why before anything is staged.
@@ -23,7 +26,7 @@ from pathlib import PurePosixPath
 
 import attrs
 
-from verifier.processes import bind_mount, libc, own_mount_namespace
+from verifier.processes import bind_mount, libc, own_mount_namespace, run_as_init
 from verifier.sandbox.dirs import CommandDirs
 
 OWN_DIRS = ("case", "results", "tmp", "home")  # rw; `provided/<name>`: read-only
@@ -86,6 +89,7 @@ def enter_views(mounts: Sequence[Mount], start: str) -> None:
     else:
         os.fchdir(start_dir)
         os.close(start_dir)
+    run_as_init()
 
 
 def _beneath(path: str, place: str) -> bool:

@@ -121,3 +121,38 @@ def test_a_view_at_a_path_the_image_lacks_is_no_run(tmp_path: Path) -> None:
 def test_a_view_is_an_absolute_path_showing_one_of_its_dirs(at: str, of: str) -> None:
     with pytest.raises(ValueError, match="view"):
         View(at, of)
+
+
+# Waits for the script to end (its parent changes), then rewrites the reward.
+LEFT_BEHIND = """
+( read -r _ _ _ parent _ < /proc/self/stat; : > "$LOGS/ready"
+  while read -r _ _ _ now _ < /proc/self/stat && [ "$now" = "$parent" ]; do sleep 0.002; done
+  echo 1 > "$LOGS/reward.txt"; echo 1 > "$LOGS/late.txt" ) &
+while [ ! -e "$LOGS/ready" ]; do sleep 0.01; done
+echo 0 > "$LOGS/reward.txt"
+"""
+
+
+def test_nothing_it_left_running_writes_after_it_ends(places: Path, tmp_path: Path) -> None:
+    """A process the code under test leaves behind waits for the script to end, then
+    rewrites its reward: it dies with the script (PID 1 of its namespace), first."""
+    if views_refused(65534 if os.geteuid() == 0 else None):
+        pytest.skip("user namespaces are refused on this machine")
+    case = tmp_path / "case"
+    case.mkdir()
+    policy = plan_policy([], case_dirs=[case])
+    try:
+        for _ in range(3):
+            command = Command(
+                ["bash", "-c", LEFT_BEHIND],
+                30,
+                env={"LOGS": str(places / "logs")},
+                returned=("reward.txt", "late.txt"),
+                views=(View(str(places / "app"), "case"), View(str(places / "logs"), "results")),
+                start_at=str(places / "app"),
+            )
+            run = Sandbox(policy).run(command, case)
+            assert run.returned["reward.txt"].data == b"0\n", run.tail
+            assert run.returned["late.txt"].problem == "does not exist"
+    finally:
+        discard_policy(policy)
