@@ -8,7 +8,7 @@ import json
 import pytest
 
 from verifier.casefiles import CaseFile
-from verifier.judges.builtins.script import details_of, read_result
+from verifier.judges.builtins.script import details_of, read_result, script_argv
 from verifier.results import CTRF_DETAILS
 
 ABSENT = CaseFile(None, "does not exist")
@@ -55,6 +55,7 @@ def test_the_reward_file_is_the_value(written, declared, value, why) -> None:  #
         (files(reward_json=b'{"reward": "1"}'), BOTH, "not a number"),
         (files(reward_json=b"{}"), BOTH, "is not an object of numbers"),
         (files(reward_json=b"{"), BOTH, "is not JSON"),
+        (files(reward_json=b"[" * 100_000 + b"]" * 100_000), BOTH, "nested too deeply"),
         (files(reward_txt=CaseFile(None, "is a symlink leaving the case")), TXT, "leaving"),
         (files(reward_txt=CaseFile(None, "is a FIFO")), TXT, "reward.txt is a FIFO"),
         # The tests write reward.txt only: a reward.json is the code under test's.
@@ -97,3 +98,19 @@ def test_the_ctrf_report_is_detail_never_the_value() -> None:
     assert details["rewards"] == {"reward": 0.0}
     broken = read_result(files(reward_txt=b"1", ctrf_json=b"{"), TXT, "ctrf.json")
     assert broken.value == 1.0 and "ctrf.json" in details_of(broken)["tests_problem"]
+
+
+@pytest.mark.parametrize(
+    ("text", "mode", "argv"),
+    [
+        ("#!/bin/bash\necho\n", 0o755, ("bash", "-c", "(/tests/test.sh)")),
+        ("#!/bin/bash\necho\n", 0o644, ("/bin/bash", "/tests/test.sh")),
+        ("#!/usr/bin/env python3\nprint()\n", 0o644, ("/usr/bin/env", "python3", "/tests/test.sh")),
+        ("echo no shebang\n", 0o644, ("bash", "/tests/test.sh")),
+    ],
+)
+def test_the_script_runs_as_harbor_runs_it(tmp_path, text, mode, argv) -> None:  # type: ignore[no-untyped-def]
+    script = tmp_path / "test.sh"
+    script.write_text(text)
+    script.chmod(mode)
+    assert script_argv(script, "/tests/test.sh") == argv

@@ -180,6 +180,8 @@ def _rewards(data: bytes, name: str) -> dict[str, float] | str:
         document = json.loads(text)
     except ValueError:
         return "is not JSON"
+    except RecursionError:
+        return "is JSON nested too deeply to read"
     if not isinstance(document, dict) or not document:
         return "is not an object of numbers"
     if len(document) > _MAX_KEYS:
@@ -239,8 +241,9 @@ def script(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     expects (module docstring); its reward file is the value."""
     logs_at, reward_files, ctrf = arguments["logs_at"], arguments["reward_files"], arguments["ctrf"]
     tests_at = arguments["tests_at"]
+    tests = context.config_dir / arguments["tests"]
     path = str(PurePosixPath(tests_at) / arguments["script"])
-    argv = ("bash", "-c", f"({shlex.quote(path)})")  # Harbor's `(/tests/test.sh) > ... 2>&1`
+    argv = script_argv(tests / arguments["script"], path)
     env = {
         **image_environment(arguments["image_env"]),
         **{name: os.environ[name] for name in arguments["pass_env"] or () if name in os.environ},
@@ -248,7 +251,6 @@ def script(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     }
     sandbox = context.command_sandbox
     check_program(sandbox, argv, env)
-    tests = context.config_dir / arguments["tests"]
     command = Command(
         argv,
         arguments["timeout"],
@@ -279,6 +281,22 @@ def script(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     if result.value < 1.0:  # what failed: the end of its output
         return JudgeAnswer(result.value, f"{result.why}\n{ending}", details)
     return JudgeAnswer(result.value, f"{result.why} ({ending.splitlines()[0]})", details)
+
+
+def script_argv(script: Path, path: str) -> tuple[str, ...]:
+    """How Harbor runs the script: `chmod +x`, then `(path)` in bash, so its `#!` line
+    decides (bash itself for a script without one). The script's copy keeps the mode it
+    has beside eval.yaml: one that is not executable there is run as the kernel would
+    run it once executable. OSError when it cannot be read: the author's fault."""
+    if os.access(script, os.X_OK):
+        return ("bash", "-c", f"({shlex.quote(path)})")
+    with script.open("rb") as handle:
+        first = handle.readline(256)
+    if first.startswith(b"#!"):
+        interpreter, _, argument = first[2:].decode(errors="replace").strip().partition(" ")
+        if interpreter:
+            return (interpreter, *([argument.strip()] if argument.strip() else []), path)
+    return ("bash", path)
 
 
 def image_environment(path: str | None) -> dict[str, str]:
