@@ -148,7 +148,7 @@ def contents(name: str) -> st.SearchStrategy[bytes]:
 def test_every_builtin_is_fuzzed() -> None:
     code_builtins = {found.name for found in all_builtins() if found.prompt is None}
     assert set(ARGUMENTS) == code_builtins
-    assert len(all_builtins()) == 30
+    assert len(all_builtins()) == 31
 
 
 def answer_of(
