@@ -479,6 +479,13 @@ OPTIONS: dict[str, Option] = {
         ),
         Option("dest", (), "the task package dir to create", parse_path, metavar="DEST"),
         Option(
+            "source",
+            (),
+            "the Harbor task dir to import (task.toml, tests/test.sh, ...), or a dir of them",
+            parse_path,
+            metavar="SRC",
+        ),
+        Option(
             "image",
             ("--image",),
             "the verifier image tests/Dockerfile builds FROM (or copies /opt/verifier from)",
@@ -806,6 +813,26 @@ COMMANDS: dict[str, Command] = {
             },
         ),
         Command(
+            "task import",
+            "Turn an existing Harbor task (or a dir of them) into a package graded by this "
+            "image in a separate verifier, its own tests/test.sh unchanged as the judge.",
+            ("source", "dest", "image", "verifier_network", "force", "debug"),
+            positional=("source", "dest"),
+            required=("source", "dest"),
+            help_overrides={
+                "dest": "the package dir to create (for a dir of tasks: one subdir each)",
+                "force": "write into a non-empty DEST: what import wrote before is rewritten, "
+                "files changed since are kept",
+                "verifier_network": "the verifier's network: auto (the task's own [verifier] "
+                "network_mode, else no-network), no-network or public",
+            },
+            exit_meanings={
+                EXIT_OK: "every task imported (notes on stdout)",
+                EXIT_CONFIG: "a usage error, or a task that cannot be imported (the others of "
+                "a dir of tasks are written)",
+            },
+        ),
+        Command(
             "task test",
             "Build a task package's images and grade the untouched environment and the "
             "solution: fails unless the solution gets --expect and the untouched one less.",
@@ -870,6 +897,7 @@ class Options:
     debug: bool = False
     strict: bool = False
     dest: Path | None = None
+    source: Path | None = None
     image: str = DEFAULT_IMAGE
     agent_image: str | None = None
     name: str | None = None

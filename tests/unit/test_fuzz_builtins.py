@@ -78,10 +78,23 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
     "pass_rate": {"report": FILE},
     "all_passed": {"report": FILE},
     "xlsx_cell_equals": {"path": FILE, "cell": "A1", "expected": 1},
+    # the task's script hands the fuzzed file back as its reward files (dirs every Debian
+    # host has stand in for /app, /tests and /logs/verifier)
+    "script": {
+        "tests": "script-tests",
+        "case_at": "/srv",
+        "tests_at": "/mnt",
+        "logs_at": "/media",
+        "timeout": 10,
+    },
 }
 # Builtins that run a command from the case: fewer examples (each starts processes).
 COMMANDS = {name for name, found in BUILTINS.items() if found.runs_case_code}
-REFERENCES = {"ref.txt": "a reference\n", "protected/f": "original\n"}
+REFERENCES = {
+    "ref.txt": "a reference\n",
+    "protected/f": "original\n",
+    "script-tests/test.sh": f"cat {FILE}; cp {FILE} /media/reward.txt; cp {FILE} /media/reward.json\n",
+}
 _TRAILS = st.one_of(ATIF.map(json.dumps), st.lists(EVENT, max_size=5).map(json.dumps))
 _REPORTS = st.one_of(JUNIT, PYTEST_JSON.map(json.dumps), st.lists(GO_EVENT, max_size=5).map(lines))
 _JSON = st.one_of(JSON_VALUES.map(json.dumps), DEEP_JSON)
@@ -121,6 +134,9 @@ FOCUS = {
     "yaml_path_equals": YAML_TEXT,
     "no_tamper": _PYTHON,
     **dict.fromkeys(("pass_rate", "all_passed"), _REPORTS),
+    "script": st.one_of(
+        st.floats().map(repr), JSON_VALUES.map(lambda value: json.dumps({"reward": value}))
+    ),
 }
 
 
@@ -132,7 +148,7 @@ def contents(name: str) -> st.SearchStrategy[bytes]:
 def test_every_builtin_is_fuzzed() -> None:
     code_builtins = {found.name for found in all_builtins() if found.prompt is None}
     assert set(ARGUMENTS) == code_builtins
-    assert len(all_builtins()) == 30
+    assert len(all_builtins()) == 31
 
 
 def answer_of(

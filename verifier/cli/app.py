@@ -120,6 +120,7 @@ _register(app, "check", COMMANDS["check"], check_config.run)
 _register(app, "batch", COMMANDS["batch"], batch.run)
 _register(app, "schema", COMMANDS["schema"], schema.run)
 _register(task_app, "init", COMMANDS["task init"], task.run_init)
+_register(task_app, "import", COMMANDS["task import"], task.run_import)
 _register(task_app, "test", COMMANDS["task test"], task.run_test)
 _register(task_app, "kube", COMMANDS["task kube"], kube.run)
 

@@ -25,6 +25,7 @@ from verifier.judges.builtins import (
     model_graded,
     pass_rate,
     process,
+    script,
     xlsx,
 )
 from verifier.judges.builtins.registry import (
@@ -55,6 +56,7 @@ __all__ = [
     "model_graded",
     "pass_rate",
     "process",
+    "script",
     "xlsx",
 ]
 
