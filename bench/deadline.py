@@ -42,7 +42,7 @@ from pathlib import Path
 
 from common import installed_revision, installed_verifier
 
-from verifier.engine.runner import reward_margin_s
+from verifier.engine.parent import reward_margin_s
 from verifier.task.settings import HARBOR_SLACK_S
 
 OVERRUNNING_EVAL_YAML = """\

@@ -4,7 +4,8 @@ A pattern with a `/` (other than a trailing one) is anchored at the root it is
 matched against; a pattern without one matches a name at any depth (`conftest.py`
 is every conftest.py). `*` and `?` stay within one path component, `**` spans any
 number of them, `[...]` is a character class. A trailing `/` or `/**` means
-everything beneath a directory.
+everything beneath a directory. Every glob the verifier reads is one of these, but
+a Dockerfile's COPY sources, which follow Docker's own rules (task/dockerfile.py).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from tests.harbor.runner import (
     run_job,
 )
 from tests.viewer import viewer_accepts
-from verifier.engine.runner import reward_margin_s
+from verifier.engine.parent import reward_margin_s
 from verifier.task import init_task
 from verifier.task.settings import HARBOR_SLACK_S
 

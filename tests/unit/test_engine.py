@@ -148,7 +148,7 @@ MIB = 1024 * 1024
 def test_the_judges_memory_fits_the_container(
     asked: int, container_mb: int, own_mb: int, workers: int, expected: dict
 ) -> None:
-    from verifier.engine.runner import container_share
+    from verifier.engine.parent import container_share
 
     share = container_share(asked, container_mb * MIB, own_mb * MIB, workers)
     assert {key: share[key] for key in ("memory_mb", "memory_total_mb") if key in share} == expected
@@ -157,7 +157,7 @@ def test_the_judges_memory_fits_the_container(
 
 
 def test_a_container_too_small_for_a_judge_is_a_usage_error() -> None:
-    from verifier.engine.runner import container_share
+    from verifier.engine.parent import container_share
     from verifier.errors import UsageError
 
     with pytest.raises(UsageError, match=r"leaves 0 MiB per judge .* or pass fewer --jobs"):

@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 
 from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
-from verifier.batch.process_tree import fork, reap
+from verifier.batch.forks import fork, reap
 from verifier.judges.base import JudgeReturnError, PreparedJudge, details_of, interpret
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client

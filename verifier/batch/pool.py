@@ -36,8 +36,8 @@ import attrs
 from verifier.batch.budget import Verdict
 from verifier.batch.cases import Case
 from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
+from verifier.batch.forks import describe_exit, fork, reap, subreaper, sweep
 from verifier.batch.grader import PendingCase
-from verifier.batch.process_tree import describe_exit, fork, reap, subreaper, sweep
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.errors import OutOfProcessesError
 from verifier.judges.base import PreparedJudge

@@ -49,6 +49,7 @@ from verifier.grading import (
     refuse_cache_inside_case,
 )
 from verifier.judges.base import Pool
+from verifier.linux import make_undumpable
 from verifier.options import (
     ALL_REWARD_KEYS,
     DEFAULT_LLM_CACHE_MB,
@@ -56,7 +57,6 @@ from verifier.options import (
     Options,
 )
 from verifier.output import prepare_out_dir, write_atomic
-from verifier.processes import make_undumpable
 from verifier.system import available_cpus
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import attrs
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.console import warn_all
 from verifier.dataset import DatasetSurvey, survey
-from verifier.engine.runner import reward_margin_s
+from verifier.engine.parent import reward_margin_s
 from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError, UsageError
 from verifier.grading import check_eval
 from verifier.judges import describe_judge

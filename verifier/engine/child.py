@@ -2,9 +2,9 @@
 
 The process is forked from the grader (sharing its loaded config and the case's
 record), so whatever the judge does (hang, exhaust memory, sys.exit, os._exit,
-segfault, fork) ends with this process or its descendants, which the runner
+segfault, fork) ends with this process or its descendants, which the parent
 kills. The result is one JSON line on a pipe only this process holds; what the
-judge prints goes to a second pipe, which the runner redacts before passing it on.
+judge prints goes to a second pipe, which the parent redacts before passing it on.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from verifier.judges.base import (
     details_of,
     interpret,
 )
-from verifier.processes import JUDGE_TOKEN_ENV, children, die_with_parent
+from verifier.linux import JUDGE_TOKEN_ENV, children, die_with_parent
 from verifier.results import Status
 
 FORKED = "forked"  # the status a forked copy of the judge reports instead of a value
@@ -47,7 +47,7 @@ def judge_main(
     """The body of a judge's process; never returns. `context`: the record, and the
     sandbox of the judge's lane (as root, the UID its commands run as); `backstop_mb`: a
     lower ceiling for the memory backstop (the container's share for all judges: see
-    runner.container_share)."""
+    parent.container_share)."""
     judge_pid = os.getpid()
     # The collector, off in `verifier grade`, is on for the judge; what the grader had
     # allocated is frozen, so collections never touch (and copy) the pages shared with it.
@@ -64,7 +64,7 @@ def judge_main(
         payload = {"status": Status.ERROR.value, "error": describe(error)}
     if payload.get("error", "").startswith("MemoryError") and memory_mb is not None:
         payload["error"] = f"exceeded the memory limit of {memory_mb} MiB (MemoryError)"
-        if judge.case_bound:  # as the runner counts it (runner._unanswered)
+        if judge.case_bound:  # as the parent counts it (parent._unanswered)
             payload = {
                 "status": Status.OK.value,
                 "value": False,
@@ -79,7 +79,7 @@ def judge_main(
         _wait_for_forks(forks)
     line = json.dumps(payload, allow_nan=False, default=str).encode() + b"\n"
     try:
-        sys.stdout.flush()  # the runner kills this process once the line arrives
+        sys.stdout.flush()  # the parent kills this process once the line arrives
         sys.stderr.flush()
         view = memoryview(line)
         while view:
@@ -90,7 +90,7 @@ def judge_main(
 
 def _isolate(memory_mb: int | None, token: str, output_fd: int, backstop_mb: int | None) -> None:
     """No stdin; prints go to the output pipe; default signals; a memory backstop; and the
-    judge's token in the environment of everything it starts (see processes.token_of)."""
+    judge's token in the environment of everything it starts (see linux.token_of)."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(output_fd, 1)

@@ -85,7 +85,7 @@ def stream(
     """
     import selectors
 
-    from verifier.processes import kill_trees
+    from verifier.linux import kill_trees
 
     deadline = time.monotonic() + timeout
     next_check = time.monotonic() + SPACE_CHECK_S

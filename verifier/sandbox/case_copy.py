@@ -317,7 +317,7 @@ def free_inodes(directory: str) -> int | None:
 def _is_tmpfs(directory: str) -> bool:
     import ctypes
 
-    from verifier.processes import libc
+    from verifier.linux import libc
 
     buffer = _statfs_buffer()
     if libc().statfs(os.fsencode(directory), ctypes.byref(buffer)) != 0:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from verifier.casefiles import CaseFile, read_case_file, resolve_inside
-from verifier.processes import kill_trees
+from verifier.linux import kill_trees
 from verifier.sandbox.capture import (
     STDOUT_BYTES,
     TAIL_BYTES,

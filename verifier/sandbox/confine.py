@@ -14,7 +14,8 @@ import resource
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from verifier.processes import confine_with_landlock, die_with_parent, forbid_new_privileges
+from verifier.linux import die_with_parent
+from verifier.sandbox.kernel import confine_with_landlock, forbid_new_privileges
 from verifier.sandbox.plan import CommandPlan
 from verifier.sandbox.views import enter_views
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from verifier.processes import JUDGE_TOKEN_ENV
+from verifier.linux import JUDGE_TOKEN_ENV
 from verifier.sandbox.dirs import CommandDirs
 from verifier.sandbox.policy import SandboxPolicy
 from verifier.sandbox.views import Mount

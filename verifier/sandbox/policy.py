@@ -30,7 +30,7 @@ from collections.abc import Collection, Iterable
 import attrs
 
 from verifier.errors import OutOfProcessesError
-from verifier.processes import forbid_new_privileges, landlock_abi
+from verifier.sandbox.kernel import forbid_new_privileges, landlock_abi
 from verifier.system import cgroup_pids_max
 
 SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"

@@ -44,7 +44,7 @@ from typing import Any
 
 import attrs
 
-from verifier.processes import JUDGE_TOKEN_ENV, libc, token_of
+from verifier.linux import JUDGE_TOKEN_ENV, libc, token_of
 
 _NOTIF = struct.Struct("=QIIiIQ6Q")  # struct seccomp_notif (with its seccomp_data)
 _RESPONSE = struct.Struct("=QqiI")  # struct seccomp_notif_resp
@@ -434,7 +434,7 @@ class Supervisor:
     command never holds it), the dirs beneath which its calls are carried out, its
     session (the command's pid: it starts one) and the judge's token: a call aimed at
     other processes (and, when `signals`, a signal) reaches only a process of that
-    session or one carrying the token (processes.token_of: the command's, even one that
+    session or one carrying the token (linux.token_of: the command's, even one that
     left its session), never the grader's."""
 
     def __init__(

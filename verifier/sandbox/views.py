@@ -3,7 +3,7 @@
 A Harbor task's test.sh was written for /tests (the task's tests), /app (the agent's
 work), /logs/verifier (where it writes its reward) and /tmp. Those paths are the
 grader's in the verifier's container (the case, the out dir) or shared; so a command
-that asks for views gets a mount namespace of its own (processes.own_mount_namespace:
+that asks for views gets a mount namespace of its own (kernel.own_mount_namespace:
 inside a user namespace mapping only its own UID) where each view path shows one of
 its own dirs: its private copy of the case, the dir it hands files back in, a private
 /tmp, its HOME, or a dir of the trusted files it was handed (read-only). The mounts
@@ -26,8 +26,9 @@ from pathlib import PurePosixPath
 
 import attrs
 
-from verifier.processes import bind_mount, libc, own_mount_namespace, run_as_init
+from verifier.linux import libc
 from verifier.sandbox.dirs import CommandDirs
+from verifier.sandbox.kernel import bind_mount, own_mount_namespace, run_as_init
 
 OWN_DIRS = ("case", "results", "tmp", "home")  # rw; `provided/<name>`: read-only
 

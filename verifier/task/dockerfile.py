@@ -295,14 +295,16 @@ def _matches(pattern: str, files: Sequence[str]) -> Iterable[tuple[str, str | No
         if len(parts) < depth:
             continue
         head = "/".join(parts[:depth])
-        if head == pattern or _glob_match(pattern, head):
+        if head == pattern or _docker_glob_match(pattern, head):
             rest = "/".join(parts[depth:])
             found.append((file, rest if rest else None))
     return found
 
 
-def _glob_match(pattern: str, path: str) -> bool:
-    """Go's filepath.Match, which Docker uses: `*` and `?` do not cross a `/`."""
+def _docker_glob_match(pattern: str, path: str) -> bool:
+    """Go's filepath.Match, which Docker uses for COPY sources: `*` and `?` do not cross
+    a `/`, and a pattern matches only a path of as many components (no `**`, no match
+    at any depth: not verifier.globs)."""
     if not any(char in pattern for char in "*?["):
         return False
     pattern_parts, path_parts = pattern.split("/"), path.split("/")

@@ -11,11 +11,11 @@ tests/harbor checks both against the installed Harbor.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import tomllib
 from pathlib import Path
 
+from verifier.globs import compile_glob
 from verifier.task.package import toml_str
 
 MANIFEST = "dataset.toml"
@@ -75,5 +75,5 @@ def manifest_text(
 def _ignored(path: Path, task_dir: Path) -> bool:
     parts = path.relative_to(task_dir).parts
     return "__pycache__" in parts[:-1] or any(
-        fnmatch.fnmatch(parts[-1], pattern) for pattern in _IGNORED_NAMES
+        compile_glob(pattern).matches(parts[-1]) for pattern in _IGNORED_NAMES
     )

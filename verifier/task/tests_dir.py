@@ -12,7 +12,6 @@ worth a warning: every verifier image of the task carries it.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
@@ -20,6 +19,7 @@ from pathlib import Path, PurePosixPath
 import attrs
 
 from verifier.errors import ConfigError
+from verifier.globs import compile_glob
 from verifier.judges.builtins import builtin_reference_files
 from verifier.references import referenced_files
 
@@ -149,7 +149,7 @@ def copyable_files(
         dirnames[:] = kept
         for name in sorted(filenames):
             path = here / name
-            if any(fnmatch.fnmatch(name, pattern) for pattern in skipped_files):
+            if any(compile_glob(pattern).matches(name) for pattern in skipped_files):
                 continue
             if path.resolve() in skipped:
                 continue

@@ -8,7 +8,7 @@ from pathlib import Path
 import attrs
 
 from tests.unit.sandbox.test_policy import ROOT_POLICY
-from verifier.processes import JUDGE_TOKEN_ENV
+from verifier.linux import JUDGE_TOKEN_ENV
 from verifier.sandbox.dirs import CommandDirs
 from verifier.sandbox.plan import DEFAULT_PATH, command_path, plan_command, reachable_path
 

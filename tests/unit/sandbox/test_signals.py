@@ -21,7 +21,7 @@ from tests.hostile import NONROOT, give, world_verifier
 DRIVER = textwrap.dedent("""
     import json, os, subprocess, sys, attrs
     from pathlib import Path
-    from verifier.processes import JUDGE_TOKEN_ENV
+    from verifier.linux import JUDGE_TOKEN_ENV
     from verifier.sandbox import Command, Sandbox, discard_policy, plan_policy
 
 

@@ -16,8 +16,7 @@ from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Choice, Number, OneOrMany, RelativePath, Text
 from verifier.judges.base import JudgeContext, Pool
 from verifier.judges.kinds.builtin import is_prompt_builtin
-from verifier.judges.llm.judge_file import JudgeFile, JudgeFileField
-from verifier.judges.llm.keys import (
+from verifier.judges.llm.entry_keys import (
     CaseFilesField,
     CriteriaField,
     GuardField,
@@ -25,6 +24,7 @@ from verifier.judges.llm.keys import (
     PricesField,
     RuleField,
 )
+from verifier.judges.llm.judge_file import JudgeFile, JudgeFileField
 from verifier.judges.llm.spec import (
     CRITERIA_RULES,
     MODES,

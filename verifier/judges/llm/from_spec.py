@@ -342,7 +342,7 @@ def read_tuning(environ: Mapping[str, str], samples: int = 1) -> Tuning:
 
 def _prices_file(environ: Mapping[str, str]) -> tuple[Mapping[str, PriceSpec], str | None]:
     """The prices in $VERIFIER_LLM_PRICES's file (YAML or JSON), and its path."""
-    from verifier.judges.llm.keys import parse_prices
+    from verifier.judges.llm.entry_keys import parse_prices
     from verifier.yaml_io import read_yaml
 
     text = environ.get(PRICES_ENV, "").strip()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import NoReturn
 
 from verifier.console import signal_name
-from verifier.processes import become_subreaper, children, die_with_parent
+from verifier.linux import become_subreaper, children, die_with_parent
 
 _SWEEP_S = 5.0
 

@@ -31,8 +31,7 @@ from verifier.engine.child import FORKED, judge_main
 from verifier.errors import OutOfProcessesError, UsageError
 from verifier.judges import runs_case_code
 from verifier.judges.base import JudgeContext, Pool, PreparedJudge, Record
-from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
-from verifier.processes import (
+from verifier.linux import (
     become_subreaper,
     children,
     descendants,
@@ -42,6 +41,7 @@ from verifier.processes import (
     reap,
     token_of,
 )
+from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.redact import known_secrets, redact, redact_tree
 from verifier.results import JudgeResult, Status
 from verifier.system import available_cpus, container_memory_bytes
@@ -87,7 +87,7 @@ class Limits:
     def from_options(cls, options: Options, workers: int = 1, **overrides: Any) -> Limits:
         """The limits a command asked for, within the container's memory (container_share;
         `workers`: the processes that each run one judge at a time, a batch's --jobs;
-        1 for grade, whose judges share one runner). UsageError (exit 2) when this
+        1 for grade, whose judges share one parent). UsageError (exit 2) when this
         process may not use the memory asked for (a hard `ulimit -d` below it) or the
         container leaves the judges too little."""
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -165,7 +165,7 @@ _Reason = TypeVar("_Reason", str, None)  # a judge's rationale or error, if any
 
 
 class _Running:
-    """A judge process the runner waits on: its pipes, what they carried, its token."""
+    """A judge process the parent waits on: its pipes, what they carried, its token."""
 
     __slots__ = (
         "grade_deadline",
@@ -243,11 +243,11 @@ def run_judges(
     if running and sandbox is None:
         raise ValueError(f"judge {running[0]} runs code from the case: it needs a sandbox")
     guard_grader()
-    runner = _Runner(limits, known_secrets(), sandbox)
+    processes = _JudgeProcesses(limits, known_secrets(), sandbox)
     try:
-        return runner.run(judges, record)
+        return processes.run(judges, record)
     finally:
-        runner.stop_everything()
+        processes.stop_everything()
 
 
 _guarded = False
@@ -262,7 +262,7 @@ def guard_grader() -> None:
         _guarded = True
 
 
-class _Runner:
+class _JudgeProcesses:
     def __init__(self, limits: Limits, secrets: tuple[str, ...], sandbox: Sandbox | None) -> None:
         self.limits = limits
         self.secrets = secrets
