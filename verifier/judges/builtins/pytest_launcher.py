@@ -64,16 +64,20 @@ fault of the toolchain (an error) from what the case did (a failure).
 import ast
 import builtins
 import contextlib
+import fnmatch
+import functools
 import hashlib
 import hmac
 import importlib
 import importlib.machinery
 import json
+import operator
 import os
 import sys
 import tempfile
 import time
 import types
+from _thread import get_ident as _get_ident
 
 PROBE_FAILED = 3
 TAMPERED = 7  # the code under test tampered with the run: no report is written
@@ -118,12 +122,107 @@ _CORE = (
     "pluggy",
 )  # pinned and checked at each test
 _MAX_FOUND = 20  # facts of tampering named
+_audit = sys.audit
+# What the audit hook looks at (besides the Forwarder's events): all else returns at once.
+_WATCHED = (
+    "import",
+    "object.__getattr__",
+    "object.__setattr__",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys._getframe",
+    "sys._current_frames",
+    "sys._current_exceptions",
+    "sys.monitoring.register_callback",
+    "sys.addaudithook",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "ctypes.addressof",
+    "ctypes.call_function",
+    "ctypes.cdata",
+    "ctypes.cdata/buffer",
+    "ctypes.create_string_buffer",
+    "ctypes.create_unicode_buffer",
+    "ctypes.dlopen",
+    "ctypes.dlsym",
+    "ctypes.dlsym/handle",
+    "ctypes.get_errno",
+    "ctypes.get_last_error",
+    "ctypes.PyObj_FromPtr",
+    "ctypes.set_errno",
+    "ctypes.set_exception",
+    "ctypes.set_last_error",
+    "ctypes.string_at",
+    "ctypes.wstring_at",
+    "pytest_launcher.of_case",
+)
+_FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+_AUDIT_WORDS = {
+    "gc.get_objects": "reached every live object (gc.get_objects)",
+    "gc.get_referrers": "reached live objects (gc.get_referrers)",
+    "gc.get_referents": "reached live objects (gc.get_referents)",
+    "sys.monitoring.register_callback": "installed a monitoring callback (sys.monitoring)",
+    "sys.addaudithook": "added an audit hook",
+}
+# Read through type's own descriptors: a metaclass of the case's cannot answer for them.
+_type_mro = type.__dict__["__mro__"].__get__
+_type_dict = type.__dict__["__dict__"].__get__
+_type_flags = type.__dict__["__flags__"].__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
+_MAX_DEPTH = 50  # containers compared element by element, nested
+_SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None)))
+_SYMBOLS = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
+_ORDERINGS = {  # symbol: (its method, the reflected one, the operator)
+    "<": ("__lt__", "__gt__", operator.lt),
+    "<=": ("__le__", "__ge__", operator.le),
+    ">": ("__gt__", "__lt__", operator.gt),
+    ">=": ("__ge__", "__le__", operator.ge),
+}
+_PLAIN = {  # a builtin base: its value of an instance of a subclass, by its own methods
+    int: int.__int__,
+    float: float.__float__,
+    complex: lambda value: complex(
+        complex.__dict__["real"].__get__(value), complex.__dict__["imag"].__get__(value)
+    ),
+    str: str.__str__,
+    bytes: lambda value: bytes.__getitem__(value, slice(None)),
+    tuple: lambda value: tuple.__getitem__(value, slice(None)),
+    list: lambda value: list.__getitem__(value, slice(None)),
+    dict: dict.copy,
+    set: set.copy,
+    frozenset: frozenset.copy,
+}
+# Values that compare equal to much by design: (module, class, the name a test uses).
+_MATCHERS = (
+    ("unittest.mock", "_ANY", "ANY"),
+    ("unittest.mock", "NonCallableMock", "Mock"),
+    ("_pytest.python_api", "ApproxBase", "approx"),
+    ("_pytest.approx", "ApproxBase", "approx"),
+)
 
 
 def main(argv):
     signer = _take_signer()
     options, pytest_args = _parse(argv)
     workdir = os.getcwd()
+    if options["probe"]:
+        return _probe(workdir, options, pytest_args)
+    found = []  # facts of tampering: behind the audit hook, as is all of the run's state
+    provenance = Provenance(workdir)
+    run = Run(workdir, bool(options["ini"]), provenance, found)
+    audit = Audit(provenance, tuple(options["native"]), found, sys._getframe(), run)
+    sys.addaudithook(audit.hook())  # first, before anything of the case: it stays
     _isolate(workdir)
     try:
         pytest = _import_trusted()
@@ -131,8 +230,55 @@ def main(argv):
     except Exception as error:  # the toolchain cannot run pytest: no case is involved yet
         sys.stderr.write(f"the toolchain cannot import pytest or its plugins: {error!r}\n")
         return PROBE_FAILED
+    pytest_args = _fresh_rewrite_cache(pytest_args)
+    for path in _given_paths(pytest_args, workdir):
+        provenance.trust_tests(path)
+    run.assertions = _strict_assertions(Assertions())
+    forwarder = Forwarder(pytest)
+    run.integrity = Integrity(workdir, plugins, found)
+    report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
+    # Taken before the case runs: what it may rebind later is checked, never called.
+    finish, document, say = run.finish, run.document, os.write
+    own = (finish.__func__.__code__, document.__func__.__code__)
+    sys.meta_path.append(_CaseRoot(workdir))
+    code = pytest.main([*_fixed(workdir, options), *pytest_args], plugins=[forwarder, *plugins])
+    finish()
+    if finish.__func__.__code__ is not own[0] or document.__func__.__code__ is not own[1]:
+        found.append("the launcher's own checks were rewritten")
+    if found:  # nothing the case could have rebound writes it: the facts go to stderr
+        say(2, ("\n" + TAMPERED_MARK + "; ".join(found[:_MAX_FOUND]) + "\n").encode())
+        return TAMPERED
+    data = document(pytest, code)
+    if signer is not None:
+        mac = signer.copy()
+        mac.update(data)
+        _write(report + ".sig", mac.hexdigest().encode("ascii"))
+    _write(report, data)
+    return int(code)
+
+
+def _probe(workdir, options, pytest_args):
+    """The same imports and arguments in an empty dir, collecting nothing. No testpaths:
+    in an empty dir they match nothing, and pytest warns of that (an error under the
+    ini's `filterwarnings = error`)."""
+    _isolate(workdir)
+    try:
+        pytest = _import_trusted()
+        plugins = [importlib.import_module(name) for name in options["plugins"]]
+    except Exception as error:
+        sys.stderr.write(f"the toolchain cannot import pytest or its plugins: {error!r}\n")
+        return PROBE_FAILED
+    probe = [*_fixed(workdir, options), "--collect-only", "-o", "testpaths=", *pytest_args]
+    code = pytest.main(probe, plugins=plugins)
+    if int(code) in (0, 5):  # 5: no tests collected, as in an empty dir
+        return 0
+    sys.stderr.write(f"pytest refused to run with these arguments (exit {int(code)})\n")
+    return PROBE_FAILED
+
+
+def _fixed(workdir, options):
     ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), options["ini"])
-    fixed = [
+    return [
         "-c",
         ini if options["ini"] else os.devnull,
         "--rootdir",
@@ -144,33 +290,18 @@ def main(argv):
         "no:cacheprovider",
         "--color=no",
     ]
-    if options["probe"]:
-        # No testpaths: in an empty dir they match nothing, and pytest warns of that
-        # (an error under the ini's `filterwarnings = error`).
-        probe = [*fixed, "--collect-only", "-o", "testpaths=", *pytest_args]
-        code = pytest.main(probe, plugins=plugins)
-        if int(code) in (0, 5):  # 5: no tests collected, as in an empty dir
-            return 0
-        sys.stderr.write(f"pytest refused to run with these arguments (exit {int(code)})\n")
-        return PROBE_FAILED
-    pytest_args = _fresh_rewrite_cache(pytest_args)
-    found = []
-    integrity = Integrity(workdir, plugins, found)
-    reporter = Reporter(workdir, bool(options["ini"]), signer, integrity)
-    report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
-    # Taken before the case runs: what it may rebind later is checked, never called.
-    check, write, say = integrity.check_all, reporter.write, os.write
-    own = (check.__func__.__code__, write.__func__.__code__)
-    sys.meta_path.append(_CaseRoot(workdir))
-    code = pytest.main([*fixed, *pytest_args], plugins=[reporter, *plugins])
-    check()
-    if check.__func__.__code__ is not own[0] or write.__func__.__code__ is not own[1]:
-        found.append("the launcher's own checks were rewritten")
-    if found:  # nothing the case could have rebound writes it: the facts go to stderr
-        say(2, ("\n" + TAMPERED_MARK + "; ".join(found[:_MAX_FOUND]) + "\n").encode())
-        return TAMPERED
-    write(report, pytest, code)
-    return int(code)
+
+
+def _given_paths(pytest_args, workdir):
+    """The files and dirs among pytest's arguments (a node id's file): the tests."""
+    paths = []
+    for argument in pytest_args:
+        if argument.startswith("-"):
+            continue
+        path = os.path.join(workdir, argument.split("::", 1)[0])
+        if _within(path, workdir) and os.path.exists(path):
+            paths.append(path)
+    return paths
 
 
 def _take_signer():
@@ -193,9 +324,9 @@ def _take_signer():
 
 
 def _parse(argv):
-    """--report NAME, --ini NAME, --plugin MODULE (repeated), --probe, then `--` and
-    pytest's own arguments."""
-    options = {"report": "ctrf.json", "ini": "", "plugins": [], "probe": False}
+    """--report NAME, --ini NAME, --plugin MODULE (repeated), --native GLOB (repeated),
+    --probe, then `--` and pytest's own arguments."""
+    options = {"report": "ctrf.json", "ini": "", "plugins": [], "native": [], "probe": False}
     rest = list(argv)
     while rest:
         item = rest.pop(0)
@@ -203,10 +334,12 @@ def _parse(argv):
             break
         if item == "--probe":
             options["probe"] = True
-        elif item in ("--report", "--ini", "--plugin") and rest:
+        elif item in ("--report", "--ini", "--plugin", "--native") and rest:
             value = rest.pop(0)
             if item == "--plugin":
                 options["plugins"].append(value)
+            elif item == "--native":
+                options["native"].append(value)
             else:
                 options[item[2:]] = value
         else:
@@ -303,6 +436,573 @@ def _import_trusted():
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     return pytest
+
+
+class Provenance:
+    """Whose code a file holds: the case's (in the working dir), or trusted: the tests
+    pytest collects (or is given) and the dirs their imports are relative to (unless
+    that is the root), conftest.py files, and everything outside the working dir."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.prefix = workdir.rstrip(os.sep) + os.sep
+        self.test_files = set()
+        self.test_dirs = []  # prefixes, each ending with os.sep
+
+    def trust_tests(self, path):
+        """A test file or dir of the run: it, and the dir its imports are relative to
+        (the dir of the tests, or above their topmost package), unless that is the root."""
+        path = os.path.abspath(path)
+        if os.path.isdir(path):
+            top = path
+        else:
+            self.test_files.add(path)
+            top = _import_base(path)[1]
+        if top != self.workdir and _within(top, self.workdir):
+            prefix = top.rstrip(os.sep) + os.sep
+            if prefix not in self.test_dirs:
+                self.test_dirs.append(prefix)
+
+    def of_case(self, filename):
+        """A code object's filename (or a module's file) is the case's. A name that is not
+        a path (None, relative) counts as the case's: only the case adds such entries."""
+        if type(filename) is not str or not filename.startswith(os.sep):
+            return True
+        if not filename.startswith(self.prefix):
+            return False
+        if filename in self.test_files or filename.endswith(os.sep + "conftest.py"):
+            return False
+        return not any(filename.startswith(prefix) for prefix in self.test_dirs)
+
+
+def _pseudo(filename):
+    """A code object's filename that names no file: compiled from a string, frozen."""
+    return type(filename) is str and filename.startswith("<")
+
+
+class Audit:
+    """The audit hook (sys.addaudithook: no code can remove it), installed before
+    anything of the case can run. Code of the case that installs a trace or profile
+    function, reaches a frame or every live object, loads ctypes, replaces a function's
+    code, or loads a native module from the working dir (unless the author allows it)
+    is refused (the call raises) and the fact kept: the run is void.
+
+    Who did it is the frame that called the audited function, past the standard
+    library's functions that only hand frames or tracers on (inspect.currentframe,
+    traceback.walk_tb, threading.settrace_all_threads, bdb, ctypes, the import system)
+    and past code that names no file (compiled from a string): standard or installed
+    code doing these things for honest code (logging, namedtuple, typing, pytest's own
+    tracebacks) is not the case's."""
+
+    def __init__(self, provenance, native, facts, main, run):
+        self.provenance = provenance
+        self.native = native  # globs (relative to the working dir) of allowed native modules
+        self.facts = facts
+        self.main = main  # the launcher's main(): pytest's calls of the Forwarder are under it
+        self.run = run
+        stdlib = os.path.dirname(os.__file__) + os.sep
+        self.stdlib = stdlib
+
+        def files(*names):
+            return frozenset(stdlib + name for name in names)
+
+        self.trace_files = files(
+            "threading.py", "bdb.py", "pdb.py", "trace.py", "cProfile.py", "profile.py"
+        )
+        self.import_files = files("importlib" + os.sep + "__init__.py")
+        self.ctypes_dir = stdlib + "ctypes" + os.sep
+        inspect, traceback = stdlib + "inspect.py", stdlib + "traceback.py"
+        logging = stdlib + "logging" + os.sep + "__init__.py"
+        # Functions that hand the frames they reach to their caller.
+        self.frame_functions = frozenset(
+            [
+                (inspect, "currentframe"),
+                (inspect, "stack"),
+                (inspect, "trace"),
+                (inspect, "getinnerframes"),
+                (traceback, "walk_stack"),
+                (traceback, "walk_tb"),
+                (logging, "<lambda>"),  # logging.currentframe
+            ]
+        )
+
+    def hook(self):
+        """The hook function: a closure over this object and what it calls, so that
+        nothing the case can reach from a module rebinds them."""
+        watched = _AUDITED
+        judge, accept, run = self.judge, self.accept, self.run
+        of_case = self.provenance.of_case
+        forwarded = dict(_FORWARDED)
+        handlers = {event: getattr(run, event.split(".", 1)[1]) for event in forwarded}
+        facts = self.facts
+        busy = set()
+        get_ident = _get_ident
+        getframe = sys._getframe
+
+        def audit(event, args):
+            if event not in watched:
+                return
+            if event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
+                args[1].append(of_case(args[0]))
+                return
+            ident = get_ident()
+            if ident in busy:  # an event of the hook's own making
+                return
+            busy.add(ident)
+            try:
+                if event in forwarded:
+                    fact = accept(event, forwarded[event], getframe(1))
+                else:
+                    fact = judge(event, args, getframe(1))
+            finally:
+                busy.discard(ident)
+            if fact is None and event in forwarded:
+                try:  # outside `busy`: what code of the case does in there is audited
+                    handlers[event](*args)
+                except Exception as error:
+                    fact = f"the launcher could not record {event}: {error!r}"[:500]
+                else:
+                    return
+            if fact is not None:
+                if len(facts) < _MAX_FOUND and fact not in facts:
+                    facts.append(fact)
+                if event in forwarded:
+                    return  # not taken; the run is void
+                raise (ImportError if event == "import" else RuntimeError)(
+                    "pytest_launcher: refused: " + fact
+                )
+
+        return audit
+
+    def accept(self, event, code, frame):
+        """None when pytest called the Forwarder: the event comes from its function for
+        it, and every frame between it and main() names a file that is not the case's."""
+        if frame is None or frame.f_code is not code:
+            return f"an event of the launcher's records was forged ({event})"
+        frame = frame.f_back
+        while frame is not None and frame is not self.main:
+            filename = frame.f_code.co_filename
+            if self.provenance.of_case(filename) and not filename.startswith("<frozen "):
+                culprit = _short(self, filename) if type(filename) is str else "the case"
+                return f"{culprit} called pytest's hooks itself ({event})"
+            frame = frame.f_back
+        if frame is None:
+            return f"pytest's hooks were called outside its run ({event})"
+        return None
+
+    def judge(self, event, args, frame):
+        """The fact of tampering this event is, or None."""
+        if event == "import":
+            return self.judge_import(args, frame)
+        if event == "object.__getattr__":
+            if args[1] not in _FRAME_ATTRIBUTES:
+                return None
+            culprit = self.culprit(frame, skip_files=(), skip_functions=self.frame_functions)
+            return self.fact(culprit, f"reached a frame ({args[1]})")
+        if event == "object.__setattr__":
+            return self.judge_setattr(args, frame)
+        if event in ("sys.settrace", "sys.setprofile"):
+            culprit = self.culprit(frame, skip_files=self.trace_files)
+            if culprit is None:  # a new thread starts with what threading.settrace was given
+                return self.judge_thread_hook(event)
+            return self.fact(culprit, f"installed a trace or profile function ({event})")
+        if event.startswith("ctypes."):
+            culprit = self.culprit(frame, skip_dir=self.ctypes_dir)
+            return self.fact(culprit, f"used ctypes ({event})")
+        if event in ("sys._getframe", "sys._current_frames", "sys._current_exceptions"):
+            culprit = self.culprit(frame, skip_functions=self.frame_functions)
+            return self.fact(culprit, f"reached a frame ({event})")
+        culprit = self.culprit(frame)
+        return self.fact(culprit, _AUDIT_WORDS.get(event, event))
+
+    def judge_thread_hook(self, event):
+        threading = sys.modules.get("threading")
+        if type(threading) is not _MODULE:
+            return None
+        name = "_trace_hook" if event == "sys.settrace" else "_profile_hook"
+        filename = _callable_file(vars(threading).get(name))
+        if filename is None or not self.provenance.of_case(filename):
+            return None
+        return f"{_short(self, filename)} installed a trace or profile function ({event}, threads)"
+
+    def judge_import(self, args, frame):
+        name, filename = args[0], args[1]
+        if type(filename) is str and _within(filename, self.provenance.workdir):
+            relative = os.path.relpath(filename, self.provenance.workdir)
+            if not any(fnmatch.fnmatchcase(relative, glob) for glob in self.native):
+                return (
+                    f"loaded the native module {relative} from the repo (a task whose "
+                    "repo holds built extension modules names them in `native_modules`)"
+                )
+            return None
+        if name in ("ctypes", "_ctypes"):
+            culprit = self.culprit(frame, skip_dir=self.ctypes_dir)
+            return self.fact(culprit, "imported ctypes")
+        return None
+
+    def judge_setattr(self, args, frame):
+        target, name = args[0], args[1]
+        if name == "__code__":
+            return self.fact(self.culprit(frame), "replaced a function's code (__code__)")
+        if name in ("__defaults__", "__kwdefaults__") and type(target) is _FUNCTION:
+            if self.provenance.of_case(target.__code__.co_filename):
+                return None
+            return self.fact(self.culprit(frame), f"changed a trusted function's {name}")
+        if name in ("__class__", "__bases__"):
+            owner = target if name == "__bases__" else type(target)
+            if _class_of_case(self.provenance, owner):
+                return None
+            return self.fact(self.culprit(frame), f"changed the {name} of a trusted object")
+        return None
+
+    def culprit(self, frame, skip_files=(), skip_functions=(), skip_dir=None):
+        """The first frame from `frame` outwards that is not the import system's, not a
+        function that only hands things on (skipped), and names a file: None when there
+        is none."""
+        while frame is not None:
+            code = frame.f_code
+            filename = code.co_filename
+            if type(filename) is not str:
+                return frame
+            skip = (
+                _pseudo(filename)
+                or filename in self.import_files
+                or filename in skip_files
+                or (skip_dir is not None and filename.startswith(skip_dir))
+                or (filename, code.co_name) in skip_functions
+            )
+            if not skip:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def fact(self, culprit, what):
+        if culprit is None:
+            return None
+        filename = culprit.f_code.co_filename
+        if not self.provenance.of_case(filename):
+            return None
+        return f"{_short(self, filename)}:{culprit.f_lineno} {what}"
+
+
+def _short(audit, filename):
+    """A file of the case, relative to the working dir."""
+    if type(filename) is str and _within(filename, audit.provenance.workdir):
+        return os.path.relpath(filename, audit.provenance.workdir)
+    return repr(filename)[:200]
+
+
+def _callable_file(value):
+    """The file of a function's (or bound method's) code; of another callable, its
+    class's module; None for None."""
+    if value is None:
+        return None
+    for _ in range(3):
+        if type(value) is _METHOD:
+            value = value.__func__
+        if type(value) is _FUNCTION:
+            return value.__code__.co_filename
+        if type(value) is functools.partial:
+            value = value.func
+            continue
+        break
+    kind = type(value)
+    if not _type_flags(kind) & _HEAPTYPE:
+        return os.__file__  # a type defined in C (coverage's tracer): trusted
+    return _module_file(kind)
+
+
+def _module_file(kind):
+    """The file of the module a class says it is of ("" when it names none that has one)."""
+    name = _type_dict(kind).get("__module__")
+    module = sys.modules.get(name) if type(name) is str else None
+    path = vars(module).get("__file__") if type(module) is _MODULE else None
+    return path if type(path) is str else ""
+
+
+def _class_of_case(provenance, kind):
+    """A class the case defined (a class defined in C is not)."""
+    return bool(_type_flags(kind) & _HEAPTYPE) and provenance.of_case(_module_file(kind))
+
+
+class Assertions:
+    """The comparisons of a trusted test's `assert` (pytest's assertion rewriter, made to
+    call `compare`): a value whose equality (or ordering, or hash) the case's code
+    defines, compared with a value whose equality it does not (an int, a str, a
+    Fraction, a list of them, a value of the tests' own), is compared by that value's
+    rules, never asked itself; a value of a builtin type's subclass first becomes that
+    builtin's value. Values of the case compared with each other are compared as Python
+    does, and so is everything else. Inside lists, tuples, dicts and sets (and their
+    subclasses that keep the builtin's equality) each element is compared so.
+
+    `unittest.mock.ANY`, a Mock and pytest's approx are taken as the tests' own only in
+    a test module whose source names them (ANY, Mock, approx); elsewhere the code under
+    test made them, and they count as the case's."""
+
+    def __init__(self):
+        self.notes = []  # what a strict comparison decided, for the failing test's message
+        self.sources = {}  # test file -> its text
+
+    def compare(self, symbol, left, right):
+        """What pytest's rewritten `assert` evaluates for `left <symbol> right`."""
+        self.test_file = sys._getframe(1).f_code.co_filename
+        if symbol in ("==", "!="):
+            strict = self.equal(left, right, 0)
+            if strict is None:
+                return left == right if symbol == "==" else left != right
+            return strict if symbol == "==" else not strict
+        if symbol in ("in", "not in"):
+            strict = self.contains(right, left, 0)
+            if strict is None:
+                return left in right if symbol == "in" else left not in right
+            return strict if symbol == "in" else not strict
+        strict = self.order(symbol, left, right)
+        return _ORDERINGS[symbol][2](left, right) if strict is None else strict
+
+    def of_case(self, value, *names):
+        """Whether the case's code defines any of the special methods `names` for value
+        (the first class of its type's mro that has it), or value is a matcher the test
+        module does not name."""
+        kind = type(value)
+        for name in names:
+            for klass in _type_mro(kind):
+                namespace = _type_dict(klass)
+                if name in namespace:
+                    if _type_flags(klass) & _HEAPTYPE and self.defined_by_case(
+                        klass, namespace[name]
+                    ):
+                        return True
+                    break
+        return self.unnamed_matcher(kind)
+
+    def defined_by_case(self, klass, value):
+        if type(value) in (staticmethod, classmethod):
+            value = value.__func__
+        filename = None
+        if type(value) is _FUNCTION:
+            filename = value.__code__.co_filename
+        if filename is None or _pseudo(filename):  # compiled from a string: its class's
+            filename = _module_file(klass)
+        answer = []
+        _audit("pytest_launcher.of_case", filename, answer)
+        return answer == [True]
+
+    def unnamed_matcher(self, kind):
+        mro = _type_mro(kind)
+        for module, name, word in _MATCHERS:
+            found = sys.modules.get(module)
+            found = vars(found).get(name) if type(found) is _MODULE else None
+            if type(found) is type and found in mro:
+                return word not in self.source()
+        return False
+
+    def source(self):
+        filename = self.test_file
+        if filename not in self.sources:
+            try:
+                with open(filename, encoding="utf-8", errors="replace") as handle:
+                    self.sources[filename] = handle.read()
+            except (OSError, TypeError, ValueError):
+                self.sources[filename] = ""
+        return self.sources[filename]
+
+    def equal(self, left, right, depth):
+        """None: nothing the case defines is asked (Python's == stands); else whether
+        they are equal by the rules of the value the case did not define."""
+        if depth > _MAX_DEPTH:
+            return None
+        left_case = self.of_case(left, "__eq__", "__ne__")
+        right_case = self.of_case(right, "__eq__", "__ne__")
+        if left_case and right_case:
+            return None
+        if left_case or right_case:
+            value, other = (left, right) if left_case else (right, left)
+            self.note(value, other, "__eq__")
+            plain = _plain(value)
+            if plain is not value:
+                found = self.equal(plain, other, depth + 1)
+                return bool(plain == other) if found is None else found
+            if self.of_case(value, "__class__", "__getattribute__"):
+                return False  # it could pass for another type inside that type's __eq__
+            return _lookup(type(other), "__eq__")(other, value) is True
+        kinds = (_kind(left), _kind(right))
+        if kinds[0] is None or kinds[1] is None or kinds[0] != kinds[1]:
+            return None
+        if kinds[0] in (list, tuple):
+            return self.equal_sequences(_exact(left, kinds[0]), _exact(right, kinds[1]), depth)
+        return self.equal_keyed(left, right, kinds[0], depth)
+
+    def equal_sequences(self, left, right, depth):
+        if all(type(item) in _SCALARS for item in left) and all(
+            type(item) in _SCALARS for item in right
+        ):
+            return None
+        if len(left) != len(right):
+            return False
+        return all(self.same(a, b, depth + 1) for a, b in zip(left, right))  # noqa: B905
+
+    def equal_keyed(self, left, right, kind, depth):
+        """Dicts (and sets): by lookup while no key is the case's, else pair by pair."""
+        if kind is dict:
+            left_items, right_items = list(dict.items(left)), list(dict.items(right))
+        else:
+            left_items = [(item, None) for item in _exact(left, kind)]
+            right_items = [(item, None) for item in _exact(right, kind)]
+        keys = [key for key, _ in left_items + right_items]
+        values = [value for _, value in left_items + right_items]
+        plain_keys = all(self.trusted_key(key) for key in keys)
+        if plain_keys and all(type(value) in _SCALARS for value in values):
+            return None
+        if len(left_items) != len(right_items):
+            return False
+        if plain_keys:
+            other = dict(right_items)
+            return all(
+                key in other and self.same(value, other[key], depth + 1)
+                for key, value in left_items
+            )
+        remaining = list(right_items)
+        for key, value in left_items:
+            for index, (other_key, other_value) in enumerate(remaining):
+                if self.same(key, other_key, depth + 1) and self.same(
+                    value, other_value, depth + 1
+                ):
+                    del remaining[index]
+                    break
+            else:
+                return False
+        return True
+
+    def trusted_key(self, key):
+        if type(key) in _SCALARS:
+            return True
+        if self.of_case(key, "__eq__", "__hash__"):
+            return False
+        if _kind(key) in (tuple, frozenset):
+            return all(self.trusted_key(item) for item in key)
+        return True
+
+    def same(self, left, right, depth):
+        """As Python compares two elements of a container: the same object, or equal."""
+        if left is right:
+            return True
+        found = self.equal(left, right, depth)
+        return bool(left == right) if found is None else found
+
+    def contains(self, container, item, depth):
+        """`item in container` for a list, tuple, set or dict (its keys): element by
+        element once the item or an element is the case's. Another container (a str,
+        one of the case's own) answers by its own rules."""
+        kind = _kind(container)
+        if kind is None:
+            return None
+        items = list(dict.keys(container)) if kind is dict else _exact(container, kind)
+        if self.trusted_key(item) and all(type(element) in _SCALARS for element in items):
+            return None
+        return any(self.same(item, element, depth + 1) for element in items)
+
+    def order(self, symbol, left, right):
+        forward, reflected, _ = _ORDERINGS[symbol]
+        left_case = self.of_case(left, forward)
+        right_case = self.of_case(right, reflected)
+        if left_case == right_case:
+            return None
+        value = left if left_case else right
+        self.note(value, right if left_case else left, forward if left_case else reflected)
+        plain = _plain(value)
+        if plain is not value:
+            pair = (plain, right) if left_case else (left, plain)
+            found = self.order(symbol, *pair)
+            return bool(_ORDERINGS[symbol][2](*pair)) if found is None else found
+        if self.of_case(value, "__class__", "__getattribute__"):
+            return False
+        if left_case:
+            return _lookup(type(right), reflected)(right, left) is True
+        return _lookup(type(left), forward)(left, right) is True
+
+    def note(self, value, other, method):
+        other = _type_name(type(other))
+        note = (
+            f"the verifier compared {_type_name(type(value))} (of the code under test) "
+            f"with {other} by {other}'s rules, not asking its {method}"
+        )
+        if len(self.notes) < 3 and note not in self.notes:
+            self.notes.append(note)
+
+
+def _lookup(kind, name):
+    """The special method `name` of a type, as Python finds it (its mro's dicts)."""
+    for klass in _type_mro(kind):
+        namespace = _type_dict(klass)
+        if name in namespace:
+            return namespace[name]
+    return lambda *arguments: NotImplemented
+
+
+def _kind(value):
+    """list, tuple, dict, set or frozenset when value compares as that builtin does
+    (an instance of it, or of a subclass that keeps its __eq__); else None."""
+    for klass in _type_mro(type(value)):
+        if "__eq__" in _type_dict(klass):
+            if klass in (list, tuple, dict):
+                return klass
+            return set if klass in (set, frozenset) else None
+    return None
+
+
+def _exact(value, kind):
+    """The items of a list, tuple or set (of a subclass too) as the builtin holds them."""
+    if kind in (list, tuple):
+        return kind.__getitem__(value, slice(None))
+    if set in _type_mro(type(value)):
+        return list(set.__iter__(value))
+    return list(frozenset.__iter__(value))
+
+
+def _plain(value):
+    """The value of a builtin type the case's subclass of it holds (its own methods not
+    asked), or value itself."""
+    for klass in _type_mro(type(value))[1:]:
+        if klass in _PLAIN:
+            return _PLAIN[klass](value)
+    return value
+
+
+def _type_name(kind):
+    module, name = _type_dict(kind).get("__module__"), _type_qualname(kind)
+    if type(module) is str and module != "builtins":
+        return f"{module}.{name}"
+    return name
+
+
+def _strict_assertions(assertions):
+    """pytest's assertion rewriter made to compare through `assertions.compare` (an
+    `is` stays as it is); without a rewriter (pytest before 6: --assert=plain) nothing."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return assertions
+    rewriter = rewrite.AssertionRewriter
+    original = rewriter.visit_Compare
+    symbols = _SYMBOLS
+
+    def visit_Compare(self, comp):
+        start = len(self.statements)
+        result = original(self, comp)
+        for statement in self.statements[start:]:
+            value = getattr(statement, "value", None)
+            if type(statement) is not ast.Assign or type(value) is not ast.Compare:
+                continue
+            if len(value.ops) != 1 or type(value.ops[0]) not in symbols:
+                continue
+            symbol = ast.Constant(symbols[type(value.ops[0])])
+            call = self.helper("_verifier_compare", symbol, value.left, value.comparators[0])
+            statement.value = ast.copy_location(call, value)
+        return result
+
+    rewriter.visit_Compare = visit_Compare
+    rewrite._verifier_compare = assertions.compare
+    return assertions
 
 
 class Integrity:
@@ -679,23 +1379,90 @@ def _plugin_name(implementation):
     return name[:100] if type(name) is str else "a plugin"
 
 
-class Reporter:
-    """A pytest plugin: each test's outcome by node id (the worst of its phases), each
-    module that failed to collect, then the report in CTRF."""
+class Forwarder:
+    """The plugin pytest calls. It keeps nothing: each hook hands its arguments to the
+    audit hook (sys.audit), which alone holds the run's records (Run), so that no code of
+    the case reaches them through pytest's objects. The audit hook takes an event only
+    from these functions' own code, called by pytest (no code of the case on the stack)."""
 
-    def __init__(self, workdir, trusted_ini, signer, integrity):
-        self.workdir = workdir
-        self.trusted_ini = trusted_ini
-        self.signer = signer
-        self.integrity = integrity
-        self.tests = {}
-        self.start = _now_ms()
+    def __init__(self, pytest):
+        wrapper = pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        for name in _WRAPPERS:
+            wrapper(vars(Forwarder)[name])
 
     def pytest_load_initial_conftests(self, early_config):
+        _audit("pytest_launcher.load_initial_conftests", early_config)
+
+    def pytest_pycollect_makemodule(self, parent):
+        outcome = yield
+        _audit("pytest_launcher.pycollect_makemodule", outcome)
+
+    def pytest_collection_finish(self, session):
+        _audit("pytest_launcher.collection_finish", session)
+
+    def pytest_collectreport(self, report):
+        _audit("pytest_launcher.collectreport", report)
+
+    def pytest_runtest_logstart(self, nodeid):
+        _audit("pytest_launcher.runtest_logstart", nodeid)
+
+    def pytest_runtest_call(self, item):
+        _audit("pytest_launcher.runtest_call", item, None)
+        outcome = yield
+        _audit("pytest_launcher.runtest_call", item, outcome)
+
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        _audit("pytest_launcher.runtest_makereport", item, outcome)
+
+    def pytest_runtest_logreport(self, report):
+        _audit("pytest_launcher.runtest_logreport", report)
+
+
+_WRAPPERS = ("pytest_pycollect_makemodule", "pytest_runtest_call", "pytest_runtest_makereport")
+_FORWARDED = {
+    "pytest_launcher." + name[len("pytest_") :]: vars(Forwarder)[name].__code__
+    for name in vars(Forwarder)
+    if name.startswith("pytest_")
+}
+_AUDITED = frozenset(_WATCHED) | frozenset(_FORWARDED)
+
+
+class Run:
+    """The run's records, reached only through the audit hook: each test's outcome by
+    node id (the worst of its phases), each module that failed to collect, and what
+    each test's body did.
+
+    Report states are checked when pytest makes and logs them: a test whose call phase
+    passed must have had a body that ran and raised nothing (a failure turned into a
+    pass after the body ended voids the run), and a report's outcome must not change
+    between being made and being logged, nor after."""
+
+    def __init__(self, workdir, trusted_ini, provenance, found):
+        self.workdir = workdir
+        self.trusted_ini = trusted_ini
+        self.provenance = provenance
+        self.found = found
+        self.integrity = None
+        self.assertions = None
+        self.tests = {}
+        self.bodies = {}  # node id -> its body's outcome; "running" while it runs
+        self.made = {}  # (node id, phase) -> (the report pytest made, its outcome)
+        self.notes = {}  # node id -> what its assertions' strict comparisons decided
+        self.outcomes = None  # pytest's Skipped and XFailed
+        self.start = _now_ms()
+
+    def find(self, fact):
+        if fact not in self.found and len(self.found) < _MAX_FOUND:
+            self.found.append(fact)
+
+    def load_initial_conftests(self, early_config):
         """Before any conftest: pytest's hooks as its own plugins left them pinned; and
         `pythonpath` of the trusted ini, which is relative to the ini (not in the repo),
         pointed at the working dir."""
         self.integrity.pin_hooks(early_config.pluginmanager)
+        outcomes = sys.modules.get("_pytest.outcomes")
+        self.outcomes = (outcomes.Skipped, getattr(outcomes, "XFailed", outcomes.Skipped))
         inipath = getattr(early_config, "inipath", None)
         if not self.trusted_ini or inipath is None:
             return
@@ -704,39 +1471,108 @@ class Reporter:
             if _within(entry, base):
                 sys.path[index] = os.path.join(self.workdir, os.path.relpath(entry, base))
 
-    def pytest_collection_finish(self, session):
+    def pycollect_makemodule(self, outcome):
+        """A file pytest collects as a test module is trusted before it is imported."""
+        module = None if outcome.excinfo is not None else outcome.get_result()
+        path = getattr(module, "path", None) or getattr(module, "fspath", None)
+        if path is not None:
+            self.provenance.trust_tests(str(path))
+
+    def collection_finish(self, session):
         self.integrity.pin_tests(session.items)
 
-    def pytest_runtest_logreport(self, report):
-        if report.when == "teardown":
-            self.integrity.check_test(report.nodeid)
+    def runtest_logstart(self, nodeid):
+        self.bodies.pop(nodeid, None)
+
+    def runtest_call(self, item, outcome):
+        """Before the test's body (outcome None), and when it ended."""
+        if outcome is None:
+            self.bodies[item.nodeid] = "running"
+            return
+        excinfo = outcome.excinfo
+        if excinfo is None:
+            body = "passed"
+        elif issubclass(excinfo[0], self.outcomes):
+            body = "skipped"
+        else:
+            body = "failed"
+        self.bodies[item.nodeid] = body
+
+    def runtest_makereport(self, item, outcome):
+        if outcome.excinfo is not None:
+            return
+        report = outcome.get_result()
+        nodeid, when, state = _state(report)
+        body = self.bodies.get(nodeid)
+        if when == "call" and state == "passed" and body not in ("passed", "running"):
+            self.find(f"{nodeid} passed, but its test body {body or 'never ran'}")
+        self.made[(nodeid, when)] = (report, state)
+        notes = self.assertions.notes
+        if notes and state == "failed":
+            self.notes.setdefault(nodeid, list(notes))
+        del notes[:]
+
+    def runtest_logreport(self, report):
+        nodeid, when, state = _state(report)
+        if when == "teardown":
+            self.integrity.check_test(nodeid)
+        made = self.made.get((nodeid, when))
+        if made is not None and made[0] is report:
+            if made[1] != state:
+                self.find(f"the outcome of {nodeid} ({when}) changed after it was made")
+        elif (  # a report pytest did not make here
+            when == "call"
+            and state == "passed"
+            and self.bodies.get(nodeid) not in ("passed", "running")
+        ):
+            self.find(f"{nodeid} was reported passed, but its test body did not pass")
+        self.check_tracers()
         outcome, raw = _outcome(report)
         entry = self.tests.setdefault(
-            report.nodeid, {"name": report.nodeid, "outcome": "passed", "duration": 0.0}
+            nodeid, {"name": nodeid, "outcome": "passed", "duration": 0.0, "phases": set()}
         )
+        entry["phases"].add(when)
         entry["duration"] += float(getattr(report, "duration", 0.0) or 0.0) * 1000
         if _ORDER.index(outcome) > _ORDER.index(entry["outcome"]):
             entry["outcome"] = outcome
             if raw:
                 entry["rawStatus"] = raw
-            _describe(entry, report)
+            _describe(entry, report, self.notes.get(nodeid, ()))
         elif raw and outcome == entry["outcome"]:
             entry["rawStatus"] = raw
 
-    def pytest_collectreport(self, report):
+    def check_tracers(self):
+        """No trace or profile function of the case's is installed in this thread."""
+        for current in (sys.gettrace(), sys.getprofile()):
+            if current is not None and self.provenance.of_case(_callable_file(current)):
+                self.find("a trace or profile function of the case's is installed")
+
+    def collectreport(self, report):
         if report.failed:
             name = report.nodeid or "(collection)"
-            entry = {"name": name, "outcome": "errored", "duration": 0.0}
+            entry = {"name": name, "outcome": "errored", "duration": 0.0, "phases": {"call"}}
             entry["rawStatus"] = "error"
             _describe(entry, report)
             self.tests[name] = entry
 
-    def write(self, path, pytest, code):
-        """The CTRF document and its signature, each written whole (renamed into place)."""
+    def finish(self):
+        """After the run: everything pinned, and every report as it was made."""
+        self.integrity.check_all()
+        for (nodeid, when), (report, state) in list(self.made.items()):
+            if vars(report).get("outcome") != state:
+                self.find(f"the outcome of {nodeid} ({when}) changed after it was made")
+
+    def document(self, pytest, code):
+        """The CTRF document. A test whose call was never reported (only its setup and
+        teardown were) did not run: it failed."""
         tests = []
         summary = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "pending": 0, "other": 0}
         for entry in self.tests.values():
             outcome = entry.pop("outcome")
+            phases = entry.pop("phases")
+            if outcome == "passed" and "call" not in phases:
+                outcome = "errored"
+                entry["message"] = "no outcome of its call was reported"
             status = "failed" if outcome == "errored" else outcome
             if outcome == "errored":
                 entry["rawStatus"] = "error"
@@ -756,12 +1592,14 @@ class Reporter:
                 "extra": {"exitCode": int(code)},
             },
         }
-        data = json.dumps(document).encode("utf-8")
-        if self.signer is not None:
-            mac = self.signer.copy()
-            mac.update(data)
-            _write(path + ".sig", mac.hexdigest().encode("ascii"))
-        _write(path, data)
+        return json.dumps(document).encode("utf-8")
+
+
+def _state(report):
+    """(node id, phase, outcome): the last two as the report holds them (pytest 9 makes
+    the node id a property)."""
+    state = vars(report)
+    return report.nodeid, state.get("when"), state.get("outcome")
 
 
 def _write(path, data):
@@ -773,22 +1611,24 @@ def _write(path, data):
 
 
 def _outcome(report):
-    """(passed, failed, errored or skipped; pytest's own word when it differs)."""
-    xfail = hasattr(report, "wasxfail")
-    if report.when == "call":
-        if report.passed:
+    """(passed, failed, errored or skipped; pytest's own word when it differs), from the
+    report's own state (not properties a class could be given)."""
+    state = vars(report)
+    outcome, xfail = state.get("outcome"), "wasxfail" in state
+    if state.get("when") == "call":
+        if outcome == "passed":
             return "passed", "xpassed" if xfail else None
-        if report.skipped:
+        if outcome == "skipped":
             return "skipped", "xfailed" if xfail else None
         return "failed", None
-    if report.failed:  # setup or teardown
-        return "errored", "error"
-    if report.skipped:
+    if outcome == "skipped":
         return "skipped", None
-    return "passed", None
+    if outcome == "passed":
+        return "passed", None
+    return "errored", "error"  # setup or teardown
 
 
-def _describe(entry, report):
+def _describe(entry, report, notes=()):
     longrepr = getattr(report, "longrepr", None)
     if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)
         entry["message"] = str(longrepr[2])[:_MESSAGE_CHARS]
@@ -798,6 +1638,8 @@ def _describe(entry, report):
         return
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     message = getattr(crash, "message", None) or text.strip().splitlines()[-1]
+    if notes:
+        message = f"{'; '.join(notes)}: {message}"
     entry["message"] = message[:_MESSAGE_CHARS]
     entry["trace"] = text[-_TRACE_CHARS:]
 
