@@ -123,6 +123,7 @@ _CORE = (
 )  # pinned and checked at each test
 _MAX_FOUND = 20  # facts of tampering named
 _audit = sys.audit
+_real_getframe = sys._getframe  # the launcher's own (a test may take sys._getframe away)
 # What the audit hook looks at (besides the Forwarder's events): all else returns at once.
 _WATCHED = (
     "import",
@@ -156,6 +157,7 @@ _WATCHED = (
     "ctypes.string_at",
     "ctypes.wstring_at",
     "pytest_launcher.of_case",
+    "pytest_launcher.getframe",
 )
 _FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 _AUDIT_WORDS = {
@@ -189,6 +191,14 @@ _ORDERINGS = {  # symbol: (its method, the reflected one, the operator)
     ">": ("__gt__", "__lt__", operator.gt),
     ">=": ("__ge__", "__le__", operator.ge),
 }
+_RELATIONS = {
+    "==": operator.eq,
+    "!=": lambda value, decoy: not operator.ne(value, decoy),  # claims equality
+    **{symbol: relation for symbol, (_, _, relation) in _ORDERINGS.items()},
+}
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_LEAST = {int: -(10**100), float: float("-inf"), str: "", bytes: b"", tuple: (), list: []}
+_GREATEST = {int: 10**100, float: float("inf")}
 _PLAIN = {  # a builtin base: its value of an instance of a subclass, by its own methods
     int: int.__int__,
     float: float.__float__,
@@ -230,6 +240,7 @@ def main(argv):
     except Exception as error:  # the toolchain cannot run pytest: no case is involved yet
         sys.stderr.write(f"the toolchain cannot import pytest or its plugins: {error!r}\n")
         return PROBE_FAILED
+    sys._getframe = _getframe
     pytest_args = _fresh_rewrite_cache(pytest_args)
     for path in _given_paths(pytest_args, workdir):
         provenance.trust_tests(path)
@@ -480,6 +491,44 @@ def _pseudo(filename):
     return type(filename) is str and filename.startswith("<")
 
 
+class FrameView:
+    """What code of the case gets from sys._getframe (and inspect.currentframe): a
+    frame's code, line and module globals (read only), and a view of its caller; never
+    the frame itself (its locals, their objects, its trace)."""
+
+    __slots__ = ("f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno")
+
+    def __init__(self, frame, back):
+        self.f_back = back
+        self.f_builtins = types.MappingProxyType(frame.f_builtins)
+        self.f_code = frame.f_code
+        self.f_globals = types.MappingProxyType(frame.f_globals)
+        self.f_lasti = frame.f_lasti
+        self.f_lineno = frame.f_lineno
+
+
+def _view(frame):
+    chain = []
+    while frame is not None:
+        chain.append(frame)
+        frame = frame.f_back
+    view = None
+    for frame in reversed(chain):
+        view = FrameView(frame, view)
+    return view
+
+
+def _getframe(depth=0):
+    """sys._getframe while the case can run: the frame for trusted code, a FrameView for
+    code of the case (the audit hook answers; it refuses the real one to the case)."""
+    depth = operator.index(depth)
+    answer = []
+    _audit("pytest_launcher.getframe", depth, answer)
+    if not answer or answer[0] is None:
+        raise ValueError("call stack is not deep enough")
+    return answer[0]
+
+
 class Audit:
     """The audit hook (sys.addaudithook: no code can remove it), installed before
     anything of the case can run. Code of the case that installs a trace or profile
@@ -530,7 +579,7 @@ class Audit:
         """The hook function: a closure over this object and what it calls, so that
         nothing the case can reach from a module rebinds them."""
         watched = _AUDITED
-        judge, accept, run = self.judge, self.accept, self.run
+        judge, accept, run, frame_for = self.judge, self.accept, self.run, self.frame_for
         of_case = self.provenance.of_case
         forwarded = dict(_FORWARDED)
         handlers = {event: getattr(run, event.split(".", 1)[1]) for event in forwarded}
@@ -550,6 +599,9 @@ class Audit:
                 return
             busy.add(ident)
             try:
+                if event == "pytest_launcher.getframe":  # _getframe asks (depth, answer)
+                    args[1].append(frame_for(args[0], getframe(1)))
+                    return
                 if event in forwarded:
                     fact = accept(event, forwarded[event], getframe(1))
                 else:
@@ -573,6 +625,21 @@ class Audit:
                 )
 
         return audit
+
+    def frame_for(self, depth, frame):
+        """sys._getframe(depth) for whoever asked (through _getframe, or sys.audit
+        itself): the frame, or for code of the case a FrameView of it; None when the
+        stack is not that deep."""
+        asker = frame.f_back if frame.f_code is _getframe.__code__ else frame
+        target = asker
+        for _ in range(depth if type(depth) is int else 0):
+            target = target.f_back if target is not None else None
+        if target is None:
+            return None
+        culprit = self.culprit(asker, skip_functions=self.frame_functions)
+        if culprit is not None and self.provenance.of_case(culprit.f_code.co_filename):
+            return _view(target)
+        return target
 
     def accept(self, event, code, frame):
         """None when pytest called the Forwarder: the event comes from its function for
@@ -745,9 +812,9 @@ class Assertions:
 
     def compare(self, symbol, left, right):
         """What pytest's rewritten `assert` evaluates for `left <symbol> right`."""
-        self.test_file = sys._getframe(1).f_code.co_filename
+        self.test_file = _real_getframe(1).f_code.co_filename
         if symbol in ("==", "!="):
-            strict = self.equal(left, right, 0)
+            strict = self.equal(left, right, 0, symbol)
             if strict is None:
                 return left == right if symbol == "==" else left != right
             return strict if symbol == "==" else not strict
@@ -806,18 +873,19 @@ class Assertions:
                 self.sources[filename] = ""
         return self.sources[filename]
 
-    def equal(self, left, right, depth):
-        """None: nothing the case defines is asked (Python's == stands); else whether
-        they are equal by the rules of the value the case did not define."""
+    def equal(self, left, right, depth, symbol="=="):
+        """None: Python's == stands (nothing of the case's is asked, or the value of the
+        case's that is tells a decoy from the other value); else whether they are equal
+        by the rules of the value the case did not define."""
         if depth > _MAX_DEPTH:
             return None
         left_case = self.of_case(left, "__eq__", "__ne__")
         right_case = self.of_case(right, "__eq__", "__ne__")
-        if left_case and right_case:
-            return None
-        if left_case or right_case:
+        if left_case != right_case:
             value, other = (left, right) if left_case else (right, left)
-            self.note(value, other, "__eq__")
+            if not self.claims_anything(value, other, symbol):
+                return None
+            self.note(value, other, "__eq__" if symbol == "==" else "__ne__")
             plain = _plain(value)
             if plain is not value:
                 found = self.equal(plain, other, depth + 1)
@@ -825,12 +893,28 @@ class Assertions:
             if self.of_case(value, "__class__", "__getattribute__"):
                 return False  # it could pass for another type inside that type's __eq__
             return _lookup(type(other), "__eq__")(other, value) is True
+        if left_case:
+            return None  # the case's values compared with each other
         kinds = (_kind(left), _kind(right))
         if kinds[0] is None or kinds[1] is None or kinds[0] != kinds[1]:
             return None
         if kinds[0] in (list, tuple):
             return self.equal_sequences(_exact(left, kinds[0]), _exact(right, kinds[1]), depth)
         return self.equal_keyed(left, right, kinds[0], depth)
+
+    def claims_anything(self, value, other, symbol):
+        """Whether value says it stands in the relation (value <symbol> x) to a decoy:
+        a fresh object, or a value of other's type that is not other (one past it, or
+        past every value for an ordering). A value that equals anything, or any int,
+        does; a value of the case's that compares honestly with other's type does not."""
+        relation = _RELATIONS[symbol]
+        for decoy in _decoys(other, symbol):
+            try:
+                if relation(value, decoy):
+                    return True
+            except Exception:  # refusing to compare with a decoy is honest
+                continue
+        return False
 
     def equal_sequences(self, left, right, depth):
         if all(type(item) in _SCALARS for item in left) and all(
@@ -907,8 +991,11 @@ class Assertions:
         right_case = self.of_case(right, reflected)
         if left_case == right_case:
             return None
-        value = left if left_case else right
-        self.note(value, right if left_case else left, forward if left_case else reflected)
+        value, other = (left, right) if left_case else (right, left)
+        seen = symbol if left_case else _MIRRORED[symbol]  # as the value sees it
+        if not self.claims_anything(value, other, seen):
+            return None
+        self.note(value, other, forward if left_case else reflected)
         plain = _plain(value)
         if plain is not value:
             pair = (plain, right) if left_case else (left, plain)
@@ -928,6 +1015,46 @@ class Assertions:
         )
         if len(self.notes) < 3 and note not in self.notes:
             self.notes.append(note)
+
+
+class _Decoy:
+    """A value nothing honest equals or orders against."""
+
+    __slots__ = ()
+
+
+def _decoys(other, symbol):
+    """Values that `value <symbol> decoy` holds for only when value claims it of
+    anything: a fresh object; for ==, != a value of other's type that is not other; for
+    an ordering, of other's type, one beyond every value that ordering allows."""
+    decoys = [_Decoy()]
+    kind = type(other)
+    if symbol in ("==", "!="):
+        if kind is bool:
+            decoys.append(not other)
+        elif kind in (int, float, complex) or _numeric(kind):
+            with contextlib.suppress(Exception):
+                decoys += [other + 1, -other - 7]
+        elif kind in (str, bytes, tuple, list):
+            decoys.append(other + kind((_Decoy(),) if kind in (tuple, list) else "\x00"))
+        elif kind in (set, frozenset):
+            decoys.append(other | {_Decoy()})
+        elif kind is dict:
+            decoys.append({**other, _Decoy(): None})
+    elif symbol in ("<", "<=") and kind in _LEAST:
+        decoys.append(_LEAST[kind])
+    elif symbol in (">", ">=") and kind in _GREATEST:
+        decoys.append(_GREATEST[kind])
+    return decoys
+
+
+def _numeric(kind):
+    """fractions.Fraction or decimal.Decimal (values one can add 1 to)."""
+    for module, name in (("fractions", "Fraction"), ("decimal", "Decimal")):
+        found = sys.modules.get(module)
+        if type(found) is _MODULE and vars(found).get(name) is kind:
+            return True
+    return False
 
 
 def _lookup(kind, name):
@@ -1144,7 +1271,7 @@ class Integrity:
                 self.find(f"{module.__name__} imported {name}, which is not {helper}")
             elif origin == helper and bound in _definitions(helper):
                 value = vars(module).get(bound)
-                if not _defined_in(value, helper, name):
+                if not _defined_in(value, helper, name, self.workdir):
                     self.find(f"{module.__name__}.{bound} is not the one {name} defines")
 
     def installed(self, path):
@@ -1332,18 +1459,27 @@ def _definitions(path):
     return {node.name for node in tree.body if type(node) in kinds}
 
 
-def _defined_in(value, path, name):
-    """A function compiled from path (through the __wrapped__ of its decorators), or a
-    class of the module name."""
+def _defined_in(value, path, name, workdir):
+    """A function compiled from path, or one that wraps it (its decorators' wrappers,
+    through their __wrapped__ and closures, none of them code of the repo: a decorator
+    of an installed package, such as hypothesis' composite, makes one); or a class of the
+    module name."""
     if issubclass(type(value), type):
         return value.__dict__.get("__module__") == name
-    for _ in range(10):
-        function = _function(value)
-        if type(function) is not _FUNCTION:
+    pending = [value]
+    for _ in range(20):
+        if not pending:
             return False
-        if function.__code__.co_filename == path:
+        function = _function(pending.pop(0))
+        if type(function) is not _FUNCTION:
+            continue
+        filename = function.__code__.co_filename
+        if filename == path:
             return True
-        value = vars(function).get("__wrapped__")
+        if type(filename) is str and not _pseudo(filename) and _within(filename, workdir):
+            return False  # code of the repo stands between
+        pending.append(vars(function).get("__wrapped__"))
+        pending.extend(_cell_contents(cell) for cell in function.__closure__ or ())
     return False
 
 
