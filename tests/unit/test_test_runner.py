@@ -855,6 +855,9 @@ def test_code_under_test_that_rewrites_pytest_counts_nothing(task: Task, attack:
         calc = IN_PROCESS_CALLS[attack] + "\n\n" + _BUGGY_SUB_MUL
     reward, tests = graded(task.gate, task.case(f"in-process {attack}", calc))
     assert reward == 0.0, tests["rationale"]
+    if attack == "the test module's expected helper rebound":  # its frame's globals are
+        assert "0 of 3 listed tests passed" in tests["rationale"]  # read only: it fails
+        return
     assert tests["rationale"].startswith(
         "the code under test tampered with the verifier's pytest run, so no test counts (exit 7): "
     ), tests["rationale"]

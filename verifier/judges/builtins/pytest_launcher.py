@@ -64,7 +64,6 @@ fault of the toolchain (an error) from what the case did (a failure).
 import ast
 import builtins
 import contextlib
-import fnmatch
 import functools
 import hashlib
 import hmac
@@ -545,7 +544,7 @@ class Audit:
 
     def __init__(self, provenance, native, facts, main, run):
         self.provenance = provenance
-        self.native = native  # globs (relative to the working dir) of allowed native modules
+        self.native = native  # the repo's files and dirs whose native modules may load
         self.facts = facts
         self.main = main  # the launcher's main(): pytest's calls of the Forwarder are under it
         self.run = run
@@ -695,11 +694,13 @@ class Audit:
     def judge_import(self, args, frame):
         name, filename = args[0], args[1]
         if type(filename) is str and _within(filename, self.provenance.workdir):
-            relative = os.path.relpath(filename, self.provenance.workdir)
-            if not any(fnmatch.fnmatchcase(relative, glob) for glob in self.native):
+            workdir = self.provenance.workdir
+            relative = os.path.relpath(filename, workdir)
+            if not any(_within(filename, os.path.join(workdir, path)) for path in self.native):
                 return (
-                    f"loaded the native module {relative} from the repo (a task whose "
-                    "repo holds built extension modules names them in `native_modules`)"
+                    f"the native module {relative} of the repo was loaded (an author "
+                    "whose repo holds extension modules built in place names them in "
+                    "`native_modules`)"
                 )
             return None
         if name in ("ctypes", "_ctypes"):
