@@ -77,6 +77,7 @@ import tempfile
 import time
 import types
 from _thread import get_ident as _get_ident
+from itertools import repeat
 
 PROBE_FAILED = 3
 TAMPERED = 7  # the code under test tampered with the run: no report is written
@@ -159,6 +160,9 @@ _WATCHED = (
     "pytest_launcher.getframe",
 )
 _FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+_REPLACED_ATTRIBUTES = frozenset(
+    ("__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__")
+)
 _AUDIT_WORDS = {
     "gc.get_objects": "reached every live object (gc.get_objects)",
     "gc.get_referrers": "reached live objects (gc.get_referrers)",
@@ -171,6 +175,8 @@ _type_mro = type.__dict__["__mro__"].__get__
 _type_dict = type.__dict__["__dict__"].__get__
 _type_flags = type.__dict__["__flags__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
+_CONTENTS = operator.attrgetter("cell_contents")
+_IMPLEMENTED = operator.attrgetter("function")
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
 _MAX_DEPTH = 50  # containers compared element by element, nested
 _SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None)))
@@ -245,7 +251,7 @@ def main(argv):
         provenance.trust_tests(path)
     run.assertions = _strict_assertions(Assertions())
     forwarder = Forwarder(pytest)
-    run.integrity = Integrity(workdir, plugins, found)
+    run.integrity = Integrity(workdir, plugins, found, audit.touched)
     report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
     finish, document, say = run.finish, run.document, os.write
@@ -548,6 +554,7 @@ class Audit:
         self.facts = facts
         self.main = main  # the launcher's main(): pytest's calls of the Forwarder are under it
         self.run = run
+        self.touched = {}  # id -> each function whose code or defaults were set since
         stdlib = os.path.dirname(os.__file__) + os.sep
         self.stdlib = stdlib
 
@@ -578,6 +585,7 @@ class Audit:
         """The hook function: a closure over this object and what it calls, so that
         nothing the case can reach from a module rebinds them."""
         watched = _AUDITED
+        frame_attributes, replaced_attributes = _FRAME_ATTRIBUTES, _REPLACED_ATTRIBUTES
         judge, accept, run, frame_for = self.judge, self.accept, self.run, self.frame_for
         of_case = self.provenance.of_case
         forwarded = dict(_FORWARDED)
@@ -590,7 +598,16 @@ class Audit:
         def audit(event, args):
             if event not in watched:
                 return
-            if event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
+            if event == "object.__getattr__":  # reading __code__ and the like: often
+                if args[1] not in frame_attributes:
+                    return
+            elif event == "object.__setattr__":
+                if args[1] not in replaced_attributes:
+                    return
+            elif event == "import":  # a native module has a file; ctypes is by name
+                if args[1] is None and args[0] not in ("ctypes", "_ctypes"):
+                    return
+            elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
                 args[1].append(of_case(args[0]))
                 return
             ident = get_ident()
@@ -710,6 +727,8 @@ class Audit:
 
     def judge_setattr(self, args, frame):
         target, name = args[0], args[1]
+        if name in ("__code__", "__defaults__", "__kwdefaults__") and type(target) is _FUNCTION:
+            self.touched[id(target)] = target  # by anyone: the pins compare these alone
         if name == "__code__":
             return self.fact(self.culprit(frame), "replaced a function's code (__code__)")
         if name in ("__defaults__", "__kwdefaults__") and type(target) is _FUNCTION:
@@ -1142,10 +1161,11 @@ class Integrity:
     that no object of the case is asked anything (an `__eq__` or a `__class__` could
     lie)."""
 
-    def __init__(self, workdir, plugins, found):
+    def __init__(self, workdir, plugins, found, touched):
         self.workdir = workdir
         self.started = time.time_ns()  # what was written after this, the case wrote
         self.found = found
+        self.touched = touched  # the functions whose code or defaults were set: see holds()
         # (what, namespace, name, value), (what, function, its code, defaults, kwdefaults,
         # closure cells' contents), (what, object, its type, its mro): checked when each
         # test is torn down (index 0: pytest's core and hooks, this script; what honest
@@ -1154,9 +1174,13 @@ class Integrity:
         self.bindings = ([], [])
         self.functions = ([], [])
         self.objects = ([], [])
+        self.bulk = [None, None]  # each index's pins gathered for holds()
         self.trusted = set()  # ids of the pinned functions (kept alive): trusted hooks
         self.impls = []  # (hook, implementation, its function) before any conftest
         self.impl_ids = set()
+        self.vetted = {}  # id -> (a later implementation found trusted, its function)
+        self.seen = {}  # hook name -> its implementations, all good at the last check
+        self.pinned_hooks = {}  # hook name -> its implementations before any conftest
         self.relay = None
         self.kinds = (set(), set())  # the types of pluggy's hook callers and implementations
         self.tests = {}  # node id -> (item, its function, that function's code)
@@ -1233,6 +1257,7 @@ class Integrity:
                 self.kinds[1].add(type(implementation))
                 self.impls.append((name, implementation, implementation.function))
                 self.impl_ids.add(id(implementation))
+                self.pinned_hooks.setdefault(name, []).append(implementation)
 
     def pin_tests(self, items):
         """When collection ends: each test's function and code, and the callables bound
@@ -1296,6 +1321,10 @@ class Integrity:
             self.check_item(*pinned)
 
     def check(self, index):
+        """Every pin of the index: all of them at once by identity (C loops), then, only
+        when one broke, one by one to name it."""
+        if self.holds(index):
+            return
         for what, namespace, name, value in self.bindings[index]:
             if namespace.get(name, _ABSENT) is not value:
                 self.find(f"{what}.{name} was replaced")
@@ -1311,35 +1340,128 @@ class Integrity:
             if type(value) is not kind or value.__mro__ is not mro:
                 self.find(f"the class {what} was changed")
 
+    def holds(self, index):
+        """Whether every pin of the index holds, compared in bulk (a pin added since the
+        last call rebuilds the bulk form first)."""
+        sizes = tuple(len(pins[index]) for pins in (self.bindings, self.functions, self.objects))
+        if self.bulk[index] is None or self.bulk[index][0] != sizes:
+            self.bulk[index] = (sizes, self.gather(index))
+        spaces, functions, classes = self.bulk[index][1]
+        for namespace, names, values in spaces:
+            if any(map(operator.is_not, map(namespace.get, names, repeat(_ABSENT)), values)):
+                return False
+        pinned, cells, contents = functions
+        try:
+            if any(map(operator.is_not, map(_CONTENTS, cells), contents)):
+                return False
+        except ValueError:  # a cell emptied since
+            return False
+        # Setting a function's code or defaults raises an audit event, which notes the
+        # function (reading them raises one too, which makes comparing them all dear):
+        # only those can have changed.
+        for function in list(self.touched.values()):
+            held = pinned.get(id(function))
+            if held is not None and (
+                function.__code__ is not held[0]
+                or function.__defaults__ is not held[1]
+                or function.__kwdefaults__ is not held[2]
+            ):
+                return False
+        kinds, values, mros = classes
+        return not (
+            any(map(operator.is_not, map(type, values), kinds))
+            or any(map(operator.is_not, map(_type_mro, values), mros))
+        )
+
+    def gather(self, index):
+        """The pins of the index as parallel tuples: per namespace (names, values); the
+        functions' (code, defaults, kwdefaults) by id, and their closure cells (an empty
+        one is held empty by keeping it out: reading it raises); the classes' types and
+        mros."""
+        spaces = {}
+        for _, namespace, name, value in self.bindings[index]:
+            entry = spaces.setdefault(id(namespace), (namespace, [], []))
+            entry[1].append(name)
+            entry[2].append(value)
+        functions = self.functions[index]
+        cells = [
+            (cell, value)
+            for _, function, _, _, _, contents in functions
+            for cell, value in zip(function.__closure__ or (), contents)  # noqa: B905
+            if value is not _ABSENT
+        ]
+        objects = self.objects[index]
+        return (
+            tuple(
+                (namespace, tuple(names), tuple(values))
+                for namespace, names, values in spaces.values()
+            ),
+            (
+                {id(entry[1]): entry[2:5] for entry in functions},
+                tuple(cell for cell, _ in cells),
+                tuple(value for _, value in cells),
+            ),
+            (
+                tuple(entry[2] for entry in objects),
+                tuple(entry[1] for entry in objects),
+                tuple(entry[3] for entry in objects),
+            ),
+        )
+
     def check_hooks(self, ended):
         """Each implementation of each hook: pytest's own as pinned, and any later one
-        pytest's, pluggy's, a plugin's, a conftest's or a declared plugin module's."""
+        pytest's, pluggy's, a plugin's, a conftest's or a declared plugin module's. A
+        hook whose implementations are those found good at the last check is passed."""
         if self.relay is None:
             return
-        present = set()
         for name, caller in list(vars(self.relay).items()):
             if type(caller) not in self.kinds[0]:
                 self.find(f"pytest's hook {name} was replaced")
                 continue
-            for implementation in caller.get_hookimpls():
-                present.add(id(implementation))
-                if id(implementation) in self.impl_ids:
-                    continue
-                if type(implementation) not in self.kinds[1] or not self.trusted_hook(
-                    implementation.function
-                ):
-                    self.find(
-                        f"pytest's hook {name} has an implementation the code of the "
-                        f"case added ({_plugin_name(implementation)})"
-                    )
-        for name, implementation, function in self.impls:
-            if implementation.function is not function:
-                self.find(f"an implementation of pytest's hook {name} was replaced")
-            elif not ended and id(implementation) not in present:
+            implementations = caller.get_hookimpls()
+            known = self.seen.get(name)
+            if (
+                known is not None
+                and len(known) == len(implementations)
+                and all(map(operator.is_, known, implementations))
+            ):
+                continue
+            if self.check_hook(name, implementations, ended):
+                self.seen[name] = tuple(implementations)
+        pinned = [implementation for _, implementation, _ in self.impls]
+        functions = tuple(function for _, _, function in self.impls)
+        if any(map(operator.is_not, map(_IMPLEMENTED, pinned), functions)):
+            for name, implementation, function in self.impls:
+                if implementation.function is not function:
+                    self.find(f"an implementation of pytest's hook {name} was replaced")
+
+    def check_hook(self, name, implementations, ended):
+        """Whether one hook's implementations are all good (each fact found else)."""
+        good = True
+        present = set(map(id, implementations))
+        for implementation in implementations:
+            if id(implementation) in self.impl_ids:
+                continue
+            function = implementation.function
+            vetted = self.vetted.get(id(implementation))
+            if vetted is not None and vetted[0] is implementation and vetted[1] is function:
+                continue  # found trusted at an earlier check, and unchanged
+            if type(implementation) in self.kinds[1] and self.trusted_hook(function):
+                self.vetted[id(implementation)] = (implementation, function)
+            else:
+                good = False
+                self.find(
+                    f"pytest's hook {name} has an implementation the code of the "
+                    f"case added ({_plugin_name(implementation)})"
+                )
+        for implementation in self.pinned_hooks.get(name, ()):
+            if not ended and id(implementation) not in present:
+                good = False
                 self.find(
                     f"an implementation of pytest's hook {name} was removed "
                     f"({_plugin_name(implementation)})"
                 )
+        return good
 
     def trusted_hook(self, function):
         """pytest's, pluggy's or a plugin's function (pinned), or one defined in the
