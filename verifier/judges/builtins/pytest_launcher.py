@@ -32,25 +32,50 @@ What the case cannot change, and how:
   then ends the run before this script could write the real one) does not verify.
 
 The code under test runs in this process, so it could rewrite pytest from inside (the
-well-known tricks: register a plugin that turns failures into passes, patch TestReport
-or the runner, add an implementation to a hook, swap a test's code). Integrity pins,
-before any code of the case runs, what the outcomes rest on: the functions (their
-code, defaults and closures), classes and modules of pytest, pluggy, the author's
-plugins and this script, the builtins and the standard modules the report is written
-with; before the first conftest, pluggy's hook callers and implementations; when
-collection ends, each collected test's function and the callables bound in the test
-modules, and the helpers they imported from beside them checked (check_helpers).
-When each test is torn down (what honest tests monkeypatch is restored by then) it
-checks pytest's core, the hooks and that test; after the run, all of it. A hook
-implemented by anything but pytest, pluggy, a plugin, a module installed in the
-toolchain, a conftest, a test module, or a module a conftest's or test module's
-`pytest_plugins` names (each defined in the source of a file there before the run), or
-any pinned object that changed, voids the run: no report is written, the facts go to
-stderr after TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a
-failure. This raises the bar; it is no proof: code written against this very script
-(its records, its signing key in the interpreter's memory), standard or installed
-modules the tests use rewritten before they use them, and values that compare equal to
-anything remain (docs/builtins.md, "Limits").
+well-known tricks: a trace function that flips each failed report as pluggy hands it
+to the hooks, a plugin that turns failures into passes, TestReport or the runner
+patched, a test's code swapped, a value equal to anything). Four layers, each set up
+before any code of the case runs:
+
+- The audit hook (Audit; sys.addaudithook: nothing removes it). Code of the case (a
+  file in the working dir that is not a trusted test, a conftest or a helper beside the
+  tests) that installs a trace or profile function (sys.settrace, sys.setprofile,
+  threading's, sys.monitoring), reaches frames (sys._current_frames, a traceback's,
+  generator's or coroutine's frame) or every live object (gc.get_objects,
+  get_referrers, get_referents), uses ctypes, or sets a function's code, or a trusted
+  function's defaults or a trusted object's class, is refused (the call raises) and the
+  fact kept; so is any native module loaded from the working dir but those the author
+  names (--native). sys._getframe gives code of the case a FrameView (code, line, read
+  only globals: what libraries name their module with), never a frame. Who did it is
+  the calling frame, past the standard functions that only hand things on.
+- The run's records (Run) live behind the audit hook: the plugin pytest calls
+  (Forwarder) keeps nothing and hands each hook's arguments to it through sys.audit,
+  taken only from the Forwarder's own code called under pytest (no code of the case on
+  the stack). Nothing the case reaches through pytest's objects (its config is in a
+  class attribute) holds an outcome, a fact or the signing key (main() alone does).
+- Report states are checked when written: a call that passed must have a body that ran
+  and raised nothing; a report's outcome must not change between pytest making it and
+  logging it, nor after; a test with no call reported did not pass.
+- Integrity pins what the outcomes rest on: the functions (their code, defaults and
+  closures), classes and modules of pytest, pluggy, the author's plugins and this
+  script, the builtins and the standard modules the report is written with; before the
+  first conftest, pluggy's hook callers and implementations; when collection ends,
+  each collected test's function and the callables bound in the test modules, and the
+  helpers they imported from beside them checked (check_helpers). When each test is
+  torn down (what honest tests monkeypatch is restored by then) it checks pytest's
+  core, the hooks and that test; after the run, all of it. A hook implemented by
+  anything but pytest, pluggy, a plugin, a module installed in the toolchain, a
+  conftest, a test module, or a module a conftest's or test module's `pytest_plugins`
+  names (each defined in the source of a file there before the run), or any pinned
+  object that changed, voids the run.
+
+A fact of any layer voids the run: no report is written, the facts go to stderr after
+TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a failure. And each
+`assert` of a test module compares through Assertions: a value of the case that claims
+equality (or an ordering) with a decoy too is compared by the other side's rules.
+This raises the bar; it is no proof: code written against this very script, standard
+or installed modules the tests use rewritten before they use them, and what standard
+or installed code hands on to the case remain (docs/builtins.md, "Limits").
 
 What it cannot stop, and the recommended gate's guards must: a `conftest.py` (pytest
 imports it as a plugin).
