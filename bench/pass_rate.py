@@ -14,9 +14,14 @@ what the attrs suite imports). Then, on the same tree:
   directly (no verifier, no sandbox), the launcher with one of its checks taken out
   (the audit hook's watch, the pins checked at each test, the strict assertions), and
   `verifier grade`: the median wall and CPU time of each, and its ratio to plain
-  pytest's. The grade's target: at most 1.15x plain pytest's wall time.
+  pytest's. The grade's target: at most 1.15x plain pytest's wall time. more-itertools
+  is timed with a toolchain of pytest alone (as a task image has it), attrs counted
+  with one that also holds what its suite imports.
 
-    python bench/pass_rate.py [--runs 5] [--skip-attrs]
+    python bench/pass_rate.py [--runs 5] [--skip-attrs] [--baseline main]
+
+`--baseline REV` also times the launcher of that git revision run directly, and
+`verifier grade` of a regular install of it, in the same rounds.
 
 It grades with a regular install of this checkout (see bench/common.py).
 """
@@ -39,16 +44,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from common import REPO, installed_verifier
+from common import REPO, installed_revision, installed_verifier
 
 TARGET_RATIO = 1.15
 CACHE = REPO / ".cache" / "bench-pass-rate"
 LAUNCHER = REPO / "verifier" / "judges" / "builtins" / "pytest_launcher.py"
-PROJECTS = {  # name: (version, the paths pytest runs, the trusted ini's text or None)
-    "more-itertools": ("10.5.0", ("tests",), None),
-    "attrs": ("26.1.0", ("tests",), "[pytest]\npythonpath = src\n"),
+# name: (version, the paths pytest runs, the trusted ini's text or None, its toolchain)
+PROJECTS = {
+    "more-itertools": ("10.5.0", ("tests",), None, "pytest"),
+    "attrs": ("26.1.0", ("tests",), "[pytest]\npythonpath = src\n", "attrs"),
 }
-TOOLCHAIN = ("pytest==9.2.0", "hypothesis==6.170.17", "pympler==1.1", "cloudpickle==3.1.3")
+# What each toolchain holds: pytest alone (as a task image has it: plain pytest loads
+# no other plugin), or with what attrs' suite imports (hypothesis' plugin among them).
+TOOLCHAINS = {
+    "pytest": ("pytest==9.2.0",),
+    "attrs": ("pytest==9.2.0", "hypothesis==6.170.17", "pympler==1.1", "cloudpickle==3.1.3"),
+}
 BOOTSTRAP = (
     "import os, runpy; runpy.run_path(os.path.join(os.environ['VERIFIER_PROVIDED'], "
     "'pytest_launcher.py'), run_name='__main__')"
@@ -76,18 +87,19 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?)\b")
 _AS_CTRF = {"xfailed": "skipped", "xpassed": "passed", "error": "failed", "errors": "failed"}
 
 
-def toolchain() -> str:
+def toolchain(name: str) -> str:
     """The python of a venv any UID can run (the sandbox runs the tests as another one)."""
     base = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     if not os.access(base, os.X_OK):
         base = Path(sys.executable).resolve()
-    venv = CACHE / "toolchain"
+    packages = TOOLCHAINS[name]
+    venv = CACHE / f"toolchain-{name}"
     stamp = venv / "installed"
-    if not stamp.exists() or stamp.read_text() != "\n".join(TOOLCHAIN):
+    if not stamp.exists() or stamp.read_text() != "\n".join(packages):
         subprocess.run([str(base), "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *TOOLCHAIN]
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *packages]
         subprocess.run(pip, check=True)
-        stamp.write_text("\n".join(TOOLCHAIN))
+        stamp.write_text("\n".join(packages))
     _open_to_all(CACHE)
     return str(venv / "bin" / "python")
 
@@ -236,13 +248,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="rounds of the timed commands")
     parser.add_argument("--skip-attrs", action="store_true", help="count more-itertools only")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also time the launcher and grade of this revision"
+    )
     options = parser.parse_args(argv)
-    python = toolchain()
     verifier = installed_verifier()
     runners = {}
-    for name, (version, paths, ini) in PROJECTS.items():
+    for name, (version, paths, ini, tools) in PROJECTS.items():
         if name == "attrs" and options.skip_attrs:
             continue
+        python = toolchain(tools)
         runners[name] = Runner(python, verifier, tree(name, version, python), paths, ini)
 
     failed = False
@@ -261,6 +276,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         *[(label, _bound(subject.launcher, ablated(old, new))) for label, old, new in ABLATIONS],
         ("verifier grade, runner: pytest", subject.grade),
     ]
+    if options.baseline:
+        base_verifier, commit = installed_revision(options.baseline)
+        base_launcher = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{commit}:{LAUNCHER.relative_to(REPO)}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        base = Runner(subject.python, base_verifier, subject.case, subject.paths, subject.ini)
+        commands += [
+            (f"the launcher of {options.baseline} alone", _bound(subject.launcher, base_launcher)),
+            (f"verifier grade of {options.baseline}", base.grade),
+        ]
     samples: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in commands}
     for round_ in range(options.runs):
         for label, run in commands[round_ % len(commands) :] + commands[: round_ % len(commands)]:
@@ -268,12 +296,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     plain_wall = statistics.median(wall for wall, _ in samples["plain pytest"])
     plain_cpu = statistics.median(cpu for _, cpu in samples["plain pytest"])
     print(f"\nmore-itertools {PROJECTS['more-itertools'][0]}'s suite, median of {options.runs}:")
-    print(f"  {'':46} {'wall s':>7} {'ratio':>6} {'CPU s':>7} {'ratio':>6}")
+    print(f"  {'':52} {'wall s':>7} {'ratio':>6} {'CPU s':>7} {'ratio':>6}")
     for label, _ in commands:
         wall = statistics.median(wall for wall, _ in samples[label])
         cpu = statistics.median(cpu for _, cpu in samples[label])
         print(
-            f"  {label:46} {wall:7.2f} {wall / plain_wall:5.2f}x {cpu:7.2f} {cpu / plain_cpu:5.2f}x"
+            f"  {label:52} {wall:7.2f} {wall / plain_wall:5.2f}x {cpu:7.2f} {cpu / plain_cpu:5.2f}x"
         )
     ratio = statistics.median(wall for wall, _ in samples["verifier grade, runner: pytest"])
     ratio /= plain_wall

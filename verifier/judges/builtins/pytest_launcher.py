@@ -480,9 +480,10 @@ def _import_trusted():
 
 
 class Provenance:
-    """Whose code a file holds: the case's (in the working dir), or trusted: the tests
-    pytest collects (or is given) and the dirs their imports are relative to (unless
-    that is the root), conftest.py files, and everything outside the working dir."""
+    """Whose code a file holds: the case's (in the working dir), or trusted: the test
+    files pytest collects (or is given) and what lies beside and beneath them (unless
+    that is the root: tests inside a package of the code trust that package's tests dir,
+    not the package), conftest.py files, and everything outside the working dir."""
 
     def __init__(self, workdir):
         self.workdir = workdir
@@ -491,16 +492,16 @@ class Provenance:
         self.test_dirs = []  # prefixes, each ending with os.sep
 
     def trust_tests(self, path):
-        """A test file or dir of the run: it, and the dir its imports are relative to
-        (the dir of the tests, or above their topmost package), unless that is the root."""
+        """A test file of the run (given, or collected as a test module): it, and its dir
+        with what is beneath it (its helpers), unless that is the root. A dir given as a
+        path is trusted through the test modules collected in it (it may hold the code)."""
         path = os.path.abspath(path)
-        if os.path.isdir(path):
-            top = path
-        else:
-            self.test_files.add(path)
-            top = _import_base(path)[1]
-        if top != self.workdir and _within(top, self.workdir):
-            prefix = top.rstrip(os.sep) + os.sep
+        if not os.path.isfile(path):
+            return
+        self.test_files.add(path)
+        directory = os.path.dirname(path)
+        if directory != self.workdir and _within(directory, self.workdir):
+            prefix = directory.rstrip(os.sep) + os.sep
             if prefix not in self.test_dirs:
                 self.test_dirs.append(prefix)
 
@@ -580,6 +581,7 @@ class Audit:
         self.main = main  # the launcher's main(): pytest's calls of the Forwarder are under it
         self.run = run
         self.touched = {}  # id -> each function whose code or defaults were set since
+        self.known = {}  # id -> a code object found not to be the case's (accept)
         stdlib = os.path.dirname(os.__file__) + os.sep
         self.stdlib = stdlib
 
@@ -688,11 +690,15 @@ class Audit:
         if frame is None or frame.f_code is not code:
             return f"an event of the launcher's records was forged ({event})"
         frame = frame.f_back
+        known = self.known
         while frame is not None and frame is not self.main:
-            filename = frame.f_code.co_filename
-            if self.provenance.of_case(filename) and not filename.startswith("<frozen "):
-                culprit = _short(self, filename) if type(filename) is str else "the case"
-                return f"{culprit} called pytest's hooks itself ({event})"
+            code = frame.f_code
+            if known.get(id(code)) is not code:
+                filename = code.co_filename
+                if self.provenance.of_case(filename) and not filename.startswith("<frozen "):
+                    culprit = _short(self, filename) if type(filename) is str else "the case"
+                    return f"{culprit} called pytest's hooks itself ({event})"
+                known[id(code)] = code  # trusted code stays trusted
             frame = frame.f_back
         if frame is None:
             return f"pytest's hooks were called outside its run ({event})"
