@@ -57,6 +57,7 @@ RUN set -eu; \
 
 COPY README.md /src/
 COPY task-templates/ /src/task-templates/
+COPY deploy/kubernetes/ /src/deploy/kubernetes/
 COPY verifier/ /src/verifier/
 
 # The package itself (no build isolation: the backend is in bundle.sh's pip venv),

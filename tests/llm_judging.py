@@ -17,6 +17,7 @@ import pytest
 from tests.llm_servers import FakeLLM
 from verifier.case import read_case
 from verifier.grading import load_eval
+from verifier.judges.base import JudgeContext
 
 FAST = {
     "VERIFIER_LLM_REQUEST_TIMEOUT": "2",
@@ -74,6 +75,6 @@ def judge_maker(
         loaded = load_eval(config)
         case = make_case(files or {"report.md": "The bug is fixed.\n"}, name=f"case{next(counter)}")
         record = read_case(case, loaded.config.outputs, loaded.config.annotations).record
-        return functools.partial(loaded.judges[0].call, record)
+        return functools.partial(loaded.judges[0].call, JudgeContext(record))
 
     return build

@@ -18,7 +18,7 @@ EXIT_OUTPUT = 4
 EXIT_JUDGE_ERROR = 5  # reward.on_error: fail, and a judge errored
 EXIT_STALE_REWARD = 6  # no reward written, and an earlier reward file could not be removed
 EXIT_DISAGREES = 7  # batch --min-agreement: an LLM judge agrees with the labels less than that
-EXIT_BUDGET = 8  # batch --max-cost-usd: the budget was spent before every case was handed out
+EXIT_BUDGET = 8  # batch --max-cost-usd: the budget was spent before every case was graded
 EXIT_TASK_TEST = 9  # task test: a build, the solution or a reward is not what the package needs
 EXIT_SANDBOX = 10  # code from the case would run in a sandbox weaker than it must be
 EXIT_NO_PROCESSES = 11  # the grader cannot start a process (the process limit is reached)
@@ -35,7 +35,7 @@ EXIT_MEANINGS = {
     EXIT_JUDGE_ERROR: "a judge errored under reward.on_error: fail",
     EXIT_STALE_REWARD: "no reward written, and an earlier reward file cannot be removed",
     EXIT_DISAGREES: "--min-agreement: a labelled judge agrees with the labels less",
-    EXIT_BUDGET: "--max-cost-usd was spent before every case was handed out",
+    EXIT_BUDGET: "--max-cost-usd was spent before every case was graded",
     EXIT_TASK_TEST: "a build, the solution or a reward is not what the package needs",
     EXIT_SANDBOX: "code from the case would run in a weak sandbox (no Landlock: see "
     "--weak-sandbox) or has no temp dir",

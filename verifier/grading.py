@@ -10,7 +10,7 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -28,6 +28,9 @@ from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
 from verifier.results import Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
+
+if TYPE_CHECKING:
+    from verifier.sandbox import Sandbox
 
 
 @attrs.frozen
@@ -108,21 +111,23 @@ def command_sandbox(
     loaded: LoadedEval,
     hidden: Iterable[Path | None],
     *,
+    case_dirs: Iterable[Path] = (),
     accept_weak: bool = False,
     slots: int = 1,
     lanes: int = 1,
-) -> Iterator[None]:
-    """The sandbox policy of a grade or batch, in force for the block (see
-    verifier.judges.sandbox): commands from the case cannot read eval.yaml's dir nor
-    `hidden` (the out dir, the agent logs, the answer cache; a batch's cases and out
-    dirs). `slots`: cases graded side by side; `lanes`: judges of a case run side by
-    side. When no judge runs code from the case the policy is only planned should one
-    run a command after all.
+) -> Iterator[Sandbox | None]:
+    """The sandbox of a grade or batch, for the block (see verifier.sandbox): commands
+    from the case cannot read eval.yaml's dir nor `hidden` (the out dir, the agent logs,
+    the answer cache; a batch's cases and out dirs), nor, where Landlock can hide it,
+    the original of `case_dirs` (their private copies are all a command sees of them).
+    `slots`: cases graded side by side; `lanes`: judges of a case run side by side. None
+    when no judge runs code from the case (planning costs a fork and a few listings,
+    which such grades need not pay).
 
     SandboxError (exit 10) when judges run code from the case and nothing here can keep
     those out of its reach, unless `accept_weak`, or when no scratch dir can be made;
     UsageError when $VERIFIER_SANDBOX_UID leaves no UID for a slot."""
-    from verifier.judges import sandbox
+    from verifier.sandbox import Sandbox, discard_policy, plan_policy
 
     config = loaded.config.path
     paths = [config.parent, config.resolve().parent, *(path for path in hidden if path)]
@@ -134,14 +139,12 @@ def command_sandbox(
             "file from it: keep eval.yaml and --out in dirs of their own"
         )
     if not running:
-        sandbox.defer_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
-        try:
-            yield
-        finally:
-            sandbox.defer_policy()
+        yield None
         return
     try:
-        policy = sandbox.plan_policy(paths, accept_weak=accept_weak, slots=slots, lanes=lanes)
+        policy = plan_policy(
+            paths, case_dirs=case_dirs, accept_weak=accept_weak, slots=slots, lanes=lanes
+        )
     except ValueError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
@@ -158,13 +161,9 @@ def command_sandbox(
                 f"be weak here: {policy.weakness}; grade where Landlock is available (Linux "
                 "5.13+), or pass --weak-sandbox (VERIFIER_WEAK_SANDBOX=1) to accept it"
             )
-        previous = sandbox.install_policy(policy)
-        try:
-            yield
-        finally:
-            sandbox.install_policy(previous)
+        yield Sandbox(policy)
     finally:
-        sandbox.discard_policy(policy)
+        discard_policy(policy)
 
 
 @attrs.frozen
@@ -260,6 +259,7 @@ def grade(
     case_id: str | None = None,
     step: str | None = None,
     agent_logs: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Grading:
     """Grade one case dir (CaseError when it is missing or unreadable; ConfigError when
     eval.yaml lies inside it or its dataset entry cannot be used; JudgesErrored when a
@@ -267,10 +267,16 @@ def grade(
 
     `case_id` names the case's dataset entry (default: the case dir's name); `step`,
     the execution step whose judges are graded (default: every judge; see step_plan);
-    `agent_logs`, Harbor's agent logs dir, whose trajectory.json is the agent's."""
+    `agent_logs`, Harbor's agent logs dir, whose trajectory.json is the agent's;
+    `sandbox`, where judges run code from the case (command_sandbox; default: one
+    planned for this grade alone, hiding eval.yaml's dir, the case and the agent logs)."""
     plan = step_plan(loaded, step)
     case = read(loaded, case_dir, case_id=case_id, step=step, agent_logs=agent_logs)
-    results = run_judges(plan.judges, case.record, limits)
+    if sandbox is not None:
+        results = run_judges(plan.judges, case.record, limits, sandbox)
+    else:
+        with command_sandbox(loaded, (agent_logs,), case_dirs=(case_dir,)) as planned:
+            results = run_judges(plan.judges, case.record, limits, planned)
     return conclude(loaded, results, case.context)
 
 

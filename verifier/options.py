@@ -12,6 +12,7 @@ variable, which wins over the default; a bad value in either is a UsageError
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -124,6 +125,13 @@ def parse_name(text: str) -> str:
     """A dataset case id or a step id: one directory name."""
     if not text or "/" in text or "\0" in text or text in (".", ".."):
         raise ValueError(f"{text!r} is not a name (one directory name)")
+    return text
+
+
+def parse_budget_id(text: str) -> str:
+    """A shared budget's name: it names a file (letters, digits, `.`, `_`, `-`)."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", text) is None:
+        raise ValueError(f"{text!r}: use up to 128 letters, digits, '.', '_' or '-'")
     return text
 
 
@@ -361,11 +369,21 @@ OPTIONS: dict[str, Option] = {
         Option(
             "max_cost_usd",
             ("--max-cost-usd",),
-            "stop handing out cases once the LLM judges' requests have cost this much "
-            "(USD, by the price table); the cases begun still finish",
+            "the LLM judges' budget (USD, by the price table): a case's requests are "
+            "reserved at their most before they go, and a case that does not fit is not "
+            "graded",
             parse_positive_number,
             "VERIFIER_MAX_COST_USD",
             metavar="USD",
+        ),
+        Option(
+            "budget_id",
+            ("--budget-id",),
+            "with --max-cost-usd: batches over one --out naming the same ID spend that "
+            "budget together (shards share `default` when not given)",
+            parse_budget_id,
+            "VERIFIER_BUDGET_ID",
+            metavar="ID",
         ),
         Option(
             "calibrate",
@@ -574,6 +592,24 @@ OPTIONS: dict[str, Option] = {
             default_text="the engine's default",
             metavar="MODE",
         ),
+        Option(
+            "package", (), "the task package (made by task init)", parse_path, metavar="PACKAGE"
+        ),
+        Option(
+            "task_image",
+            ("--image",),
+            "the task's verifier image as the cluster pulls it: PACKAGE/tests built and "
+            "pushed (registry/name:tag or @sha256:...)",
+            metavar="IMAGE",
+        ),
+        Option(
+            "shards",
+            ("--shards",),
+            "the Indexed Job's shard count: its completions, one pod each",
+            parse_positive_int,
+            default=4,
+            metavar="N",
+        ),
     )
 }
 
@@ -693,6 +729,7 @@ COMMANDS: dict[str, Command] = {
                 "no_llm_cache",
                 "llm_cache_mb",
                 "max_cost_usd",
+                "budget_id",
                 "calibrate",
                 "labels",
                 "min_agreement",
@@ -774,6 +811,18 @@ COMMANDS: dict[str, Command] = {
                 EXIT_OK: "the solution gets --expect and the untouched environment less"
             },
         ),
+        Command(
+            "task kube",
+            "Write Kubernetes manifests that grade a task package's cases with its own "
+            "verifier image: a Job (one case) and an Indexed Job (a batch in shards).",
+            ("package", "dest", "task_image", "shards", "force", "debug"),
+            positional=("package", "dest"),
+            required=("package", "dest", "task_image"),
+            help_overrides={
+                "dest": "where the manifests go (kustomize dirs job/, batch/, common/, network/)",
+                "force": "write into a non-empty DEST (files you edited there are kept)",
+            },
+        ),
     )
 }
 
@@ -801,6 +850,7 @@ class Options:
     no_llm_cache: bool = False
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
     max_cost_usd: float | None = None
+    budget_id: str | None = None
     calibrate: bool = False
     labels: Path | None = None
     min_agreement: float | None = None
@@ -828,6 +878,9 @@ class Options:
     engine: str | None = None
     expect: float = 1.0
     build_network: str | None = None
+    package: Path | None = None
+    task_image: str | None = None
+    shards: int = 4
 
 
 def build_options(

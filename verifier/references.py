@@ -1,8 +1,9 @@
 """What an eval.yaml depends on: the files beside it that grading reads.
 
 Judge `module:`s (and the local modules they import), `prompt_file:`s, `context:`
-files, an LLM judge's `prices:` file, builtin arguments that name reference files, a
-top-level `annotations:` path and the dataset, relative to eval.yaml's directory.
+files, an LLM judge's `prices:` file, `reference` and `judge_file` (with the files that
+TOML names), builtin arguments that name reference files, a top-level `annotations:`
+path and the dataset, relative to eval.yaml's directory.
 A Harbor task package copies them and a batch's resume key hashes them, so both
 agree on what "the config" is.
 """
@@ -18,6 +19,7 @@ from verifier.yaml_io import read_yaml
 
 SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".DS_Store"})
 TASK_INPUT_FILE = "input.yaml"  # the trusted task input beside eval.yaml
+HARBOR_TESTS = PurePosixPath("/tests")  # where Harbor puts a task's tests/: eval.yaml's dir
 # Record keys annotation_<key>_content hold a dataset entry's annotation files.
 ANNOTATION_PREFIX = "annotation_"
 
@@ -67,10 +69,13 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
         module = judge.get("module")
         if isinstance(module, str):
             modules.extend(_module_files(base, module, source, f"{key}.module"))
-        for file_key in ("prompt_file", "prices"):  # an LLM judge's prices may be a file
+        # An LLM judge's prices may be a file.
+        for file_key in ("prompt_file", "prices", "reference", "judge_file"):
             named = judge.get(file_key)
             if isinstance(named, str):
                 found.add(_local_path(base, named, source, f"{key}.{file_key}"))
+        if isinstance(judge.get("judge_file"), str):
+            found.update(_judge_file_paths(base, PurePosixPath(judge["judge_file"])))
         arguments = judge.get("arguments")
         if isinstance(judge.get("builtin"), str) and isinstance(arguments, dict):
             for path in builtin_files(judge["builtin"], arguments):
@@ -86,6 +91,41 @@ def referenced_files(config: Path, builtin_files: BuiltinFiles) -> list[PurePosi
     # A package dir makes the files inside it redundant.
     dirs = {rel for rel in found if (base / rel).is_dir()}
     return sorted(r for r in found if not any(d in r.parents for d in dirs))
+
+
+def judge_file_path(value: str, toml: PurePosixPath, config_dir: Path) -> PurePosixPath | None:
+    """A path a rewardkit judge TOML (at `toml` in eval.yaml's dir, config_dir) names, as
+    a path in config_dir: beside the TOML when relative; an absolute one inside config_dir
+    as it is, or under /tests (Harbor's tests dir, where `task init` puts eval.yaml and
+    its files: where rewardkit found it) as the same path in config_dir. None: an
+    absolute path elsewhere."""
+    path = PurePosixPath(value)
+    if not path.is_absolute():
+        return toml.parent / path
+    if path.is_relative_to(HARBOR_TESTS):
+        return path.relative_to(HARBOR_TESTS)
+    resolved, base = Path(value).resolve(), config_dir.resolve()
+    return PurePosixPath(resolved.relative_to(base)) if resolved.is_relative_to(base) else None
+
+
+def _judge_file_paths(base: Path, toml: PurePosixPath) -> list[PurePosixPath]:
+    """What a rewardkit judge TOML names beside itself: its [judge] `reference` and
+    `prompt_template` (what cannot be read is the loader's to report)."""
+    import tomllib  # only here: the grading path imports this module and needs no tomllib
+
+    try:
+        judge = tomllib.loads((base / toml).read_text(encoding="utf-8")).get("judge")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    if not isinstance(judge, dict):
+        return []
+    found = []
+    for key in ("reference", "prompt_template"):
+        named = judge.get(key)
+        path = judge_file_path(named, toml, base) if isinstance(named, str) else None
+        if path is not None:
+            found.append(_local_path(base, str(path), str(base / toml), f"judge.{key}"))
+    return found
 
 
 def _module_files(base: Path, module: str, source: str, key: str) -> list[PurePosixPath]:

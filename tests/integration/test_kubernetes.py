@@ -1,4 +1,5 @@
-"""deploy/kubernetes: the manifests kustomize renders, checked three ways.
+"""deploy/kubernetes, and what `verifier task kube` writes from it for a task package:
+the manifests kustomize renders, checked three ways.
 
 1. Offline against the Kubernetes API schemas (kubernetes-validate ships them), strict:
    an unknown or misplaced field fails; against the oldest release the manifests
@@ -11,7 +12,10 @@
    hostPath volumes, the termination log bind-mounted the way the kubelet does) and
    must write the reward. The Indexed Job's pod gets JOB_COMPLETION_INDEX the way the
    Job controller adds it, and `$(VAR)` in its args expanded the way the kubelet does
-   (podman does not), and must grade exactly its shard.
+   (podman does not), and must grade exactly its shard. The same for a coding task
+   (the README walkthrough's calc): `task kube`'s Job and Indexed Job with the task's
+   own verifier image, built from its package, must grade the solution 1.0 and the
+   untouched repo 0.3333, as the image's user and as an OpenShift UID.
 
 Rendering needs `kubectl` (its built-in kustomize); the podman tests also need
 catatonit, which podman uses to build its pod infra image where none can be pulled.
@@ -25,11 +29,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -44,16 +49,20 @@ from verifier.errors import (
     EXIT_OUTPUT,
     EXIT_SANDBOX,
 )
+from verifier.task import init_task
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("job", "batch")
+CALC = REPO / "tests" / "harbor" / "tasks" / "calc"
+TASK_IMAGE = "quay.io/example/calc-verifier:1"  # what the static checks' manifests name
 # The oldest Kubernetes the manifests support (backoffLimitPerIndex is beta from 1.29;
 # OpenShift 4.16) and the newest schema kubernetes-validate ships.
 KUBERNETES_VERSIONS = ("1.29", "1.37")
 IMAGE = os.environ.get("VERIFIER_IMAGE", "localhost/harbor-verifier:latest")
 SECRET = "harbor-verifier-judge-keys"
 OPENSHIFT_UID = 1000680000  # what restricted-v2 picks from a project's UID range
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's, on its pods
 
 
 def render(overlay: str, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
@@ -71,9 +80,59 @@ def render(overlay: str, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(completed.stdout) if doc]
 
 
+def calc_package(dest: Path, image: str) -> Path:
+    """The README walkthrough's task as `verifier task init` packages it (its eval.yaml,
+    tests.txt and protected tests: tests/harbor/tasks/calc, held equal to the README's
+    by tests/harbor/test_readme_walkthrough.py)."""
+    instruction = dest.parent / "instruction.md"
+    instruction.write_text("Fix the bugs in calc.py so that the tests in tests/ pass.\n")
+    return init_task(
+        dest,
+        CALC / "eval.yaml",
+        environment=CALC / "environment",
+        image=image,
+        name="me/calc",
+        instruction=instruction,
+        protect=("tests/**",),
+        verifier_network="public",
+    )
+
+
+def task_kube(package: Path, dest: Path, image: str, shards: int = 4) -> Path:
+    """`verifier task kube PACKAGE DEST --image IMAGE --shards N`, as the CLI runs it."""
+    argv = [str(package), str(dest), "--image", image, "--shards", str(shards)]
+    completed = subprocess.run(
+        [sys.executable, "-m", "verifier", "task", "kube", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return dest
+
+
+@pytest.fixture(scope="module")
+def calc_kube(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`task kube`'s manifests of the calc package (no image is built for them)."""
+    root = tmp_path_factory.mktemp("calc-kube")
+    package = calc_package(root / "calc-pkg", IMAGE)
+    return task_kube(package, root / "calc-kube", TASK_IMAGE)
+
+
 @pytest.fixture(scope="module", params=OVERLAYS)
-def rendered(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+def generic(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    """deploy/kubernetes's overlays: eval.yaml from a ConfigMap, the generic image."""
     return render(request.param)
+
+
+@pytest.fixture(scope="module", params=[*OVERLAYS, *(f"task-{o}" for o in OVERLAYS)])
+def rendered(request: pytest.FixtureRequest, calc_kube: Path) -> list[dict[str, Any]]:
+    """Every overlay: deploy/kubernetes's, and `task kube`'s of the calc package."""
+    overlay = str(request.param)
+    if overlay.startswith("task-"):
+        return render(overlay.removeprefix("task-"), calc_kube)
+    return render(overlay)
 
 
 def the(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -186,7 +245,8 @@ def test_job_settings(rendered) -> None:
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     env = {item["name"]: item for item in container["env"]}
     assert env["VERIFIER_TERMINATION_LOG"]["value"] == "/dev/termination-log"
-    assert container["image"].endswith("harbor-verifier:0.1.0")
+    # The verifier itself: a task's image has Harbor's test.sh as its command.
+    assert container["command"] == ["/opt/verifier/bin/verifier"]
 
 
 def test_judge_keys_come_from_an_optional_secret(rendered) -> None:
@@ -199,9 +259,11 @@ def test_judge_keys_come_from_an_optional_secret(rendered) -> None:
         }
 
 
-def test_volumes_config_read_only_case_writable_results(rendered) -> None:
-    job = the(rendered, "Job")
-    config_map = the(rendered, "ConfigMap")
+def test_volumes_config_read_only_case_writable_results(generic) -> None:
+    job = the(generic, "Job")
+    config_map = the(generic, "ConfigMap")
+    env = {item["name"]: item.get("value") for item in container_of(job)["env"]}
+    assert env["VERIFIER_CONFIG"] == "/config/eval.yaml"
     pod = job["spec"]["template"]["spec"]
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     mounts = {mount["mountPath"]: mount for mount in container_of(job)["volumeMounts"]}
@@ -230,6 +292,11 @@ def test_the_indexed_job_shards_by_completion_index() -> None:
     index, count = shard_argument(job)
     assert index == "$(JOB_COMPLETION_INDEX)"
     assert count == spec["completions"] == spec["parallelism"]
+    # With --max-cost-usd the shards share one budget, this Job's (docs/kubernetes.md).
+    env = {item["name"]: item for item in container_of(job)["env"]}
+    assert env["VERIFIER_BUDGET_ID"]["valueFrom"]["fieldRef"] == {
+        "fieldPath": f"metadata.labels['{JOB_UID_LABEL}']"
+    }
 
 
 def test_the_shard_count_is_written_once(tmp_path: Path) -> None:
@@ -265,7 +332,28 @@ def test_recommended_labels_on_every_resource_and_pod(rendered) -> None:
     for doc in [*rendered, job["spec"]["template"]]:
         labels = doc["metadata"]["labels"]
         assert {key: labels.get(key) for key in expected} == expected, doc["metadata"]
-    assert container_of(job)["image"].endswith(f":{version}")  # the version label's image
+
+
+def test_the_generic_image_is_the_version_labelled(generic) -> None:
+    assert container_of(the(generic, "Job"))["image"] == "quay.io/your-org/harbor-verifier:0.1.0"
+
+
+def test_a_task_needs_no_config_map_its_image_holds_eval_yaml(calc_kube: Path) -> None:
+    """No ConfigMap, no /config volume, no VERIFIER_CONFIG: the image's default
+    (/tests/eval.yaml, where the task's tests/Dockerfile puts it) is the config."""
+    for overlay in OVERLAYS:
+        docs = render(overlay, calc_kube)
+        job = the(docs, "Job")
+        container = container_of(job)
+        assert not [doc for doc in docs if doc["kind"] == "ConfigMap"]
+        assert container["image"] == TASK_IMAGE
+        env = {item["name"] for item in container["env"]}
+        assert "VERIFIER_CONFIG" not in env
+        assert not any(arg.startswith("--config") for arg in container["args"])
+        volumes = {volume["name"] for volume in job["spec"]["template"]["spec"]["volumes"]}
+        assert volumes == {"cases", "results", "tmp"}
+    dockerfile = (calc_kube.parent / "calc-pkg" / "tests" / "Dockerfile").read_text()
+    assert "ENV VERIFIER_CONFIG=/tests/eval.yaml " in dockerfile
 
 
 def test_the_example_volumes_carry_the_recommended_labels() -> None:
@@ -346,17 +434,22 @@ def as_podman_pod(
     *,
     run_as_user: int | None = None,
     completion_index: int | None = None,
+    job_uid: str = "",
+    extra_args: tuple[str, ...] = (),
+    image: str = IMAGE,
 ) -> str:
-    """The Job's pod template as a Pod + its ConfigMap, in one YAML for `podman kube play`.
+    """The Job's pod template as a Pod + its ConfigMap (a task's has none), in one YAML
+    for `podman kube play`.
 
     The cluster-side parts are emulated: PVCs become hostPath volumes, the kubelet's
     bind mount of the termination log is a hostPath File volume, an Indexed Job's
-    index is injected and `$(VAR)` expanded, OpenShift's UID is set when asked.
+    index is injected and `$(VAR)` expanded, its pod labelled with the Job's uid as the
+    Job controller labels it, OpenShift's UID is set when asked.
     """
     job = copy.deepcopy(the(docs, "Job"))
     spec = job["spec"]["template"]["spec"]
     container = container_of(job)
-    container["image"] = IMAGE
+    container["image"] = image
     container["imagePullPolicy"] = "Never"
     for volume in spec["volumes"]:
         if "persistentVolumeClaim" in volume:
@@ -378,15 +471,20 @@ def as_podman_pod(
         container["env"].append({"name": "JOB_COMPLETION_INDEX", "value": str(completion_index)})
         plain = {item["name"]: item["value"] for item in container["env"] if "value" in item}
         container["args"] = [kubelet_expand(arg, plain) for arg in container["args"]]
+    container["args"] = [*container["args"], *extra_args]
     if run_as_user is not None:
         spec["securityContext"]["runAsUser"] = run_as_user
+    labels = dict(job["spec"]["template"]["metadata"]["labels"])
+    if completion_index is not None:
+        labels[JOB_UID_LABEL] = job_uid or str(uuid.uuid4())
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": job["spec"]["template"]["metadata"]["labels"]},
+        "metadata": {"name": name, "labels": labels},
         "spec": spec,
     }
-    return yaml.safe_dump_all([the(docs, "ConfigMap"), pod], sort_keys=False)
+    config_maps = [doc for doc in docs if doc["kind"] == "ConfigMap"]
+    return yaml.safe_dump_all([*config_maps, pod], sort_keys=False)
 
 
 def podman(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -491,7 +589,16 @@ def test_the_indexed_job_pod_grades_its_shard_on_podman(kube_play, tmp_path: Pat
     count = job["spec"]["completions"]
     index = 1
     name = f"hv-batch-{uuid.uuid4().hex[:8]}"
-    pod = as_podman_pod(docs, name, host, run_as_user=OPENSHIFT_UID, completion_index=index)
+    uid = str(uuid.uuid4())
+    pod = as_podman_pod(
+        docs,
+        name,
+        host,
+        run_as_user=OPENSHIFT_UID,
+        completion_index=index,
+        job_uid=uid,
+        extra_args=("--max-cost-usd=1",),
+    )
     code, logs = kube_play(pod, name)
     assert code == 0, logs
     shard = Shard(index, count)
@@ -500,7 +607,204 @@ def test_the_indexed_job_pod_grades_its_shard_on_podman(kube_play, tmp_path: Pat
     assert len(owned) >= 3
     assert [row["case"] for row in summary["cases"]] == owned
     assert summary["shard"] == f"{index}/{count}"
+    # The shards' budget is the Job's own: its ledger is named by the Job's uid.
+    assert summary["budget"]["shared"]["budget_id"] == uid
+    assert (host["results"] / ".batch" / f"budget.{uid}.json").is_file()
     graded = sorted(path.parent.name for path in host["results"].glob("*/reward.json"))
     assert graded == owned  # an empty case dir is graded too
     message = host["termination-log"].read_text().strip()
     assert message.startswith(f"cases={len(owned)} ") and f"shard={index}/{count}" in message
+
+
+# --- 4. a coding task's own image: `task kube`'s Jobs on podman ----------------------------
+
+# The README walkthrough's cases and the rewards it shows for them (`task test`).
+WALKTHROUGH = {"solution": 1.0, "untouched": 1 / 3}
+
+
+def walkthrough_fix() -> str:
+    """The commands of the walkthrough's solution/solve.sh that change the repo (those
+    after its `cd /app`), as the README shows them."""
+    from tests.harbor.test_readme_walkthrough import walkthrough_steps
+
+    steps = walkthrough_steps((REPO / "README.md").read_text())
+    (command,) = [command for command, _ in steps if "solution/solve.sh <<" in command]
+    lines = command.splitlines()[1:-1]  # the heredoc's body
+    return "\n".join(lines[lines.index("cd /app") + 1 :])
+
+
+def calc_cases(cases: Path, copies: int = 1) -> dict[str, float]:
+    """The walkthrough's two cases (untouched repo, solve.sh applied), `copies` of each,
+    as a case dir would hold the agents' work: {case: the reward it must get}."""
+    fix = walkthrough_fix()
+    expected = {}
+    for index in range(copies):
+        for kind, reward in WALKTHROUGH.items():
+            name = kind if copies == 1 else f"{kind}-{index}"
+            case = cases / name
+            shutil.copytree(CALC / "environment", case, ignore=shutil.ignore_patterns("Dockerfile"))
+            if kind == "solution":
+                subprocess.run(["bash", "-euo", "pipefail", "-c", fix], cwd=case, check=True)
+            for path in [case, *case.rglob("*")]:
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            expected[name] = reward
+    return expected
+
+
+class Built(NamedTuple):
+    package: Path
+    image: str  # its verifier image, built from package/tests
+
+
+@pytest.fixture(scope="module")
+def calc_image(built_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    """The calc package and its verifier image, built from its tests/ as docs/kubernetes.md
+    says (the host's network for apt-get), under a tag of its own; removed afterwards."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed")
+    package = calc_package(tmp_path_factory.mktemp("calc-image") / "calc-pkg", built_image)
+    tag = f"localhost/hv-calc-{uuid.uuid4().hex[:8]}:1"
+    built = podman(
+        "build",
+        "--pull=never",
+        "--network",
+        "host",
+        "-q",
+        "-t",
+        tag,
+        str(package / "tests"),
+        timeout=1200,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    try:
+        yield Built(package, tag)
+    finally:
+        podman("rmi", "--force", tag)
+
+
+def restrictions(container: str) -> tuple[bool, dict[str, bool]]:
+    """(whether the root filesystem is read-only, {volume mount: writable}) as the
+    engine ran the container."""
+    shown = podman("inspect", container)
+    assert shown.returncode == 0, shown.stderr
+    (found,) = json.loads(shown.stdout)
+    mounts = {
+        m["Destination"]: m["RW"]
+        for m in found["Mounts"]
+        if m["Destination"] in ("/cases", "/results")
+    }
+    return found["HostConfig"]["ReadonlyRootfs"], mounts
+
+
+def for_case(docs: list[dict[str, Any]], case: str) -> list[dict[str, Any]]:
+    """The Job with VERIFIER_CASE and VERIFIER_OUT set for one case, as docs/kubernetes.md
+    says to edit job/job.yaml."""
+    docs = copy.deepcopy(docs)
+    for item in container_of(the(docs, "Job"))["env"]:
+        if item["name"] in ("VERIFIER_CASE", "VERIFIER_OUT"):
+            item["value"] = f"{item['value'].rsplit('/', 1)[0]}/{case}"
+    return docs
+
+
+@pytest.mark.integration
+def test_the_image_writes_the_same_manifests_as_a_checkout(
+    built_image: str, tmp_path: Path
+) -> None:
+    """deploy/kubernetes ships in the package (verifier/kubernetes): `task kube` run by
+    the image's verifier writes what the checkout's does."""
+    package = calc_package(tmp_path / "calc-pkg", built_image)
+    (tmp_path / "out").mkdir()
+    subprocess.run(["chmod", "-R", "a+rwX", str(tmp_path)], check=True)
+    ran = podman(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-v",
+        f"{tmp_path}:/work",
+        built_image,
+        "task",
+        "kube",
+        "/work/calc-pkg",
+        "/work/out/kube",
+        "--image",
+        TASK_IMAGE,
+    )
+    assert ran.returncode == 0, ran.stderr
+    here = task_kube(package, tmp_path / "kube", TASK_IMAGE)
+    written = sorted(p.relative_to(here) for p in here.rglob("*") if p.is_file())
+    assert written == sorted(
+        p.relative_to(tmp_path / "out" / "kube")
+        for p in (tmp_path / "out" / "kube").rglob("*")
+        if p.is_file()
+    )
+    for relative in written:
+        if relative.name == ".verifier-task-init.json":
+            continue
+        theirs = (tmp_path / "out" / "kube" / relative).read_text()
+        assert theirs == (here / relative).read_text().replace(str(package), "/work/calc-pkg"), (
+            relative
+        )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("run_as_user", [None, OPENSHIFT_UID], ids=["image-user", "openshift-uid"])
+def test_a_coding_task_job_grades_the_walkthrough_task_right(
+    kube_play, calc_image: Built, tmp_path: Path, run_as_user: int | None
+) -> None:
+    """Each case as one Job's pod: the task's image, non-root, the case on a read-only
+    volume, a read-only root filesystem: solution 1.0, untouched 0.3333."""
+    image = calc_image.image
+    docs = render("job", task_kube(calc_image.package, tmp_path / "calc-kube", image))
+    host = host_dirs(tmp_path)
+    expected = calc_cases(host["cases"])
+    rewards, messages = {}, {}
+    for case in expected:
+        name = f"hv-calc-{uuid.uuid4().hex[:8]}"
+        pod = as_podman_pod(for_case(docs, case), name, host, run_as_user=run_as_user, image=image)
+        code, logs = kube_play(pod, name)
+        assert code == 0, logs
+        assert restrictions(f"{name}-verifier") == (True, {"/cases": False, "/results": True})
+        reward_file = host["results"] / case / "reward.json"
+        rewards[case] = json.loads(reward_file.read_text())
+        messages[case] = host["termination-log"].read_text().strip()
+        owner = reward_file.stat().st_uid
+        assert owner == (run_as_user or 1001) and owner != 0
+    assert {case: reward["reward"] for case, reward in rewards.items()} == pytest.approx(expected)
+    assert rewards["untouched"] == pytest.approx(
+        {"reward": 1 / 3, "tests_intact": 1.0, "nothing_planted": 1.0, "tests": 1 / 3}
+    )
+    assert messages["untouched"].startswith("reward=0.3333  [")
+    assert messages["solution"].startswith("reward=1.0000  [")
+
+
+@pytest.mark.integration
+def test_a_coding_task_indexed_job_grades_every_case_in_its_shards(
+    kube_play, calc_image: Built, tmp_path: Path
+) -> None:
+    """`task kube --shards 2`: both shards' pods, as an OpenShift UID, grade every case
+    once between them, each with the reward the walkthrough gives it."""
+    image = calc_image.image
+    docs = render("batch", task_kube(calc_image.package, tmp_path / "calc-kube", image, shards=2))
+    host = host_dirs(tmp_path)
+    expected = calc_cases(host["cases"], copies=3)
+    assert the(docs, "Job")["spec"]["completions"] == 2
+    graded: list[str] = []
+    for index in range(2):
+        name = f"hv-calc-batch-{uuid.uuid4().hex[:8]}"
+        pod = as_podman_pod(
+            docs, name, host, run_as_user=OPENSHIFT_UID, completion_index=index, image=image
+        )
+        code, logs = kube_play(pod, name)
+        assert code == 0, logs
+        summary = json.loads(summary_paths(host["results"], Shard(index, 2))[0].read_text())
+        shard = [row["case"] for row in summary["cases"]]
+        assert shard == sorted(case for case in expected if Shard(index, 2).owns(case))
+        assert all(row["status"] == "ok" for row in summary["cases"])
+        graded += shard
+    assert sorted(graded) == sorted(expected)  # every case, exactly once
+    rewards = {
+        case: json.loads((host["results"] / case / "reward.json").read_text())["reward"]
+        for case in expected
+    }
+    assert rewards == pytest.approx(expected)

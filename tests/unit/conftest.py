@@ -14,6 +14,16 @@ from tests.llm_servers import FakeLLM, serve
 from verifier.config import EvalConfig
 from verifier.grading import load_eval
 from verifier.results import JudgeResult, Status
+from verifier.sandbox import Sandbox, discard_policy, plan_policy
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    """A sandbox for builtins run by hand (a grade plans its own), hiding nothing of the
+    tests but the secret mounts and its own scratch."""
+    policy = plan_policy()
+    yield Sandbox(policy)
+    discard_policy(policy)
 
 
 @pytest.fixture

@@ -555,7 +555,7 @@ def crash_on_b(case: Case) -> CaseOutcome:
 def test_a_dying_worker_is_replaced_and_its_case_is_an_error(tmp_path: Path) -> None:
     cases = [Case(name, tmp_path / name, name) for name in "abcdefgh"]
     seen: list[str] = []
-    result = run_pool(cases, crash_on_b, 2, lambda row: seen.append(row.name))
+    result = run_pool(cases, lambda slot: crash_on_b, 2, lambda row: seen.append(row.name))
     outcomes = result.outcomes
     assert result.stopped_by is None
     assert sorted(seen) == list("abcdefgh")

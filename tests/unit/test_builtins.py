@@ -86,6 +86,31 @@ def test_command_runs_in_the_case_dir_without_secrets(
     assert "sk-do-not-leak" not in result.rationale
 
 
+def test_a_commands_env_may_set_its_home(write_config: WriteConfig, make_case: MakeCase) -> None:
+    result = run_builtin(
+        write_config,
+        make_case,
+        "command_succeeds",
+        """{command: 'test "$HOME" = /tmp/elsewhere', env: {HOME: /tmp/elsewhere}}""",
+    )
+    assert (result.status, result.value) == (Status.OK, True), result.error
+
+
+def test_a_program_the_case_put_on_the_graders_path_is_never_run(
+    write_config: WriteConfig, make_case: MakeCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative PATH entry, or one into the case, would run the agent's `python3`."""
+    case = make_case({"bin/python3": "#!/bin/sh\necho forged\n"})
+    (case / "bin" / "python3").chmod(0o755)
+    monkeypatch.setenv("PATH", f"bin:{case}/bin:{os.environ['PATH']}")
+    config = write_config(
+        "judges:\n  - name: c\n    builtin: command_output_contains\n"
+        "    arguments: {cmd: 'python3 -c \"print(1 + 1)\"', text: forged}\n"
+    )
+    result = grade(load_eval(config), case).results[0]
+    assert (result.status, result.value) == (Status.OK, False), result
+
+
 def test_command_timeout_is_reported(write_config: WriteConfig, make_case: MakeCase) -> None:
     result = run_builtin(
         write_config, make_case, "command_succeeds", "{command: 'sleep 5', timeout: 0.3}"

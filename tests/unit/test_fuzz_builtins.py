@@ -42,6 +42,7 @@ from verifier.case import check_case_dir, read_case
 from verifier.config import Locator
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins import BUILTINS, BuiltinContext, all_builtins
+from verifier.sandbox import Sandbox
 
 TIME_BOUND_S = 20.0  # per example: the sandboxed command builtins start processes
 FILE = "f"  # where each builtin's path argument points
@@ -113,7 +114,9 @@ def test_every_builtin_is_fuzzed() -> None:
     assert len(all_builtins()) == 29
 
 
-def answer_of(name: str, arguments: dict[str, Any], files: dict[str, bytes]) -> Any:
+def answer_of(
+    name: str, arguments: dict[str, Any], files: dict[str, bytes], sandbox: Sandbox
+) -> Any:
     """The builtin's answer on a case holding files, read as grading reads it (with the
     case's own trail as the trajectory, so the record-based trail builtins see it)."""
     found = BUILTINS[name]
@@ -131,7 +134,8 @@ def answer_of(name: str, arguments: dict[str, Any], files: dict[str, bytes]) -> 
         record = read_case(case, (), annotations, trajectory_from=FILE).record
         bound = found.bind(arguments, Locator("eval.yaml", name, config_dir))
         started = time.monotonic()
-        returned = found.run(BuiltinContext(case, config_dir, record), **bound)
+        context = BuiltinContext(case, config_dir, record, sandbox)
+        returned = found.run(context, **bound)
         assert time.monotonic() - started < TIME_BOUND_S
     return returned
 
@@ -151,29 +155,31 @@ def assert_an_answer(name: str, returned: Any) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(ARGUMENTS) - COMMANDS))
-def test_a_builtin_answers_whatever_the_file_holds(name: str) -> None:
+def test_a_builtin_answers_whatever_the_file_holds(name: str, sandbox: Sandbox) -> None:
     @settings(FUZZ, max_examples=60)
     @given(content=contents(name), neighbours=st.lists(CONTENTS, max_size=2))
     def check(content: bytes, neighbours: list[bytes]) -> None:
         files = {FILE: content, **{f"n{i}.json": data for i, data in enumerate(neighbours)}}
-        assert_an_answer(name, answer_of(name, ARGUMENTS[name], files))
+        assert_an_answer(name, answer_of(name, ARGUMENTS[name], files, sandbox))
 
     check()
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_a_command_builtin_answers_whatever_the_command_prints(name: str) -> None:
+def test_a_command_builtin_answers_whatever_the_command_prints(name: str, sandbox: Sandbox) -> None:
     @settings(FUZZ, max_examples=8)
     @given(content=contents(name))
     def check(content: bytes) -> None:
-        assert_an_answer(name, answer_of(name, ARGUMENTS[name], {FILE: content}))
+        assert_an_answer(name, answer_of(name, ARGUMENTS[name], {FILE: content}, sandbox))
 
     check()
 
 
 @settings(FUZZ, max_examples=10)
 @given(number=st.integers(min_value=1, max_value=64), printed=CONTENTS)
-def test_a_command_that_dies_by_any_signal_fails(number: int, printed: bytes) -> None:
+def test_a_command_that_dies_by_any_signal_fails(
+    sandbox: Sandbox, number: int, printed: bytes
+) -> None:
     arguments = {"cmd": f"cat {FILE}; kill -{number} $$", "text": "a"}
     if number in (17, 18, 20, 21, 22, 23, 28):  # ignored or stopping by default: kill with 9
         arguments["cmd"] += "; kill -9 $$"
@@ -183,13 +189,13 @@ def test_a_command_that_dies_by_any_signal_fails(number: int, printed: bytes) ->
             for key, value in arguments.items()
             if key == "cmd" or name != "command_succeeds"
         }
-        assert_an_answer(name, answer_of(name, chosen, {FILE: printed}))
+        assert_an_answer(name, answer_of(name, chosen, {FILE: printed}, sandbox))
 
 
 @FUZZ
 @given(data=workbooks())
-def test_a_workbook_of_any_bytes_is_a_value_or_a_fact(data: bytes) -> None:
+def test_a_workbook_of_any_bytes_is_a_value_or_a_fact(sandbox: Sandbox, data: bytes) -> None:
     assert_an_answer(
         "xlsx_cell_equals",
-        answer_of("xlsx_cell_equals", ARGUMENTS["xlsx_cell_equals"], {FILE: data}),
+        answer_of("xlsx_cell_equals", ARGUMENTS["xlsx_cell_equals"], {FILE: data}, sandbox),
     )

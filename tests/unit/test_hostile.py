@@ -150,7 +150,8 @@ def test_a_command_cannot_kill_its_judge_and_a_judge_that_dies_errors(
     hostile: dict[str, Path],
 ) -> None:
     """As root the command runs as another UID: killing the judge's process is refused.
-    (As the grader's own UID it can; the image tests check that this fails the judge.)
+    (As the grader's own UID, Landlock's signal scoping or the supervisor refuses it:
+    tests/unit/sandbox/test_signals.py, and the image tests.)
     An author's judge that dies without a result is an error, as before."""
     hostile["config"].write_text(
         "judges:\n  - name: t\n    check: |\n      import os, signal\n"

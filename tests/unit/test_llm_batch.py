@@ -347,13 +347,7 @@ def test_a_prompt_that_takes_the_whole_timeout_is_a_timeout_record(
 def test_a_dead_llm_stage_is_error_rows_for_its_cases_and_a_new_one_takes_over(
     tmp_path: Path, openai_server: FakeLLM
 ) -> None:
-    release = threading.Event()
-
-    def route(request: Received) -> Reply:
-        release.wait(30)  # the first cases wait here until the stage is killed
-        return openai_server.grade(score=4)
-
-    openai_server.route = route
+    release = hold_requests(openai_server)
     make_cases(tmp_path, 30)
     (tmp_path / "eval.yaml").write_text(eval_yaml(QUALITY.replace("MODEL", "openai/m")))
     environment = {**client_environment(openai_server), **FAST}
@@ -377,18 +371,7 @@ def test_a_dead_llm_stage_is_error_rows_for_its_cases_and_a_new_one_takes_over(
         text=True,
         env=environment,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while len(openai_server.received) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        (stage,) = [pid for pid in children_of(process.pid) if threads_of(pid) > 1]
-        os.kill(stage, signal.SIGKILL)
-        time.sleep(0.5)
-        release.set()
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        release.set()
-        process.kill()
+    stderr = kill_the_llm_stage(process, openai_server, release)
     assert process.returncode == 0, stderr
     summary = json.loads(summary_paths(tmp_path / "out", None)[0].read_text())
     failed = [row for row in summary["cases"] if row["status"] == "error"]
@@ -397,6 +380,37 @@ def test_a_dead_llm_stage_is_error_rows_for_its_cases_and_a_new_one_takes_over(
     )
     # the cases waiting on it: at most the bound (2 x 4 requests) and one per worker
     assert summary["graded"] == 30 - len(failed) and len(failed) <= 8 + 2
+
+
+def hold_requests(server: FakeLLM) -> threading.Event:
+    """Requests wait at the server until the event is set, then get a grade."""
+    release = threading.Event()
+
+    def route(request: Received) -> Reply:
+        release.wait(30)
+        return server.grade(score=4)
+
+    server.route = route
+    return release
+
+
+def kill_the_llm_stage(
+    process: subprocess.Popen[str], server: FakeLLM, release: threading.Event
+) -> str:
+    """Once 4 requests of the batch are at the server (held there until release is
+    set), SIGKILL its LLM stage (its one process with threads); the batch's stderr."""
+    try:
+        deadline = time.monotonic() + 30
+        while len(server.received) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (stage,) = [pid for pid in children_of(process.pid) if threads_of(pid) > 1]
+        os.kill(stage, signal.SIGKILL)
+        time.sleep(0.5)
+        release.set()
+        return process.communicate(timeout=60)[1]
+    finally:
+        release.set()
+        process.kill()
 
 
 def children_of(pid: int) -> list[int]:

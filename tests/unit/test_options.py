@@ -159,8 +159,8 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
         "verifier.judges.kinds.module",
         "verifier.judges.llm",
         "verifier.judges.builtins",
-        "verifier.judges.supervisor",
-        "verifier.judges.workcopy",
+        "verifier.sandbox.supervisor",
+        "verifier.sandbox.case_copy",
     }
     assert not costly & imported, sorted(costly & imported)
 

@@ -447,7 +447,7 @@ class ConstantKind(KindDefaults):
 
     def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Any], Any]:
         value = judge.spec.value
-        return lambda record: value
+        return lambda context: value
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"constant {judge.spec.value}"

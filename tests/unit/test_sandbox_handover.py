@@ -18,8 +18,8 @@ import pytest
 
 from tests.hostile import NONROOT, give, world_verifier
 from verifier.grading import grade, load_eval
-from verifier.judges import sandbox
 from verifier.results import Status
+from verifier.sandbox import confine
 
 AS = {"root": None, "non-root": NONROOT}
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
@@ -28,19 +28,19 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UID
 DRIVER = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from verifier.judges import sandbox
+    from verifier.sandbox import Command, Sandbox, discard_policy, plan_policy
 
     config, case = Path(sys.argv[1]), Path(sys.argv[2])
-    policy = sandbox.plan_policy([config])
-    sandbox.install_policy(policy)
+    policy = plan_policy([config])
     try:
-        run = sandbox.run_in_sandbox(
-            ["sh", "handover.sh", str(config / "eval.yaml")], case, timeout=30,
+        command = Command(
+            ["sh", "handover.sh", str(config / "eval.yaml")], 30,
             provided={"conf/key.txt": config / "key.txt"},
             returned=("report.txt", "absent.txt"), stdin=b"the launcher's secret\\n",
         )
+        run = Sandbox(policy).run(command, case)
     finally:
-        sandbox.discard_policy(policy)
+        discard_policy(policy)
     print(json.dumps({
         "exit_code": run.exit_code, "tail": run.tail, "confinement": run.confinement,
         "returned": {name: [None if file.data is None else file.data.decode(), file.problem]
@@ -124,7 +124,7 @@ def test_a_command_that_cannot_be_confined_is_an_error_never_a_failure(
     )
     case = make_case({"run.sh": "#!/bin/sh\nexit 0\n"})
     (case / "run.sh").chmod(0o755)
-    monkeypatch.setattr(sandbox, "_confine", _confinement_fails)
+    monkeypatch.setattr(confine, "confine", _confinement_fails)
     result = grade(load_eval(config), case).results[0]
     assert result.status is Status.ERROR, result
     assert "the command could not be confined" in (result.error or "")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import signal
 import time
@@ -48,6 +49,7 @@ from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 if TYPE_CHECKING:
     from verifier.batch.llm_stage import LLMDone, LLMTask
     from verifier.judges.llm.judge import LLMJudge
+    from verifier.sandbox import Sandbox
 
 MARKER = "batch.json"
 
@@ -62,6 +64,7 @@ class PendingCase:
     context: CaseContext
     tasks: tuple[LLMTask, ...]
     fingerprint: str | None = None  # case_fingerprint once its CPU judges had run
+    ceiling_usd: float = 0.0  # the most its requests can cost (inf: a model has no price)
 
 
 @attrs.frozen
@@ -77,6 +80,13 @@ class CaseGrader:
     llm: Mapping[int, LLMJudge] = MappingProxyType({})  # by judge index: run in two stages
     reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS  # what reward.json holds
     deadline_s: float | None = None  # --deadline: each case's whole grade
+    sandbox: Sandbox | None = None  # where its judges run code from the case
+
+    def for_slot(self, slot: int) -> CaseGrader:
+        """This grader in the batch worker of `slot`: its commands run as the slot's UIDs."""
+        if self.sandbox is None:
+            return self
+        return attrs.evolve(self, sandbox=self.sandbox.in_slot(slot))
 
     def __call__(self, case: Case) -> CaseOutcome | PendingCase:
         """The CPU stage, in a worker: the finished row, or the case's LLM tasks."""
@@ -103,7 +113,9 @@ class CaseGrader:
             graded = step_indices(self.loaded, step)
             engine = [index for index in graded if index not in self.llm]
             limits = self.limits.until(self.deadline_s, started)
-            found = run_judges([judges[index] for index in engine], reading.record, limits)
+            found = run_judges(
+                [judges[index] for index in engine], reading.record, limits, self.sandbox
+            )
             results: dict[int, JudgeResult] = dict(zip(engine, found, strict=True))
             tasks = []
             for index, judge in self.llm.items():
@@ -120,9 +132,20 @@ class CaseGrader:
         except Exception as error:  # one bad case never stops the batch
             return self._failed(case.name, out, error, started)
         pending = PendingCase(
-            case.name, started, results, reading.context, tuple(tasks), fingerprint
+            case.name,
+            started,
+            results,
+            reading.context,
+            tuple(tasks),
+            fingerprint,
+            math.fsum(self._ceiling(task) for task in tasks),
         )
         return pending if tasks else self.finish(pending, ())
+
+    def _ceiling(self, task: LLMTask) -> float:
+        """What --max-cost-usd reserves for the task (counted here, in the worker)."""
+        ceiling = self.llm[task.index].ceiling_usd(task.prompt)
+        return math.inf if ceiling is None else ceiling
 
     def finish(self, pending: PendingCase, done: Sequence[LLMDone]) -> CaseOutcome:
         """Compose the reward and write the case's files (in a worker, or in the parent)."""

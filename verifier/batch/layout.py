@@ -2,8 +2,8 @@
 
 Cases own `OUT/<case>/`; a name starting with "." is never a case (see cases.py), so
 the batch's files live under dot-names no case can take: `OUT/.batch/` holds the
-summaries and the lock, `OUT/.llm-cache/` the model answers. A case named
-`summary.json` is just a case.
+summaries, the lock and the ledgers of shared budgets, `OUT/.llm-cache/` the model
+answers. A case named `summary.json` is just a case.
 
 The lock is an flock on `OUT/.batch/lock`: a batch without --shard holds it
 exclusively, a shard holds it shared and its own `lock.shard-I-of-N` exclusively, so
@@ -42,6 +42,16 @@ def report_path(out: Path, shard: Shard | None) -> Path:
     """The job report of a batch over a Harbor job dir (verifier.batch.report)."""
     stem = "report" if shard is None else f"report.{_shard_name(shard)}"
     return batch_dir(out) / f"{stem}.json"
+
+
+def budget_path(out: Path, budget_id: str) -> Path:
+    """The ledger of the budget that the batches naming budget_id share (verifier.batch.budget)."""
+    return batch_dir(out) / f"budget.{budget_id}.json"
+
+
+def account_name(shard: Shard | None) -> str:
+    """A batch's account in a shared budget: its shard's, one per lock holder."""
+    return "batch" if shard is None else _shard_name(shard)
 
 
 def default_llm_cache(out: Path) -> Path:

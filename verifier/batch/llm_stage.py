@@ -165,7 +165,7 @@ def _serve(conn: Channel, judges: Mapping[int, PreparedJudge], settings: LLMSett
         for task in tasks:
             run = _JudgeRun(case, task, judges[task.index])
             for index in range(run.judge.asks):
-                url = run.judge.members[index // run.judge.samples].url
+                url = run.judge.endpoint_of(index).url
                 if url not in lanes:
                     lanes[url] = _Lane(client, client.gate(url))
                 lanes[url].put((run, index))

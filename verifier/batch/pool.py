@@ -12,15 +12,17 @@ running is killed, and a new worker takes its place. SIGTERM or SIGINT stops the
 pool: no case is handed out any more, the workers, their judges (the parent is a
 child subreaper, so it finds them) and the LLM stage are killed, and the rows of
 every case already finished are returned; the caller writes the summary. With a
-budget (--max-cost-usd), no case is handed out once what the LLM requests cost, and
-what the cases still waiting on the stage are expected to, reaches it; the cases
-begun finish.
+budget (--max-cost-usd), a case goes to the LLM stage only once the most its requests
+can cost is reserved (verifier.batch.budget): one that does not fit waits for the
+cases out to settle, or is refused (not graded); while one waits, or once the budget
+is spent, no case is handed out, and the cases begun finish.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import signal
 import time
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from verifier.batch.budget import Verdict
 from verifier.batch.cases import Case
 from verifier.batch.channel import Channel, ChannelError, channel_pair, wait
 from verifier.batch.grader import PendingCase
@@ -38,14 +41,16 @@ from verifier.batch.process_tree import describe_exit, fork, reap, subreaper, sw
 from verifier.batch.summary import CaseOutcome, CaseStatus
 from verifier.errors import OutOfProcessesError
 from verifier.judges.base import PreparedJudge
-from verifier.judges.sandbox import use_slot
 
 if TYPE_CHECKING:
+    from verifier.batch.budget import Purse
     from verifier.batch.llm_stage import LLMDone, LLMSettings, LLMStage
     from verifier.judges.llm.gate import GateFigures
     from verifier.judges.llm.judge import Spend
 
 Work = Callable[[Case], CaseOutcome | PendingCase]
+# The work of one slot of the pool (as root, a slot's commands run as UIDs of its own).
+SlotWork = Callable[[int], Work]
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _FORK_PATIENCE_S = 5.0  # how long a worker's fork may keep failing before the batch stops
 # What the parent and its workers send each other (verifier.batch.channel).
@@ -70,13 +75,13 @@ WORKER_TYPES = (
 class LLMPlan:
     """How the pool runs the LLM stage: the judges (by index), the request pool's
     settings, how many endpoints they use, how the parent finishes a case, and the
-    budget (USD) after which no case is handed out (None: none)."""
+    budget that pays for a case's requests before they go (None: none)."""
 
     judges: Mapping[int, PreparedJudge]
     settings: LLMSettings
     endpoints: int
     finish: Callable[[PendingCase, Sequence[LLMDone]], CaseOutcome]
-    max_cost_usd: float | None = None
+    purse: Purse | None = None
 
     def waiting_bound(self, allowed: int | None) -> int:
         """Cases waiting on the stage at most: twice what the endpoints' gates allow in
@@ -114,16 +119,16 @@ class _Worker:
 
 
 class _Pool:
-    def __init__(self, work: Work, llm: LLMPlan | None, keep: frozenset[int]) -> None:
+    def __init__(self, work: SlotWork, llm: LLMPlan | None, keep: frozenset[int]) -> None:
         self.work = work
         self.llm = llm
         self.keep = keep  # the parent's children from before the pool: not ours to kill
         self.workers: list[_Worker] = []
         self.stage: LLMStage | None = None
-        self.waiting: dict[str, PendingCase] = {}
+        self.waiting: dict[str, PendingCase] = {}  # sent to the LLM stage
+        self.held: deque[PendingCase] = deque()  # waiting for room in the budget
+        self.purse = llm.purse if llm is not None else None
         self.spends: list[Spend] = []
-        self.spent_usd = 0.0  # what the LLM cases back so far cost
-        self.costed = 0  # how many cases that is
         self.allowed: int | None = None  # requests the stage's gates allow in flight now
         self.endpoints: Mapping[str, GateFigures] = MappingProxyType({})
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -145,7 +150,7 @@ class _Pool:
         while True:
             parent_end, child_end = channel_pair(WORKER_TYPES)
             try:
-                main = functools.partial(_worker_main, child_end, work, slot)
+                main = functools.partial(_worker_main, child_end, work(slot))
                 pid, pidfd = fork(main, close=[*self.own_fds(), *parent_end.fds()])
             except (BlockingIOError, MemoryError) as error:
                 parent_end.close()
@@ -167,14 +172,36 @@ class _Pool:
         assert self.llm is not None
         self.stage = LLMStage(self.llm.judges, self.llm.settings, close=self.own_fds())
 
-    def over_budget(self) -> bool:
-        """Whether the budget is spent, counting each case still waiting on the stage at
-        the mean cost of those back: a case handed out now would overrun it."""
-        budget = self.llm.max_cost_usd if self.llm is not None else None
-        if budget is None:
-            return False
-        mean = self.spent_usd / self.costed if self.costed else 0.0
-        return self.spent_usd + mean * len(self.waiting) >= budget
+    def budget_stops(self) -> bool:
+        """Whether no case may be handed out: one waits for room in the budget, or a case
+        like those it funded found none."""
+        return bool(self.held) or (self.purse is not None and self.purse.closed)
+
+    def admit(self, pending: PendingCase) -> None:
+        """A case whose LLM requests are ready: to the stage once they are paid for."""
+        if self.purse is None:
+            self.submit(pending)
+            return
+        self.held.append(pending)
+        self.release_held()
+
+    def release_held(self) -> None:
+        """The cases waiting for room, in order, to the stage while it is there; a case
+        refused is not graded (no row: a rerun grades it)."""
+        assert self.purse is not None
+        while self.held:
+            verdict = self.purse.ask(self.held[0].name, self.held[0].ceiling_usd)
+            if verdict is Verdict.WAIT:
+                return
+            pending = self.held.popleft()
+            if verdict is Verdict.GRANTED:
+                self.submit(pending)
+
+    def submit(self, pending: PendingCase) -> None:
+        assert self.stage is not None
+        self.waiting[pending.name] = pending
+        with contextlib.suppress(OSError):  # the stage died: its pidfd makes this an error row
+            self.stage.submit(pending.name, pending.tasks)
 
     def known(self) -> frozenset[int]:
         pids = {worker.pid for worker in self.workers}
@@ -212,12 +239,13 @@ class _Pool:
 
 def run_pool(
     cases: Sequence[Case],
-    work: Work,
+    work: SlotWork,
     jobs: int,
     report: Callable[[CaseOutcome], None],
     llm: LLMPlan | None = None,
 ) -> PoolResult:
-    """Grade cases in `jobs` forked workers (and the LLM stage, given llm).
+    """Grade cases in `jobs` forked workers (and the LLM stage, given llm); `work(slot)`
+    is what the worker of that slot does with each case.
 
     Forking (not spawning) is what shares the loaded config; each worker then forks
     its case's judges itself.
@@ -248,7 +276,7 @@ def run_pool(
                 for worker in pool.workers:
                     idle = worker.case is None and not worker.killed
                     if idle and pending and len(pool.waiting) < bound:
-                        if pool.over_budget():
+                        if pool.budget_stops():
                             break
                         _dispatch(worker, pending)
                 idle = all(worker.case is None for worker in pool.workers)
@@ -257,11 +285,13 @@ def run_pool(
                     break
                 _step(pool, record, pending)
         finally:
-            spent = pool.over_budget()
+            spent = pool.purse is not None and pool.purse.closed
             pool.stop(kill=bool(received) or bool(pool.waiting) or (bool(pending) and not spent))
             signal.set_wakeup_fd(previous_wakeup)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if pool.purse is not None:
+                pool.purse.abandon()  # the cases still out: their requests may be billed
     return PoolResult(
         outcomes,
         received[0] if received else None,
@@ -294,13 +324,14 @@ def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Cas
         try:
             for message in stage.received():
                 name, done, allowed = message
-                costs = [spend.cost_usd or 0.0 for judged in done for spend in judged.spends]
+                spends = [spend for judged in done for spend in judged.spends]
                 pool.allowed = int(allowed)
-                pool.spends += [spend for judged in done for spend in judged.spends]
-                pool.spent_usd += sum(costs)
-                pool.costed += 1
+                pool.spends += spends
                 assert pool.llm is not None
                 record(pool.llm.finish(pool.waiting.pop(name), done))
+                if pool.purse is not None:
+                    pool.purse.settle(name, _cost(spends))
+                    pool.release_held()
         except (ChannelError, ValueError, TypeError, KeyError) as error:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(stage.pidfd, signal.SIGKILL)
@@ -322,9 +353,13 @@ def _restart_stage(
     for name in pool.waiting:
         error = f"the LLM request process {why or describe_exit(status)}"
         record(CaseOutcome(name, CaseStatus.FAILED, error=error))
+    if pool.purse is not None:
+        pool.purse.abandon(list(pool.waiting))
     pool.waiting.clear()
     sweep(pool.known())
     pool.start_stage()
+    if pool.purse is not None:
+        pool.release_held()
 
 
 def _received(pool: _Pool, worker: _Worker, record: Callable[[CaseOutcome], None]) -> None:
@@ -357,12 +392,14 @@ def _received(pool: _Pool, worker: _Worker, record: Callable[[CaseOutcome], None
         return
     worker.case = None
     if isinstance(result, PendingCase):
-        assert pool.stage is not None
-        pool.waiting[result.name] = result
-        with contextlib.suppress(OSError):  # the stage died: its pidfd makes this an error row
-            pool.stage.submit(result.name, result.tasks)
+        pool.admit(result)
     else:
         record(result)
+
+
+def _cost(spends: Sequence[Spend]) -> float:
+    """What a case's requests cost (a budget refuses models without a price at start)."""
+    return math.fsum(spend.cost_usd or 0.0 for spend in spends)
 
 
 def _answers(result: Any, case: Case) -> bool:
@@ -395,11 +432,10 @@ def _dispatch(worker: _Worker, pending: deque[Case]) -> None:
     worker.case = case
 
 
-def _worker_main(conn: Channel, work: Work, slot: int) -> None:
+def _worker_main(conn: Channel, work: Work) -> None:
     """The parent handles Ctrl-C and SIGTERM, and then stops the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    use_slot(slot)
     while (case := conn.recv()) is not None:
         conn.send(work(case))
 

@@ -18,14 +18,20 @@ from typing import IO, TYPE_CHECKING
 
 import attrs
 
+from verifier.batch.budget import Purse, open_purse
 from verifier.batch.calibrate import calibrate, read_labels
 from verifier.batch.cases import Case, Shard, discover_cases, is_harbor_job, select_cases
 from verifier.batch.grader import CaseGrader, config_hash, llm_judges
-from verifier.batch.layout import batch_lock, default_llm_cache, report_path
+from verifier.batch.layout import (
+    account_name,
+    batch_lock,
+    budget_path,
+    default_llm_cache,
+    report_path,
+)
 from verifier.batch.pool import LLMPlan, run_pool
 from verifier.batch.summary import (
     BatchSummary,
-    Budget,
     CaseOutcome,
     CaseStatus,
     LLMFigures,
@@ -76,6 +82,7 @@ class BatchRequest:
     deadline_s: float | None = None  # each case's whole grade (--deadline)
     write_back: bool = False
     max_cost_usd: float | None = None  # --max-cost-usd
+    budget_id: str | None = None  # --budget-id (None: `default` for a shard, else its own)
     calibrate: bool = False  # --calibrate (also implied by --labels and --min-agreement)
     labels: Path | None = None
     min_agreement: float | None = None
@@ -108,6 +115,7 @@ class BatchRequest:
             deadline_s=options.deadline,
             write_back=options.write_back,
             max_cost_usd=options.max_cost_usd,
+            budget_id=options.budget_id,
             calibrate=options.calibrate
             or options.labels is not None
             or options.min_agreement is not None,
@@ -155,25 +163,25 @@ def run_batch(request: BatchRequest) -> BatchSummary:
             request.reward_keys,
             request.deadline_s,
         )
-        plan = _llm_plan(request, grader) if llm else None
+        purse = _purse(request) if request.max_cost_usd is not None else None
+        plan = _llm_plan(request, grader, purse) if llm else None
         progress = Progress(len(cases), stream)
         hidden = (request.cases, request.out, request.llm_cache, request.labels)
         slots = min(request.jobs, max(len(cases), 1))
         lanes = request.limits.capacity(Pool.CPU)
         with command_sandbox(
             loaded, hidden, accept_weak=request.weak_sandbox, slots=slots, lanes=lanes
-        ):
-            result = run_pool(cases, grader, request.jobs, progress.update, plan)
+        ) as sandbox:
+            sandboxed = attrs.evolve(grader, sandbox=sandbox)
+            result = run_pool(cases, sandboxed.for_slot, request.jobs, progress.update, plan)
         progress.close()
         os.sync()  # the cases' files, written without a flush each, reach the disk together
-        figures = budget = None
+        figures = None
         if plan is not None:
             figures = LLMFigures.tally(
                 request.llm_concurrency, request.llm_cache, result.spends, result.endpoints
             )
-        if request.max_cost_usd is not None:
-            spent = figures.cost_usd if figures is not None else 0.0
-            budget = Budget(request.max_cost_usd, spent or 0.0, result.not_started)
+        budget = purse.figures(result.not_started) if purse is not None else None
         outcomes = tuple(
             _row(entry, result.outcomes)
             for entry in entries
@@ -227,7 +235,18 @@ def _row(entry: Case, outcomes: dict[str, CaseOutcome]) -> CaseOutcome:
     return outcomes[entry.name]
 
 
-def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
+def _purse(request: BatchRequest) -> Purse:
+    """The batch's budget: a shard's (or a named one's) shared through a ledger in OUT."""
+    assert request.max_cost_usd is not None
+    shared = None
+    if request.shard is not None or request.budget_id is not None:
+        budget_id = request.budget_id or "default"
+        shared = (budget_path(request.out, budget_id), budget_id)
+    holder = account_name(request.shard)
+    return open_purse(request.max_cost_usd, shared, holder, exclusive=request.shard is None)
+
+
+def _llm_plan(request: BatchRequest, grader: CaseGrader, purse: Purse | None) -> LLMPlan:
     from verifier.batch.llm_stage import LLMSettings
     from verifier.judges.llm.cache import ResponseCache
 
@@ -242,7 +261,7 @@ def _llm_plan(request: BatchRequest, grader: CaseGrader) -> LLMPlan:
         settings=LLMSettings(request.llm_concurrency, cache),
         endpoints=len(endpoints),
         finish=grader.finish,
-        max_cost_usd=request.max_cost_usd,
+        purse=purse,
     )
 
 

@@ -33,6 +33,7 @@ from verifier.output import write_atomic
 from verifier.redact import redact
 
 if TYPE_CHECKING:
+    from verifier.batch.budget import BudgetFigures
     from verifier.judges.llm.gate import GateFigures
     from verifier.judges.llm.judge import Spend
 
@@ -168,27 +169,6 @@ def _usd(cost: float | None) -> float | None:
     return None if cost is None else round(cost, 6)
 
 
-@attrs.frozen
-class Budget:
-    """--max-cost-usd, and what came of it (summary.json `budget`)."""
-
-    max_cost_usd: float
-    spent_usd: float  # what this run's LLM requests cost
-    not_started: int  # cases never handed out because it was spent
-
-    @property
-    def exhausted(self) -> bool:
-        return self.not_started > 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "max_cost_usd": self.max_cost_usd,
-            "spent_usd": round(self.spent_usd, 6),
-            "exhausted": self.exhausted,
-            "cases_not_started": self.not_started,
-        }
-
-
 def percentiles(values: Sequence[float]) -> dict[str, float] | None:
     """p50/p90/p99/max (nearest rank), None without values."""
     if not values:
@@ -219,7 +199,7 @@ class BatchSummary:
     # and with --write-back a verifier.batch.writeback.WriteBack (both import this module).
     report: Any = None
     written_back: Any = None
-    budget: Budget | None = None  # None: no --max-cost-usd
+    budget: BudgetFigures | None = None  # None: no --max-cost-usd
     calibration: Any = None  # verifier.batch.calibrate.Calibration; None: no --calibrate
 
     @property
@@ -294,10 +274,7 @@ class BatchSummary:
             else ""
         )
         if self.budget is not None and self.budget.exhausted:
-            stopped += (
-                f" BUDGET SPENT ({_shown_usd(self.budget.spent_usd)} of "
-                f"{self.budget.max_cost_usd:g} USD): {self.budget.not_started} cases not graded"
-            )
+            stopped += f" {self.budget.line()}"
         return (
             f"cases={len(self.outcomes)} "
             f"graded={self.count(status=CaseStatus.REWARDED, resumed=False)} "

@@ -20,7 +20,7 @@ import click
 import typer
 
 from verifier import __version__
-from verifier.commands import batch, check_config, grade, schema, task
+from verifier.commands import batch, check_config, grade, kube, schema, task
 from verifier.console import guarded
 from verifier.errors import EXIT_CONFIG, EXIT_OK
 from verifier.options import COMMANDS, OPTIONS, Command, Options, build_options
@@ -121,6 +121,7 @@ _register(app, "batch", COMMANDS["batch"], batch.run)
 _register(app, "schema", COMMANDS["schema"], schema.run)
 _register(task_app, "init", COMMANDS["task init"], task.run_init)
 _register(task_app, "test", COMMANDS["task test"], task.run_test)
+_register(task_app, "kube", COMMANDS["task kube"], kube.run)
 
 
 @app.command("version")

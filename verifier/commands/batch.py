@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from verifier.batch import BatchRequest, run_batch, summary_paths
 from verifier.batch.layout import report_path
-from verifier.console import write_termination_message
+from verifier.console import warn, write_termination_message
 from verifier.errors import (
     EXIT_BUDGET,
     EXIT_DISAGREES,
@@ -22,7 +22,7 @@ def run(options: Options) -> int:
     Kubernetes Job a non-zero exit would re-run the whole shard for one bad case.
     A batch stopped by SIGTERM (SIGINT) exits 143 (130) after writing the summary of
     the cases it finished; a rerun resumes the rest. One whose --max-cost-usd was spent
-    before every case was handed out exits 8, with the summary of what it graded; one
+    before every case was graded exits 8, with the summary of what it graded; one
     whose --min-agreement a labelled judge does not reach exits 7."""
     request = BatchRequest.from_options(options)
     summary = run_batch(request)
@@ -41,6 +41,9 @@ def run(options: Options) -> int:
     if summary.stopped_by is not None:
         return _EXIT_BY_SIGNAL.get(summary.stopped_by, EXIT_OK)
     if summary.budget is not None and summary.budget.exhausted:
+        hint = summary.budget.hint()
+        if hint is not None:
+            warn(hint)
         return EXIT_BUDGET
     if calibration is not None and calibration.failing:
         return EXIT_DISAGREES

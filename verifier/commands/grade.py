@@ -29,7 +29,13 @@ def run(options: Options) -> int:
                 loaded = with_llm_cache(loaded, cache, options.llm_cache_mb, options.case)
             hidden = (options.out, options.agent_logs, cache)
             lanes = limits.capacity(Pool.CPU)
-            with command_sandbox(loaded, hidden, accept_weak=options.weak_sandbox, lanes=lanes):
+            with command_sandbox(
+                loaded,
+                hidden,
+                case_dirs=(options.case,),
+                accept_weak=options.weak_sandbox,
+                lanes=lanes,
+            ) as sandbox:
                 grading = grade(
                     loaded,
                     options.case,
@@ -37,6 +43,7 @@ def run(options: Options) -> int:
                     case_id=options.case_id,
                     step=options.step,
                     agent_logs=options.agent_logs,
+                    sandbox=sandbox,
                 )
             _report_warnings(grading)
             written = write_outputs(options.out, grading, reward_keys=options.reward_keys)

@@ -64,6 +64,12 @@ class JudgeName:
         }
 
 
+TIMEOUT = Number(
+    positive=True,
+    maximum=MAX_TIMEOUT_S,
+    problem=f"must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}",
+    description="seconds",
+)
 COMMON_KEYS: tuple[Key, ...] = (
     Key("name", JudgeName(), True),
     Key("description", Text()),
@@ -74,15 +80,7 @@ COMMON_KEYS: tuple[Key, ...] = (
         "feedback_type",
         Choice(("bool", "int", "float"), empty_ok=True, description="what the judge returns"),
     ),
-    Key(
-        "timeout",
-        Number(
-            positive=True,
-            maximum=MAX_TIMEOUT_S,
-            problem=f"must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}",
-            description="seconds",
-        ),
-    ),
+    Key("timeout", TIMEOUT),
     Key("step", Text(description="multi-step scoping")),
 )
 
@@ -150,6 +148,11 @@ def parse_judge(
         score_range = kind.default_score_range(spec)
     if score_range is None and feedback_type is None:
         feedback_type = kind.default_feedback_type(spec)
+    timeout = kind.default_timeout(spec)
+    if timeout is not None and "timeout" in common:
+        raise at.child("timeout").error("is set by the judge's file too; keep one")
+    if timeout is None:
+        timeout = common.get("timeout", DEFAULT_TIMEOUT_S)
     return JudgeConfig(
         name=name,
         kind=kind.name,
@@ -159,7 +162,7 @@ def parse_judge(
         arguments=common.get("arguments", {}),
         score_range=score_range,
         feedback_type=feedback_type,
-        timeout_s=common.get("timeout", DEFAULT_TIMEOUT_S),
+        timeout_s=timeout,
         step=common.get("step"),
     )
 

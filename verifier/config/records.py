@@ -57,6 +57,11 @@ class JudgeKind(Protocol):
         `on_error: zero`, never a skipped one (verifier.reward.failed_gates)."""
         ...
 
+    def default_timeout(self, spec: Any) -> float | None:
+        """The timeout a judge's own file brings (a rewardkit judge TOML's), for eval.yaml
+        to not set twice; None: DEFAULT_TIMEOUT_S unless eval.yaml sets one."""
+        ...
+
     def spec(self, values: Mapping[str, Any], at: Locator) -> Any:
         """The kind's record from its parsed keys; at.error(...) for what is missing."""
         ...
@@ -94,6 +99,9 @@ class KindDefaults:
         return None
 
     def default_feedback_type(self, spec: Any) -> FeedbackType | None:
+        return None
+
+    def default_timeout(self, spec: Any) -> float | None:
         return None
 
 

@@ -19,8 +19,13 @@ import sys
 import time
 from typing import Any
 
-from verifier.judges.base import JudgeReturnError, PreparedJudge, Record, details_of, interpret
-from verifier.judges.sandbox import use_lane
+from verifier.judges.base import (
+    JudgeContext,
+    JudgeReturnError,
+    PreparedJudge,
+    details_of,
+    interpret,
+)
 from verifier.processes import JUDGE_TOKEN_ENV, children, die_with_parent
 from verifier.results import Status
 
@@ -31,19 +36,18 @@ MEMORY_BACKSTOP_FACTOR = 2  # RLIMIT_DATA, a hard stop far above the watched lim
 
 def judge_main(
     judge: PreparedJudge,
-    record: Record,
+    context: JudgeContext,
     memory_mb: int | None,
     token: str,
     result_fd: int,
     output_fd: int,
     *,
-    lane: int = 0,
     backstop_mb: int | None = None,
 ) -> None:
-    """The body of a judge's process; never returns. `lane`: which of the judges running
-    side by side it is (as root, the UID its commands run as: sandbox.use_lane);
-    `backstop_mb`: a lower ceiling for the memory backstop (the container's share for
-    all judges: see runner.container_share)."""
+    """The body of a judge's process; never returns. `context`: the record, and the
+    sandbox of the judge's lane (as root, the UID its commands run as); `backstop_mb`: a
+    lower ceiling for the memory backstop (the container's share for all judges: see
+    runner.container_share)."""
     judge_pid = os.getpid()
     # The collector, off in `verifier grade`, is on for the judge; what the grader had
     # allocated is frozen, so collections never touch (and copy) the pages shared with it.
@@ -54,9 +58,8 @@ def judge_main(
     try:
         os.setpgid(0, 0)
         die_with_parent()
-        use_lane(lane)
         _isolate(memory_mb, token, output_fd, backstop_mb)
-        payload = _judge_payload(judge, record)
+        payload = _judge_payload(judge, context)
     except BaseException as error:  # the process must always reach os._exit
         payload = {"status": Status.ERROR.value, "error": describe(error)}
     if payload.get("error", "").startswith("MemoryError") and memory_mb is not None:
@@ -119,14 +122,14 @@ def _data_size() -> int:
     return 0
 
 
-def _judge_payload(judge: PreparedJudge, record: Record) -> dict[str, Any]:
+def _judge_payload(judge: PreparedJudge, context: JudgeContext) -> dict[str, Any]:
     try:
-        if not judge.should_run(record):
+        if not judge.should_run(context.record):
             return {"status": Status.SKIPPED.value}
     except Exception as error:
         return {"status": Status.ERROR.value, "error": f"if: {describe(error)}"}
     try:
-        returned = judge.call(record)
+        returned = judge.call(context)
     except BaseException as error:  # SystemExit from a judge is its error
         return {
             "status": Status.ERROR.value,

@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -30,8 +30,7 @@ from verifier.console import signal_name
 from verifier.engine.child import FORKED, judge_main
 from verifier.errors import OutOfProcessesError, UsageError
 from verifier.judges import runs_case_code
-from verifier.judges.base import Pool, PreparedJudge, Record
-from verifier.judges.sandbox import policy_for_run
+from verifier.judges.base import JudgeContext, Pool, PreparedJudge, Record
 from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.processes import (
     become_subreaper,
@@ -46,6 +45,9 @@ from verifier.processes import (
 from verifier.redact import known_secrets, redact, redact_tree
 from verifier.results import JudgeResult, Status
 from verifier.system import available_cpus, container_memory_bytes
+
+if TYPE_CHECKING:
+    from verifier.sandbox import Sandbox
 
 _READ_CHUNK = 65536
 _MAX_OUTPUT_BYTES = 64 * 1024  # of one judge's prints passed on to stderr
@@ -227,19 +229,25 @@ class _Running:
 
 
 def run_judges(
-    judges: Sequence[PreparedJudge], record: Record, limits: Limits | None = None
+    judges: Sequence[PreparedJudge],
+    record: Record,
+    limits: Limits | None = None,
+    sandbox: Sandbox | None = None,
 ) -> tuple[JudgeResult, ...]:
     """One result per judge, in the judges' order. Nothing a judge started is left
-    running when this returns, or when it raises (a signal, say)."""
+    running when this returns, or when it raises (a signal, say). `sandbox`: where the
+    judges that run code from the case run it (ValueError when one does and there is
+    none: see grading.command_sandbox)."""
     limits = limits or Limits()
+    running = [judge.config.name for judge in judges if runs_case_code(judge.config)]
+    if running and sandbox is None:
+        raise ValueError(f"judge {running[0]} runs code from the case: it needs a sandbox")
     guard_grader()
-    runs_commands = any(runs_case_code(judge.config) for judge in judges)
-    with policy_for_run() if runs_commands else contextlib.nullcontext():
-        runner = _Runner(limits, known_secrets())
-        try:
-            return runner.run(judges, record)
-        finally:
-            runner.stop_everything()
+    runner = _Runner(limits, known_secrets(), sandbox)
+    try:
+        return runner.run(judges, record)
+    finally:
+        runner.stop_everything()
 
 
 _guarded = False
@@ -255,9 +263,10 @@ def guard_grader() -> None:
 
 
 class _Runner:
-    def __init__(self, limits: Limits, secrets: tuple[str, ...]) -> None:
+    def __init__(self, limits: Limits, secrets: tuple[str, ...], sandbox: Sandbox | None) -> None:
         self.limits = limits
         self.secrets = secrets
+        self.sandbox = sandbox
         self.running: dict[int, _Running] = {}  # by pid
         self.poller = select.poll()
         self.watched: dict[int, _Running] = {}  # by pipe fd
@@ -346,14 +355,14 @@ class _Runner:
         if pid == 0:  # the judge's process: never returns
             os.close(result_read)
             os.close(output_read)
+            sandbox = self.sandbox.in_lane(lane or 0) if self.sandbox is not None else None
             judge_main(
                 judge,
-                record,
+                JudgeContext(record, sandbox),
                 self.limits.memory_mb,
                 token,
                 result_write,
                 output_write,
-                lane=lane or 0,
                 backstop_mb=self.limits.memory_total_mb,
             )
         os.close(result_write)

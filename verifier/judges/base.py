@@ -12,12 +12,15 @@ import builtins
 import enum
 from collections.abc import Callable, Mapping
 from types import CodeType, MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from verifier.config import JudgeConfig
 from verifier.scale import JudgeValue, ScaleError
+
+if TYPE_CHECKING:
+    from verifier.sandbox import Sandbox
 
 MAX_RATIONALE_CHARS = 20_000
 CONDITION_BUILTINS = {
@@ -64,11 +67,20 @@ class JudgeAnswer:
 
 
 @attrs.frozen
+class JudgeContext:
+    """What a judge is called with: the case's record, and the sandbox its commands run
+    in (None when the grade planned none: no judge of it runs code from the case)."""
+
+    record: Record
+    sandbox: Sandbox | None = None
+
+
+@attrs.frozen
 class PreparedJudge:
-    """A judge ready to run: `call(record)` returns the judge's raw return value."""
+    """A judge ready to run: `call(context)` returns the judge's raw return value."""
 
     config: JudgeConfig
-    call: Callable[[Record], Any]
+    call: Callable[[JudgeContext], Any]
     condition: CodeType | None = None
     pool: Pool = Pool.CPU
     case_bound: bool = False  # its timeouts, memory overruns and deaths are the case's doing

@@ -265,16 +265,22 @@ def _inline_table(entries: Mapping[str, str]) -> str:
 
 def templates_dir() -> Path:
     """The task templates: package data when installed, task-templates/ in a checkout."""
+    return data_dir("templates", "task-templates", "task.toml")
+
+
+def data_dir(packaged: str, checkout: str, marker: str) -> Path:
+    """A dir of package data: verifier/<packaged> when installed (in a checkout, a
+    symlink to <checkout>), else the checkout's <checkout>; found by a file it holds."""
     try:
-        packaged = Path(str(resources.files("verifier") / "templates"))
+        installed = Path(str(resources.files("verifier") / packaged))
     except (ModuleNotFoundError, TypeError):  # pragma: no cover - zip imports
-        packaged = None
-    if packaged is not None and (packaged / "task.toml").is_file():
-        return packaged
-    checkout = Path(__file__).resolve().parents[2] / "task-templates"
-    if (checkout / "task.toml").is_file():
-        return checkout
-    raise FileNotFoundError("task templates not found: reinstall harbor-verifier")
+        installed = None
+    if installed is not None and (installed / marker).is_file():
+        return installed
+    source = Path(__file__).resolve().parents[2] / checkout
+    if (source / marker).is_file():
+        return source
+    raise FileNotFoundError(f"{checkout} not found: reinstall harbor-verifier")
 
 
 def render(text: str, values: Mapping[str, str]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig
 from verifier.errors import did_you_mean
-from verifier.judges.base import Record
+from verifier.judges.base import JudgeContext
 from verifier.judges.builtins import (
     agent_trail,
     data_files,
@@ -64,7 +64,7 @@ def find_builtin(written: str) -> Builtin | None:
     return found if found is not None and category in ("", found.category) else None
 
 
-def bind_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+def bind_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
     """Look the builtin up and bind its arguments; the result runs it on a record."""
     found = find_builtin(judge.spec.name)
     if found is None:
@@ -76,8 +76,9 @@ def bind_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], A
     arguments = found.bind(judge.arguments, config.locator(f"{judge.key}.arguments"))
     config_dir = config.base_dir
 
-    def run(record: Record) -> BuiltinReturn:
-        context = BuiltinContext(Path(record["case_dir"]), config_dir, record)
+    def run(judged: JudgeContext) -> BuiltinReturn:
+        record = judged.record
+        context = BuiltinContext(Path(record["case_dir"]), config_dir, record, judged.sandbox)
         return found.run(context, **arguments)
 
     return run

@@ -8,7 +8,7 @@ Where the report comes from:
   report left in the case as it was proves nothing, so only reports the command wrote
   or rewrote count; one it left as it was is stale. As root the command runs in a
   private copy of the case, where the report is found by a probe of the dir it ran in
-  (verifier.judges.sandbox.WorkdirProbe).
+  (verifier.sandbox.WorkdirProbe).
 - `runner` (`pytest`, `go`): the verifier builds a hardened command itself (runners.py)
   and its report comes back from outside the case copy ($VERIFIER_RESULTS).
 
@@ -87,8 +87,8 @@ from verifier.judges.builtins.toolchain import (
     check_start,
     run_without_case,
 )
-from verifier.judges.sandbox import CommandRun, run_in_sandbox
 from verifier.results import CTRF_DETAILS
+from verifier.sandbox import Command, CommandRun, Sandbox
 
 MAX_REPORTS = 1000  # files one glob may match
 MAX_TOTAL_BYTES = 64 * 1024 * 1024  # read across them
@@ -332,17 +332,26 @@ def grade_tests(
             native_modules=native_modules or (),
         )
         plan = plan_runner(runner, executable, paths, args, options, listed)
-        return run_tests(context.case_dir, plan, timeout, env, judge)
+        return run_tests(context.command_sandbox, context.case_dir, plan, timeout, env, judge)
     assert report is not None  # one of report and runner: Builtin.bind
     if command is None:
         return judge(read_reports(context.case_dir, report, format), {})
     provided = provided_files(context, provide)
     return run_report_command(
-        context.case_dir, command, report, format, timeout, env, provided, judge
+        context.command_sandbox,
+        context.case_dir,
+        command,
+        report,
+        format,
+        timeout,
+        env,
+        provided,
+        judge,
     )
 
 
 def run_report_command(
+    sandbox: Sandbox,
     case_dir: Path,
     command: str | list[str],
     report: str | Glob,
@@ -354,21 +363,15 @@ def run_report_command(
 ) -> Graded:
     """Run the author's command (with the trusted files it is handed), and judge the
     reports it wrote."""
-    check_program(command, env)
-    run = run_in_sandbox(
-        command,
-        case_dir,
-        timeout=timeout,
-        env=env,
-        provided=provided,
-        probe=FreshReports(report, format),
-    )
+    check_program(sandbox, command, env)
+    request = Command(command, timeout, env=env or {}, provided=provided)
+    run = sandbox.run(request, case_dir, FreshReports(report, format))
     details: dict[str, Any] = {"sandbox": run.confinement, "command": _ending(run)}
     if run.timed_out:
         return _unusable(f"the command timed out after {timeout:g}s; no report counts", details)
     reading = run.collected if isinstance(run.collected, Reading) else None
     if reading is None or reading.report is None:
-        check_start(run, command, env)
+        check_start(sandbox, run, command, env)
     if reading is None:  # it never started
         return _unusable(f"the command did not run: {describe_run(run, timeout)}", details)
     graded = judge(reading, details)
@@ -379,20 +382,24 @@ def run_report_command(
 
 
 def run_tests(
-    case_dir: Path, plan: RunnerPlan, timeout: float, env: dict[str, str] | None, judge: Judge
+    sandbox: Sandbox,
+    case_dir: Path,
+    plan: RunnerPlan,
+    timeout: float,
+    env: dict[str, str] | None,
+    judge: Judge,
 ) -> Graded:
     """Run the hardened runner, and judge the report it handed back. Without a usable
     report (or after pytest's internal or usage error) the toolchain is probed without
     the case: a fault there is an error, else what the case did is a failure."""
     environment = {**plan.env, **(env or {})}
     for program in plan.programs:
-        check_program([program], environment)
+        check_program(sandbox, [program], environment)
     key = secrets.token_bytes(32) if plan.signed else None
     returned = (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
-    run = run_in_sandbox(
-        list(plan.command),
-        case_dir,
-        timeout=timeout,
+    request = Command(
+        plan.command,
+        timeout,
         env=environment,
         provided=plan.provided,
         returned=returned,
@@ -400,6 +407,7 @@ def run_tests(
         separate_stdout=plan.report is None,
         stdout_bytes=MAX_FILE_BYTES,
     )
+    run = sandbox.run(request, case_dir)
     details: dict[str, Any] = {
         "sandbox": run.confinement,
         "runner": plan.name,
@@ -412,7 +420,7 @@ def run_tests(
     reading = handed_back(run, plan, key)
     broken = run.exit_code in plan.probe_codes  # pytest's internal or usage error
     if reading.report is None or broken:
-        probe_toolchain(plan, environment, timeout)
+        probe_toolchain(sandbox, plan, environment, timeout)
     graded = judge(reading, details)
     if reading.report is None or broken:
         said = describe_run(run, timeout, _COMMAND_CHARS)
@@ -476,10 +484,12 @@ def _signed(key: bytes, data: bytes, signature: CaseFile | None) -> bool:
     return hmac.compare_digest(expected, signature.data.strip())
 
 
-def probe_toolchain(plan: RunnerPlan, env: Mapping[str, str], timeout: float) -> None:
+def probe_toolchain(
+    sandbox: Sandbox, plan: RunnerPlan, env: Mapping[str, str], timeout: float
+) -> None:
     """ToolchainFault unless the runner's probe succeeds in an empty dir."""
     limit = min(timeout, PROBE_TIMEOUT_S)
-    probe = run_without_case(plan.probe, env, plan.provided, limit)
+    probe = run_without_case(sandbox, plan.probe, env, plan.provided, limit)
     if probe.timed_out or probe.exit_code != 0:
         said = describe_run(probe, limit, _COMMAND_CHARS)
         raise ToolchainFault(

@@ -27,7 +27,7 @@ from verifier.judges.builtins.arguments import (
 from verifier.judges.builtins.files import universal_newlines
 from verifier.judges.builtins.registry import BuiltinContext, builtin
 from verifier.judges.builtins.toolchain import check_program, check_start
-from verifier.judges.sandbox import STDOUT_BYTES, CommandRun, run_in_sandbox
+from verifier.sandbox import STDOUT_BYTES, Command, CommandRun
 
 OUTPUT_CHARS = 2000  # of a command's output in a rationale: its start and its end
 _SHOWN_CHARS = 200
@@ -51,17 +51,18 @@ def run_command(context: BuiltinContext, arguments: dict[str, Any], **options: A
     """Run the judge's command (`cmd` or `command`) in the sandbox; ToolchainFault when
     the toolchain cannot run it."""
     command, env = arguments["cmd"] or arguments["command"], arguments["env"]
-    check_program(command, env)
-    run = run_in_sandbox(
+    sandbox = context.command_sandbox
+    check_program(sandbox, command, env)
+    request = Command(
         command,
-        context.case_dir,
-        timeout=arguments["timeout"],
-        env=env,
+        arguments["timeout"],
         cwd=arguments["cwd"] or "",
+        env=env or {},
         provided=provided_files(context, arguments["provide"]),
         **options,
     )
-    check_start(run, command, env)
+    run = sandbox.run(request, context.case_dir)
+    check_start(sandbox, run, command, env)
     return run
 
 
@@ -73,7 +74,7 @@ def provided_files(context: BuiltinContext, provide: dict[str, Any] | None) -> d
 @builtin("process", *COMMAND_KEYS, runs_case_code=True, one_of=ONE_COMMAND)
 def command_succeeds(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
     """The command's exit code is the verdict (0: true), run in the sandbox
-    (verifier.judges.sandbox) with the case dir as its working dir."""
+    (verifier.sandbox) with the case dir as its working dir."""
     run = run_command(context, arguments)
     return JudgeAnswer(
         run.exit_code == 0, describe_run(run, arguments["timeout"]), {"sandbox": run.confinement}

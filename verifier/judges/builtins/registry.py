@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -12,6 +12,9 @@ from verifier.config import Key, Locator
 from verifier.errors import did_you_mean
 from verifier.judges.base import JudgeAnswer, Record
 from verifier.judges.builtins.arguments import REFERENCE_FIELDS, ProvidedFiles
+
+if TYPE_CHECKING:
+    from verifier.sandbox import Sandbox
 
 # What a builtin returns: its value and a rationale saying what it saw (or a JudgeAnswer,
 # which adds details for judges.json).
@@ -21,11 +24,24 @@ BuiltinReturn = ValueWithRationale | JudgeAnswer
 
 @attrs.frozen
 class BuiltinContext:
-    """What a builtin may look at: the case dir (untrusted) and eval.yaml's dir (trusted)."""
+    """What a builtin may look at: the case dir (untrusted) and eval.yaml's dir (trusted),
+    and, for a builtin that runs code from the case, the sandbox it runs it in."""
 
     case_dir: Path
     config_dir: Path
     record: Record
+    sandbox: Sandbox | None = None
+
+    @property
+    def command_sandbox(self) -> Sandbox:
+        """The sandbox of a builtin registered with runs_case_code (a grade plans one
+        whenever eval.yaml has such a builtin); RuntimeError for any other."""
+        if self.sandbox is None:
+            raise RuntimeError(
+                "this builtin runs a command, but the grade planned no sandbox: register "
+                "it with runs_case_code=True"
+            )
+        return self.sandbox
 
 
 @attrs.frozen
@@ -98,7 +114,7 @@ def builtin(
 ) -> Callable[[Callable[..., BuiltinReturn]], Callable[..., BuiltinReturn]]:
     """Register the decorated function as the builtin `category/<function name>`.
 
-    `runs_case_code`: it executes code from the case (through verifier.judges.sandbox);
+    `runs_case_code`: it executes code from the case (through verifier.sandbox);
     the engine then counts an unexplained death of its process as a failure of the
     case's code, never as an error. `one_of`: groups of optional arguments of which
     exactly one must be given (rewardkit's name and ours, a case file or a reference).

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verifier.judges.sandbox import CommandRun, command_path, run_in_sandbox
+from verifier.sandbox import Command, CommandRun, Sandbox, command_path
 
 SHELL = "/bin/sh"  # what subprocess runs a shell string with
 NOT_STARTED_CODES = (126, 127)  # a shell's "cannot execute" and "not found"
@@ -122,12 +122,17 @@ class ToolchainFault(Exception):
         self.details = {"toolchain_fault": message, **(details or {})}
 
 
-def check_program(command: str | Sequence[str], env: Mapping[str, str] | None) -> None:
-    """Before the case is staged: the command's program must be in the toolchain."""
+def check_program(
+    sandbox: Sandbox, command: str | Sequence[str], env: Mapping[str, str] | None
+) -> None:
+    """Before the case is staged: the command's program must be in the toolchain, found
+    in the PATH the command gets in `sandbox`."""
     program = toolchain_program(command)
     if program is None:
         return
-    problem = executable_problem(program, env)
+    problem = executable_problem(
+        program, command_path(env or {}, os.environ, sandbox.policy.hidden)
+    )
     if problem is not None:
         raise ToolchainFault(f"the toolchain cannot run {program}: {problem}")
 
@@ -142,20 +147,20 @@ def toolchain_program(command: str | Sequence[str]) -> str | None:
     return program if "/" not in program or program.startswith("/") else None
 
 
-def executable_problem(program: str, env: Mapping[str, str] | None) -> str | None:
-    """None when the grader finds program (a name in the command's PATH, or an absolute
-    path to an executable file), else why not."""
-    path = command_path(env)
+def executable_problem(program: str, path: str) -> str | None:
+    """None when the grader finds program (a name in the command's PATH, `path`, or an
+    absolute path to an executable file), else why not."""
     if "/" in program:
         if not os.path.isfile(program):
             return "it does not exist"
         return None if os.access(program, os.X_OK) else "it is not executable"
-    if shutil.which(program, path=_absolute_dirs(path)) is None:
+    if shutil.which(program, path=path) is None:
         return f"{program!r} is not in its PATH ({path})"
     return None
 
 
 def check_start(
+    sandbox: Sandbox,
     run: CommandRun,
     command: str | Sequence[str],
     env: Mapping[str, str] | None,
@@ -171,7 +176,7 @@ def check_start(
             )
         return
     if isinstance(command, str) and run.exit_code in NOT_STARTED_CODES:
-        missing = missing_words(command_words(command), env)
+        missing = missing_words(sandbox, command_words(command), env)
         if missing:
             raise ToolchainFault(
                 f"the command exited {run.exit_code}: the toolchain has no "
@@ -209,37 +214,34 @@ def command_words(command: str) -> list[str]:
     return list(dict.fromkeys(words))
 
 
-def missing_words(words: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+def missing_words(
+    sandbox: Sandbox, words: Sequence[str], env: Mapping[str, str] | None
+) -> list[str]:
     """The words the sandbox user cannot run, looked up by /bin/sh in an empty dir."""
     if not words:
         return []
-    run = run_without_case([SHELL, "-c", _LOOKUP, "sh", *words], env)
+    run = run_without_case(sandbox, [SHELL, "-c", _LOOKUP, "sh", *words], env)
     if run.timed_out or run.exit_code is None:
         raise ToolchainFault(f"the toolchain's {SHELL} cannot run: {_shown(run)}")
     return [line for line in run.tail.splitlines() if line in words]
 
 
 def run_without_case(
+    sandbox: Sandbox,
     command: Sequence[str],
     env: Mapping[str, str] | None,
     provided: Mapping[str, Path] | None = None,
     timeout: float = PROBE_TIMEOUT_S,
 ) -> CommandRun:
     """A command run in the sandbox in an empty dir: what the toolchain does on its own."""
+    request = Command(tuple(command), timeout, env=env or {}, provided=provided or {})
     with tempfile.TemporaryDirectory(prefix="verifier-empty-") as empty:
-        return run_in_sandbox(
-            list(command), Path(empty), timeout=timeout, env=env, provided=provided
-        )
+        return sandbox.run(request, Path(empty))
 
 
 def _is_assignment(token: str) -> bool:
     name, equals, _ = token.partition("=")
     return bool(equals) and name.isidentifier()
-
-
-def _absolute_dirs(path: str) -> str:
-    """PATH without its relative entries: those would resolve in the case."""
-    return os.pathsep.join(entry for entry in path.split(os.pathsep) if entry.startswith("/"))
 
 
 def _shown(run: CommandRun) -> str:

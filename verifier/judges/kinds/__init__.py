@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from verifier.config import EvalConfig, JudgeConfig, JudgeKind
-from verifier.judges.base import Pool, Record
+from verifier.judges.base import JudgeContext, Pool
 
 
 class RunnableKind(JudgeKind, Protocol):
@@ -29,7 +29,7 @@ class RunnableKind(JudgeKind, Protocol):
         errors."""
         ...
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         """The per-case callable; load-time checks (compile, import, files) raise ConfigError."""
         ...
 
@@ -75,7 +75,7 @@ KINDS = KindRegistry(
         "builtin": ("builtin",),
         "check": ("check",),
         "agent": ("agent",),
-        "llm": ("llm_rubric", "prompt", "prompt_file", "criteria", "builtin"),
+        "llm": ("llm_rubric", "prompt", "prompt_file", "criteria", "judge_file", "builtin"),
         "module": ("module", "function"),
     }
 )

@@ -7,7 +7,7 @@ from typing import Any
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Arguments
-from verifier.judges.base import Pool, Record
+from verifier.judges.base import JudgeContext, Pool
 
 
 class AgentKind(KindDefaults):
@@ -26,7 +26,7 @@ class AgentKind(KindDefaults):
     def entry_schema(self) -> dict[str, Any]:
         return {"not": {}, "description": "agent judges are not supported by this image"}
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         raise AssertionError("an agent judge never loads")
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:

@@ -14,7 +14,7 @@ import attrs
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text, object_schema
-from verifier.judges.base import Pool, Record
+from verifier.judges.base import JudgeContext, Pool
 from verifier.scale import FeedbackType
 
 
@@ -80,7 +80,7 @@ class BuiltinKind(KindDefaults):
             ],
         }
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         from verifier.judges.builtins import bind_builtin
 
         return bind_builtin(judge, config)

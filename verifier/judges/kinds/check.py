@@ -17,7 +17,7 @@ import attrs
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
-from verifier.judges.base import Pool, Record
+from verifier.judges.base import JudgeContext, Pool
 
 
 @attrs.frozen
@@ -46,7 +46,7 @@ class CheckKind(KindDefaults):
         """A body, and one that can return (prepare() also compiles it)."""
         return {"properties": {"check": {"type": "string", "pattern": r"\breturn\b"}}}
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         """Compile the body into `fn(outputs, arguments)`."""
         at = config.locator(f"{judge.key}.check")
         filename = f"<{judge.key}.check>"
@@ -62,7 +62,7 @@ class CheckKind(KindDefaults):
         exec(_lines_shifted(code, -1), namespace)  # line 1 is the body's first line
         check = namespace["check"]
         arguments = dict(judge.arguments)
-        return lambda record: check(record, arguments)
+        return lambda context: check(context.record, arguments)
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return "check"

@@ -13,11 +13,25 @@ from typing import Any
 import attrs
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
-from verifier.config.fields import Number, OneOrMany, RelativePath, Text
-from verifier.judges.base import Pool, Record
+from verifier.config.fields import Choice, Number, OneOrMany, RelativePath, Text
+from verifier.judges.base import JudgeContext, Pool
 from verifier.judges.kinds.builtin import is_prompt_builtin
-from verifier.judges.llm.keys import CriteriaField, GuardField, PanelField, PricesField, RuleField
-from verifier.judges.llm.spec import CRITERIA_RULES, PANEL_RULES, LLMSpec
+from verifier.judges.llm.judge_file import JudgeFile, JudgeFileField
+from verifier.judges.llm.keys import (
+    CaseFilesField,
+    CriteriaField,
+    GuardField,
+    PanelField,
+    PricesField,
+    RuleField,
+)
+from verifier.judges.llm.spec import (
+    CRITERIA_RULES,
+    MODES,
+    PANEL_RULES,
+    REASONING_EFFORTS,
+    LLMSpec,
+)
 from verifier.scale import FeedbackType
 
 PROMPT_KEYS = ("llm_rubric", "prompt", "prompt_file")
@@ -45,74 +59,102 @@ class ProviderName:
         return {"enum": sorted(PROVIDERS_BY_ALIAS), "description": self.description}
 
 
+_KEYS = (
+    Key(
+        "llm_rubric",
+        Text(non_empty=True, description="the rubric; the case's material is appended"),
+    ),
+    Key("prompt", Text(non_empty=True, description="a Jinja2 prompt template")),
+    Key("prompt_file", RelativePath(description="a Jinja2 template file beside eval.yaml")),
+    Key(
+        "model",
+        Text(
+            non_empty=True,
+            description="provider/model; else models.judge, else $EVAL_JUDGE_MODEL",
+        ),
+    ),
+    Key(
+        "samples",
+        Number(
+            integer=True,
+            minimum=1,
+            maximum=MAX_SAMPLES,
+            problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
+            description="answers to ask for; the value is their median",
+        ),
+        default=1,
+    ),
+    Key("context", OneOrMany(RelativePath(), description="reference files beside eval.yaml")),
+    Key("provider", ProviderName()),
+    Key(
+        "builtin",
+        Text(non_empty=True, description="an LLM builtin, e.g. quality/output_completeness"),
+    ),
+    Key(
+        "context_tokens",
+        Number(
+            integer=True,
+            minimum=1024,
+            maximum=100_000_000,
+            problem="must be a whole number of tokens, at least 1024",
+            description="the tokens the model takes (its context "
+            "window); default: from the model's name (a panel: "
+            "its members' smallest), else 32768",
+        ),
+    ),
+    Key("criteria", CriteriaField()),
+    Key("aggregate", RuleField()),
+    Key(
+        "threshold",
+        Number(
+            minimum=0,
+            maximum=1,
+            problem="must be a number from 0 to 1",
+            description="aggregate: threshold: the weighted mean passes at this value",
+        ),
+    ),
+    Key("panel", PanelField()),
+    Key("guard", GuardField()),
+    Key("prices", PricesField()),
+    Key(
+        "mode",
+        Choice(
+            MODES,
+            description="batched: every criterion in one request; individual: a "
+            "request per criterion (rewardkit's)",
+        ),
+    ),
+    Key(
+        "reasoning_effort",
+        Choice(
+            REASONING_EFFORTS,
+            description="how much the model reasons first: OpenAI's reasoning_effort, "
+            "Anthropic's thinking budget; default: not sent",
+        ),
+    ),
+    Key(
+        "reference",
+        RelativePath(
+            description="a reference solution (file, or dir: its files) beside eval.yaml, "
+            "which the model compares the agent's work with"
+        ),
+    ),
+    Key("files", CaseFilesField()),
+)
+
+
 class LLMKind(KindDefaults):
     name = "llm"
     pool = Pool.LLM
     case_bound = False
-    keys = (
-        Key(
-            "llm_rubric",
-            Text(non_empty=True, description="the rubric; the case's material is appended"),
-        ),
-        Key("prompt", Text(non_empty=True, description="a Jinja2 prompt template")),
-        Key("prompt_file", RelativePath(description="a Jinja2 template file beside eval.yaml")),
-        Key(
-            "model",
-            Text(
-                non_empty=True,
-                description="provider/model; else models.judge, else $EVAL_JUDGE_MODEL",
-            ),
-        ),
-        Key(
-            "samples",
-            Number(
-                integer=True,
-                minimum=1,
-                maximum=MAX_SAMPLES,
-                problem=f"must be a whole number from 1 to {MAX_SAMPLES}",
-                description="answers to ask for; the value is their median",
-            ),
-            default=1,
-        ),
-        Key("context", OneOrMany(RelativePath(), description="reference files beside eval.yaml")),
-        Key("provider", ProviderName()),
-        Key(
-            "builtin",
-            Text(non_empty=True, description="an LLM builtin, e.g. quality/output_completeness"),
-        ),
-        Key(
-            "context_tokens",
-            Number(
-                integer=True,
-                minimum=1024,
-                maximum=100_000_000,
-                problem="must be a whole number of tokens, at least 1024",
-                description="the tokens the model takes (its context "
-                "window); default: from the model's name (a panel: "
-                "its members' smallest), else 32768",
-            ),
-        ),
-        Key("criteria", CriteriaField()),
-        Key("aggregate", RuleField()),
-        Key(
-            "threshold",
-            Number(
-                minimum=0,
-                maximum=1,
-                problem="must be a number from 0 to 1",
-                description="aggregate: threshold: the weighted mean passes at this value",
-            ),
-        ),
-        Key("panel", PanelField()),
-        Key("guard", GuardField()),
-        Key("prices", PricesField()),
-    )
+    # A judge file is read with the fields of the keys it sets for the entry.
+    keys = (*_KEYS, Key("judge_file", JudgeFileField({key.name: key.field for key in _KEYS})))
 
-    claim_keys = (*PROMPT_KEYS, "criteria")
+    claim_keys = (*PROMPT_KEYS, "criteria", "judge_file")
 
     def claims(self, entry: Mapping[str, Any]) -> bool:
-        """A prompt key or `criteria` set, or `builtin:` naming an LLM builtin (a shipped
-        prompt)."""
+        """A prompt key, `criteria` or `judge_file` set, or `builtin:` naming an LLM
+        builtin (a shipped prompt)."""
         return any(key in entry for key in self.claim_keys) or (
             "builtin" in entry and is_prompt_builtin(entry["builtin"])
         )
@@ -121,7 +163,13 @@ class LLMKind(KindDefaults):
         """A criteria judge's value is its aggregate, in [0, 1], unless it declares a scale."""
         return (0.0, 1.0) if spec.criteria else None
 
+    def default_timeout(self, spec: LLMSpec) -> float | None:
+        """A judge file's timeout is the judge's."""
+        return spec.timeout_s
+
     def spec(self, values: Mapping[str, Any], at: Locator) -> LLMSpec:
+        if "judge_file" in values:
+            values = _with_judge_file(values, at)
         if "builtin" in values:
             return self._builtin_spec(values, at)
         present = [key for key in PROMPT_KEYS if key in values]
@@ -165,9 +213,31 @@ class LLMKind(KindDefaults):
         )
 
     def entry_schema(self) -> dict[str, Any]:
-        """Exactly one of the prompt keys set (not null), or none of them and criteria;
-        a panel instead of a model."""
+        """A judge file (its criteria, maybe its prompt: at most one prompt key beside it),
+        or else exactly one of the prompt keys set (not null), or none of them and
+        criteria; a panel instead of a model."""
         unset = {key: {"type": "null"} for key in PROMPT_KEYS}
+        judge_file = {"required": ["judge_file"], "properties": {"judge_file": {"type": "string"}}}
+        return {
+            "if": judge_file,
+            "then": {
+                "not": {
+                    "anyOf": [
+                        {"required": [first, second]}
+                        for index, first in enumerate(PROMPT_KEYS)
+                        for second in PROMPT_KEYS[index + 1 :]
+                    ]
+                }
+            },
+            "else": self._prompt_schema(unset),
+            "not": {
+                "required": ["model", "panel"],
+                "properties": {"model": {"type": "string"}, "panel": {"not": {"type": "null"}}},
+            },
+        }
+
+    @staticmethod
+    def _prompt_schema(unset: dict[str, Any]) -> dict[str, Any]:
         return {
             "oneOf": [
                 *(
@@ -185,13 +255,9 @@ class LLMKind(KindDefaults):
                     },
                 },
             ],
-            "not": {
-                "required": ["model", "panel"],
-                "properties": {"model": {"type": "string"}, "panel": {"not": {"type": "null"}}},
-            },
         }
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         import os
 
         from verifier.judges.llm.from_spec import build_judge
@@ -206,14 +272,32 @@ class LLMKind(KindDefaults):
             what = f"llm {spec.model or config.default_model or '$EVAL_JUDGE_MODEL'}"
         if spec.criteria:
             what += f", {len(spec.criteria)} criteria ({spec.aggregate or 'weighted-mean'})"
+            what += ", one request each" if spec.mode == "individual" else ""
+        if spec.judge_file is not None:
+            what += f", from {spec.judge_file}"
         return what
+
+
+def _with_judge_file(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
+    """The entry's keys and its judge file's (verifier.judges.llm.judge_file); a key
+    both set is an error naming where the file sets it."""
+    judge_file: JudgeFile = values["judge_file"]
+    for key in judge_file.values:
+        if key in values:
+            raise at.child(key).error(
+                f"is set by {judge_file.path} too; keep one (the entry's keys add to the file's)"
+            )
+    return {**values, **judge_file.values}
 
 
 def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
     """The keys a prompt judge and an LLM builtin share, checked against each other: a
-    panel instead of a model, `aggregate` for what the judge has to combine."""
+    panel instead of a model, `aggregate` for what the judge has to combine, one request
+    per criterion only with criteria."""
     if "panel" in values and "model" in values:
         raise at.child("panel").error("set model or panel, not both")
+    if values.get("mode") == "individual" and not values.get("criteria"):
+        raise at.child("mode").error("individual asks each criterion apart; this judge has none")
     members, panel_rule = values.get("panel", ((), None))
     criteria = values.get("criteria", ())
     rule = values.get("aggregate")
@@ -243,6 +327,7 @@ def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
     if rule == "threshold" and threshold is None:
         threshold = 0.5
     prices, prices_source = values.get("prices", ({}, None))
+    judge_file: JudgeFile | None = values.get("judge_file")
     return {
         "model": values.get("model"),
         "samples": values.get("samples", 1),
@@ -257,6 +342,12 @@ def _common_spec(values: Mapping[str, Any], at: Locator) -> dict[str, Any]:
         "guard": values.get("guard"),
         "prices": prices,
         "prices_source": prices_source,
+        "mode": values.get("mode", "batched"),
+        "reasoning_effort": values.get("reasoning_effort"),
+        "reference": values.get("reference"),
+        "files": values.get("files"),
+        "timeout_s": judge_file.timeout_s if judge_file is not None else None,
+        "judge_file": judge_file.path if judge_file is not None else None,
     }
 
 

@@ -16,7 +16,7 @@ import attrs
 
 from verifier.config import EvalConfig, JudgeConfig, Key, KindDefaults, Locator
 from verifier.config.fields import Text
-from verifier.judges.base import Pool, Record
+from verifier.judges.base import JudgeContext, Pool
 
 
 @attrs.frozen
@@ -51,7 +51,7 @@ class ModuleKind(KindDefaults):
             "properties": {key: {"type": "string"} for key in self.claim_keys},
         }
 
-    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[Record], Any]:
+    def prepare(self, judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeContext], Any]:
         """Import the module from eval.yaml's dir; `fn(outputs=record, **arguments)`."""
         spec: ModuleSpec = judge.spec
         base_dir = str(config.base_dir)
@@ -76,7 +76,7 @@ class ModuleKind(KindDefaults):
                 f"{spec.module}.{spec.function} is not a function"
             )
         arguments = dict(judge.arguments)
-        return lambda record: function(outputs=record, **arguments)
+        return lambda context: function(outputs=context.record, **arguments)
 
     def describe(self, judge: JudgeConfig, config: EvalConfig) -> str:
         return f"module {judge.spec.module}.{judge.spec.function}"

@@ -80,6 +80,8 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
         scale=form,
         output_mode=tuning.output_mode,
         max_case_chars=tuning.max_case_chars,
+        files=_case_files(spec, config, template.places_case, at.child("files")),
+        solution=_solution(spec.reference, config, at.child("reference")),
     )
     panel_rule = _panel_rule(judge, spec, scale, at) if spec.panel else "median"
     # The model last: `verifier check` reports a missing one as a warning, once every
@@ -102,15 +104,18 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
     # One prompt goes to every member: it must fit the smallest window among them.
     override = spec.context_tokens or tuning.context_tokens
     window = min(context_tokens(endpoint.model, override) for endpoint in endpoints)
+    generation = Generation(
+        max_tokens=tuning.max_tokens,
+        temperature=tuning.temperature,
+        output_mode=tuning.output_mode,
+        seed=tuning.seed,
+        reasoning_effort=spec.reasoning_effort,
+    )
+    answer_tokens = generation.max_tokens + generation.thinking_tokens()
     return LLMJudge(
         endpoint=endpoints[0],
-        plan=attrs.evolve(plan, context_tokens=window, answer_tokens=tuning.max_tokens),
-        generation=Generation(
-            max_tokens=tuning.max_tokens,
-            temperature=tuning.temperature,
-            output_mode=tuning.output_mode,
-            seed=tuning.seed,
-        ),
+        plan=attrs.evolve(plan, context_tokens=window, answer_tokens=answer_tokens),
+        generation=generation,
         policy=tuning.policy,
         samples=spec.samples,
         timeout_s=judge.timeout_s,
@@ -121,6 +126,7 @@ def build_judge(judge: JudgeConfig, config: EvalConfig, environ: Mapping[str, st
         guard=guard,
         prices=tuple(find_price(endpoint.model, tables) for endpoint in endpoints),
         prompt_sha256=prompt_digest(plan),
+        individual=spec.mode == "individual",
     )
 
 
@@ -128,13 +134,17 @@ def prompt_digest(plan: PromptPlan) -> str:
     """sha256 of what the prompt asks whatever the case: the template, the reference
     files, and the answer's form (scale, criteria), as the calibration report names it."""
     scale = plan.scale
-    described = {
+    described: dict[str, Any] = {
         "template": plan.template.source,
         "references": [[reference.name, reference.text] for reference in plan.references],
         "scale": scale.describe(),
         "schema": scale.schema(),
         "output_mode": plan.output_mode,
     }
+    if plan.solution:  # only then: the digests of the judges without one stay as they were
+        described["solution"] = [[reference.name, reference.text] for reference in plan.solution]
+    if plan.files is not None:
+        described["files"] = [str(path) for path in plan.files]
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
@@ -228,6 +238,49 @@ def _references(
         except (OSError, UnicodeDecodeError) as error:
             raise at.error(f"{path} cannot be read: {error}") from None
     return tuple(references)
+
+
+def _case_files(
+    spec: LLMSpec, config: EvalConfig, placed: bool, at: Locator
+) -> tuple[PurePosixPath, ...] | None:
+    """`files`: what of the record the appended material shows; each must be in the
+    record (eval.yaml's outputs cover it), and a template that places the material
+    itself has nothing appended to select from."""
+    if spec.files is None:
+        return None
+    if placed:
+        raise at.error(
+            "selects the material appended to the rubric, and this prompt template places "
+            "the case's material itself: remove one"
+        )
+    outputs = [PurePosixPath(output) for output in config.outputs]
+    for path in spec.files:
+        if outputs and not any(output == path or output in path.parents for output in outputs):
+            raise at.error(
+                f"{str(path)!r} is not among eval.yaml's outputs, which the judge's record "
+                "holds: add it there"
+            )
+    return spec.files
+
+
+def _solution(
+    reference: PurePosixPath | None, config: EvalConfig, at: Locator
+) -> tuple[Reference, ...]:
+    """`reference`: its file, or the files directly in its dir (dot-files aside, as
+    rewardkit reads one), each read now as the context files are."""
+    if reference is None:
+        return ()
+    path = config.base_dir / reference
+    if not path.is_dir():
+        return _references((reference,), config, at)
+    files = sorted(
+        reference / child.name
+        for child in path.iterdir()
+        if child.is_file() and not child.name.startswith(".")
+    )
+    if not files:
+        raise at.error(f"{path} has no files to compare with")
+    return _references(tuple(files), config, at)
 
 
 def _base_url(provider: Provider, environ: Mapping[str, str], at: Locator) -> str:

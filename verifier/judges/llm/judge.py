@@ -10,7 +10,8 @@ A judge asks `samples` answers of each of its models: its one model, or each mem
 of its panel (verifier.judges.llm.panel), whose values are then combined. Its guard,
 when it has one, screens the prompt's material first (verifier.judges.llm.guard);
 its criteria, when it lists them, are all answered in each request and combined into
-its value (verifier.judges.llm.criteria).
+its value (verifier.judges.llm.criteria), or with `mode: individual` each in a request
+of its own, joined back before the samples are reduced (verifier.judges.llm.individual).
 
 The judge keeps its own deadline a little short of its timeout, which is its whole
 budget (prompt, every sample, every retry), so that a slow or failing endpoint ends
@@ -30,8 +31,8 @@ from typing import Any
 
 import attrs
 
-from verifier.judges.base import JudgeAnswer, Record
-from verifier.judges.llm import panel
+from verifier.judges.base import JudgeAnswer, JudgeContext, Record
+from verifier.judges.llm import individual, panel
 from verifier.judges.llm.answer_scale import AnswerError, AnswerScale
 from verifier.judges.llm.cache import ResponseCache
 from verifier.judges.llm.client import Client
@@ -41,7 +42,7 @@ from verifier.judges.llm.parse import Grade, excerpt, read_answer
 from verifier.judges.llm.pricing import Price, cost_usd
 from verifier.judges.llm.prompt import Prompt, PromptPlan
 from verifier.judges.llm.providers import Endpoint, Generation
-from verifier.judges.llm.sampling import reduce_samples
+from verifier.judges.llm.sampling import Sample, reduce_samples
 from verifier.judges.llm.template import TemplateProblem
 from verifier.judges.llm.tokens import is_context_overflow
 from verifier.judges.llm.transport import RequestFailed, RetryPolicy
@@ -55,21 +56,6 @@ class LLMJudgeError(Exception):
         secrets = known_secrets()
         super().__init__(redact(reason, secrets))
         self.details = redact_tree(details, secrets)
-
-
-@attrs.frozen
-class Sample:
-    """One sample's outcome: a grade, or the problem that left it without one."""
-
-    grade: Grade | None
-    problem: str | None = None
-    latency_s: float = 0.0
-    attempts: int = 0
-    usage: Mapping[str, int] = MappingProxyType({})
-    cached: bool = False
-    endpoint_failed: bool = False  # no response at all (vs. an answer that could not be read)
-    answer: str | None = None  # an excerpt of an answer that could not be read
-    overflowed: bool = False  # the endpoint refused the prompt for its length: a case fact
 
 
 @attrs.frozen
@@ -131,6 +117,7 @@ class LLMJudge:
     guard: Guard | None = None
     prices: tuple[Price | None, ...] = ()  # each model's, in the order of `members`
     prompt_sha256: str = ""  # what the calibration report names as the prompt measured
+    individual: bool = False  # `mode: individual`: a request per criterion
 
     @property
     def members(self) -> tuple[Endpoint, ...]:
@@ -139,17 +126,22 @@ class LLMJudge:
 
     @property
     def asks(self) -> int:
-        """Requests one case needs (before retries): samples of each model."""
-        return len(self.members) * self.samples
+        """Requests one case needs (before retries): samples of each model (of each
+        criterion, for an individual judge)."""
+        return len(self.members) * self.samples * self._requests_per_sample
+
+    @property
+    def _requests_per_sample(self) -> int:
+        return len(self.criteria.criteria) if self.individual and self.criteria else 1
 
     @property
     def judge_scale(self) -> AnswerScale:
         return self.plan.scale.judge_scale
 
-    def __call__(self, record: Record) -> JudgeAnswer:
+    def __call__(self, context: JudgeContext) -> JudgeAnswer:
         """The whole judge, in `grade`'s judge process: its samples side by side."""
         deadline = self.deadline(time.monotonic())
-        prompt = self.prompt(record)
+        prompt = self.prompt(context.record)
         screening = self.screen(prompt)
         unasked = self.unasked(prompt, screening)
         if unasked is not None:
@@ -210,18 +202,15 @@ class LLMJudge:
         return self.lowest(_zero_rationale(screening), details)
 
     def sample(self, prompt: Prompt, client: Client, index: int, deadline: float) -> Sample:
-        """Request number index (sample index % samples of member index // samples);
-        never raises (a failure is the sample's problem)."""
-        endpoint = self.members[index // self.samples]
+        """Request number index (sample index % samples of member index // samples; an
+        individual judge's: verifier.judges.llm.individual); never raises (a failure is
+        the sample's problem)."""
+        prompt, scale = self.asked(prompt, index)
+        sample_index = index % self.samples
+        endpoint = self.endpoint_of(index)
         try:
             answered = client.ask(
-                endpoint,
-                prompt,
-                self.plan.scale,
-                self.generation,
-                self.policy,
-                index % self.samples,
-                deadline,
+                endpoint, prompt, scale, self.generation, self.policy, sample_index, deadline
             )
         except RequestFailed as error:
             if is_context_overflow(error.status, str(error)):
@@ -242,7 +231,7 @@ class LLMJudge:
         try:
             reply = endpoint.read(answered.payload)
             usage = reply.usage
-            grade = read_answer(reply, self.plan.scale)
+            grade = read_answer(reply, scale)
         except AnswerError as error:
             text = excerpt(_reply_text(answered.payload))
             return Sample(
@@ -257,12 +246,45 @@ class LLMJudge:
         client.keep(answered)
         return Sample(grade, None, answered.latency_s, answered.attempts, usage, answered.cached)
 
+    def endpoint_of(self, index: int) -> Endpoint:
+        """The model request number index asks."""
+        return self.members[self._member_of(index)]
+
+    def _member_of(self, index: int) -> int:
+        return index // (self.samples * self._requests_per_sample)
+
     def spends(self, samples: Sequence[Sample]) -> tuple[Spend, ...]:
         """What each model's samples cost (samples in request order)."""
         return tuple(
             Spend.of(endpoint.model, self._of_member(samples, index), self._price(index))
             for index, endpoint in enumerate(self.members)
         )
+
+    def asked(self, prompt: Prompt, index: int) -> tuple[Prompt, Any]:
+        """The prompt and answer form of request number index: the judge's, or for an
+        individual judge its criterion's (verifier.judges.llm.individual)."""
+        scale: Any = self.plan.scale
+        if self.individual and self.criteria is not None:
+            request = individual.request_of(index, len(self.criteria.criteria), self.samples)
+            scale = individual.asking(scale, request.criterion)
+            prompt = individual.prompt_for(prompt, scale, self.plan.output_mode)
+        return prompt, scale
+
+    def ceiling_usd(self, prompt: Prompt) -> float | None:
+        """The most this judge's requests for prompt can cost, as counted (the answered
+        attempt's usage): every request (each sample of each model, of each criterion for
+        an individual judge) at its prompt's token ceiling and its endpoint's output
+        ceiling (max_tokens, with a thinking budget on top). What `--max-cost-usd`
+        reserves before they are sent; None: a model without a price."""
+        costs = []
+        for index in range(self.asks):
+            asked, scale = self.asked(prompt, index)
+            member = self._member_of(index)
+            output = self.members[member].output_ceiling(self.generation)
+            tokens = self.plan.input_ceiling(asked, scale)
+            costs.append(cost_usd(self._price(member), tokens, output))
+        known = [cost for cost in costs if cost is not None]
+        return math.fsum(known) if len(known) == len(costs) else None
 
     def lowest(self, rationale: str, details: Mapping[str, Any]) -> JudgeAnswer:
         """The judge's lowest value (false, or its scale's low end) with why: for what
@@ -294,6 +316,8 @@ class LLMJudge:
     ) -> JudgeAnswer:
         """One grade from the samples (LLMJudgeError when too few gave one; the lowest
         value when an endpoint refused the prompt for its length, for any member)."""
+        if self.individual and self.criteria is not None:
+            samples = individual.joined(samples, self.criteria, len(self.members), self.samples)
         overflowed = next((sample for sample in samples if sample.overflowed), None)
         if overflowed is not None:
             return self.case_fact(prompt, str(overflowed.problem), samples)
@@ -333,9 +357,12 @@ class LLMJudge:
 
     def fingerprint(self) -> dict[str, Any]:
         """What, besides eval.yaml, decides this judge's answers: for a batch's resume key."""
+        generation = attrs.asdict(self.generation, recurse=False)
+        if generation["reasoning_effort"] is None:  # the keys of judges without one unchanged
+            del generation["reasoning_effort"]
         return {
             **self.origin(),
-            "generation": attrs.asdict(self.generation, recurse=False),
+            "generation": generation,
             "max_case_chars": self.plan.max_case_chars,
             "context_tokens": self.plan.context_tokens,
         }
@@ -463,7 +490,9 @@ class LLMJudge:
         return value, f"{model}: {rationale}" if rationale else None, details
 
     def _of_member(self, samples: Sequence[Sample], index: int) -> Sequence[Sample]:
-        return samples[index * self.samples : (index + 1) * self.samples]
+        """Member index's part of samples: its requests', or its joined samples."""
+        width = len(samples) // len(self.members)
+        return samples[index * width : (index + 1) * width]
 
     def _price(self, index: int) -> Price | None:
         return self.prices[index] if index < len(self.prices) else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 import attrs
@@ -34,6 +35,7 @@ from verifier.judges.llm.spec import (
 from verifier.values import finite_float
 
 MAX_CRITERIA = 50
+WORKSPACE = PurePosixPath("/app")  # rewardkit's default workspace: the case dir here
 MAX_PANEL = 9
 MAX_LEVELS = 10
 # What structured-output providers accept as a property name (rewardkit checks the same).
@@ -137,8 +139,8 @@ def _criterion(entry: Any, at: Locator) -> CriterionSpec:
             )
     if "files" in entry:
         raise at.child("files").error(
-            "per-criterion files are not read: the judge grades the case's material "
-            "(eval.yaml's outputs, the conversation); remove files"
+            "per-criterion files are not read: the judge's own files select the case "
+            "files every criterion is graded on; move them there"
         )
     description = entry.get("description")
     if not isinstance(description, str) or not description.strip():
@@ -158,9 +160,12 @@ def _criterion(entry: Any, at: Locator) -> CriterionSpec:
         raise at.child("name").error(
             f"{name!r} must be 1-64 letters, digits, underscores or hyphens"
         )
+    annotations = entry.get("annotations", {})
+    if not isinstance(annotations, dict):
+        raise at.child("annotations").error("must be a mapping")
     flags = {}
     for key in ("negate", "required", "optional"):
-        flag = entry.get(key, False)
+        flag = entry.get(key, _annotated(annotations, key))
         if not isinstance(flag, bool):
             raise at.child(key).error("must be true or false")
         flags[key] = flag
@@ -169,8 +174,6 @@ def _criterion(entry: Any, at: Locator) -> CriterionSpec:
     identifier = entry.get("id")
     if identifier is not None and not isinstance(identifier, str):
         raise at.child("id").error("must be a string")
-    if "annotations" in entry and not isinstance(entry["annotations"], dict):
-        raise at.child("annotations").error("must be a mapping")
     return CriterionSpec(
         name=name,
         description=description.strip(),
@@ -182,6 +185,17 @@ def _criterion(entry: Any, at: Locator) -> CriterionSpec:
         optional=flags["optional"],
         **_scale_keys(entry, kind, at),
     )
+
+
+def _annotated(annotations: Mapping[str, Any], flag: str) -> bool:
+    """A flag the criterion does not set, as rewardkit reads it from the annotations of
+    rubrics imported from datasets: `type` "negative" negates it, `importance`
+    "optional" makes it optional."""
+    if flag == "negate":
+        return "negative" in str(annotations.get("type", "")).lower()
+    if flag == "optional":
+        return "optional" in str(annotations.get("importance", "")).lower()
+    return False
 
 
 def _scale_keys(entry: Mapping[str, Any], kind: str, at: Locator) -> dict[str, Any]:
@@ -232,6 +246,43 @@ def _number(
         bounds += "" if maximum is None else f" and <= {maximum:g}"
         raise at.child(key).error(f"{entry[key]!r} must be a finite number{bounds}")
     return number
+
+
+@attrs.frozen
+class CaseFilesField:
+    """`files:` the case files an LLM judge grades, as rewardkit's judge lists its
+    workspace's: relative to the case dir, or absolute under /app (rewardkit's workspace,
+    Harbor's work dir: the case here); a dir stands for the files directly in it."""
+
+    description: str = (
+        "the case files the judge grades (relative to the case, or under /app); a dir: "
+        "the files directly in it; default: every file of the record"
+    )
+
+    def parse(self, value: Any, at: Locator) -> tuple[PurePosixPath, ...]:
+        if not isinstance(value, list) or not value:
+            raise at.error("must be a non-empty list of case paths")
+        return tuple(_case_path(item, at.item(index)) for index, item in enumerate(value))
+
+    def schema(self) -> dict[str, Any]:
+        item = {"type": "string", "pattern": r"^(?!.*(?:^|/)\.\.(?:/|$))[^\u0000]*\S"}
+        return {"type": "array", "minItems": 1, "items": item, "description": self.description}
+
+
+def _case_path(value: Any, at: Locator) -> PurePosixPath:
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise at.error("must be a path in the case")
+    path = PurePosixPath(value.strip())
+    if path.is_absolute():
+        if path != WORKSPACE and WORKSPACE not in path.parents:
+            raise at.error(
+                f"{value!r} is outside {WORKSPACE}, rewardkit's workspace (the case here): "
+                "give it relative to the case"
+            )
+        path = path.relative_to(WORKSPACE)
+    if ".." in path.parts:
+        raise at.error(f"{value!r} leads outside the case")
+    return path
 
 
 @attrs.frozen

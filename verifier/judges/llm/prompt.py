@@ -23,6 +23,7 @@ import re
 import secrets
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import attrs
@@ -36,7 +37,7 @@ from verifier.judges.llm.template import (
     as_text,
     mark_trusted,
 )
-from verifier.judges.llm.tokens import REQUEST_OVERHEAD_TOKENS, estimate_tokens
+from verifier.judges.llm.tokens import REQUEST_OVERHEAD_TOKENS, estimate_tokens, token_ceiling
 from verifier.references import ANNOTATION_PREFIX
 
 MAX_BLOCKS = 200  # fences per prompt: beyond it their overhead, not the material, would grow
@@ -81,6 +82,8 @@ class PromptPlan:
     max_case_chars: int
     context_tokens: int | None = None  # what the model takes (None: no token budget)
     answer_tokens: int = 0  # what its answer may take (the request's max_tokens)
+    files: tuple[PurePosixPath, ...] | None = None  # the case files shown (None: every one)
+    solution: tuple[Reference, ...] = ()  # `reference`: a reference solution's files
 
     def build(self, record: Mapping[str, Any], arguments: Mapping[str, Any]) -> Prompt:
         """The prompt for one case (TemplateProblem when the template fails to render on
@@ -99,7 +102,10 @@ class PromptPlan:
                 f"{reference.text.strip()}\n</reference-material>"
             )
         if self.append_material:
-            parts.append("## Material to grade\n\n" + material_text(variables, material))
+            shown = material_text(variables, material, self.files)
+            parts.append("## Material to grade\n\n" + shown)
+        if self.solution:
+            parts.append(solution_text(self.solution))
         parts.append(closing_text(self.scale, self.output_mode))
         nonce = secrets.token_hex(6)
         skeleton = "\n\n".join(part for part in parts if part)
@@ -115,13 +121,22 @@ class PromptPlan:
             tokens=tokens,
         )
 
+    def input_ceiling(self, prompt: Prompt, scale: Any = None) -> int:
+        """The most input tokens a request for prompt can cost: what a budget reserves
+        (judges.llm.tokens.token_ceiling), the schema of its answer (`scale`, by default
+        the plan's) included."""
+        return token_ceiling(prompt.system, prompt.user, self._schema_text(scale))
+
+    def _schema_text(self, scale: Any = None) -> str:
+        """The answer's schema as the request carries it: a tool's or a JSON schema's
+        parameters (none in text mode, where the system text shows the example)."""
+        asked = self.scale if scale is None else scale
+        return "" if self.output_mode == "text" else json.dumps(asked.schema())
+
     def _schema_tokens(self) -> int:
-        """What the answer's schema costs when the request carries it (a tool's or a JSON
-        schema's parameters; in text mode the system text shows the example): a criteria
-        judge's grows with its criteria, past what REQUEST_OVERHEAD_TOKENS allows."""
-        if self.output_mode == "text":
-            return 0
-        return estimate_tokens(json.dumps(self.scale.schema()))
+        """What the answer's schema costs: a criteria judge's grows with its criteria, past
+        what REQUEST_OVERHEAD_TOKENS allows."""
+        return estimate_tokens(self._schema_text())
 
     def _within_context(
         self, material: Material, skeleton: str, nonce: str, fixed_tokens: int
@@ -174,8 +189,46 @@ def template_variables(record: Mapping[str, Any], arguments: Mapping[str, Any]) 
     }
 
 
-def material_text(variables: Mapping[str, Any], fence: Any) -> str:
-    """The case's material for a rubric that does not place it: input, conversation, files."""
+def solution_text(files: Sequence[Reference]) -> str:
+    """A reference solution, as rewardkit puts it after the work (`reference`)."""
+    blocks = [
+        f'<reference-material file="{file.name}">\n{file.text.strip()}\n</reference-material>'
+        for file in files
+    ]
+    return (
+        "## Reference solution\n\nThe following is a reference solution. Compare the agent's "
+        "work against it:\n\n" + "\n".join(blocks)
+    )
+
+
+def shown_files(
+    files: Mapping[str, Any], selected: Sequence[PurePosixPath] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """(the case files a judge's `files` selects, the selected paths the case lacks): a
+    path is a file, or a dir standing for the files directly in it (as rewardkit reads
+    its workspace); dot-files are left out, as rewardkit leaves them. None: every file."""
+    if selected is None:
+        return dict(files), []
+    shown: dict[str, Any] = {}
+    missing = []
+    for wanted in selected:
+        found = {
+            path: content
+            for path, content in files.items()
+            if (PurePosixPath(path) == wanted or PurePosixPath(path).parent == wanted)
+            and not PurePosixPath(path).name.startswith(".")
+        }
+        if not found:
+            missing.append(str(wanted))
+        shown.update(found)
+    return shown, missing
+
+
+def material_text(
+    variables: Mapping[str, Any], fence: Any, selected: Sequence[PurePosixPath] | None = None
+) -> str:
+    """The case's material for a rubric that does not place it: input, conversation, files
+    (those `selected` when the judge names them)."""
     blocks = []
     inputs = variables["inputs"]
     from_the_case = inputs is not None and not variables["outputs"].get("inputs_trusted")
@@ -194,12 +247,13 @@ def material_text(variables: Mapping[str, Any], fence: Any) -> str:
     source = conversation_source(variables["outputs"])
     if source is not None and variables["conversation"].strip():  # shown once, as itself
         covered[source] = True
-    files = variables["outputs"].get("files") or {}
+    files, missing = shown_files(variables["outputs"].get("files") or {}, selected)
     shown = {path: content for path, content in files.items() if not covered.get(path)}
-    if shown:
+    if shown or missing:
         listing = [
             fence.wrap(f"[file: {path}]\n{_file_text(content)}") for path, content in shown.items()
         ]
+        listing += [f"[file: {path}] (not in the case)" for path in missing]
         blocks.append("The agent's output files:\n" + "\n".join(listing))
     return "\n\n".join(blocks) or "(The case has no conversation and no output files.)"
 

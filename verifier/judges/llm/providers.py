@@ -34,6 +34,17 @@ USER_AGENT = "harbor-verifier"
 
 # OpenAI's reasoning models reject `temperature` and `max_tokens` (o1, o3, o4-mini, gpt-5...).
 _REASONING_MODEL = re.compile(r"(o[134]|gpt-5)([-._:@]|$)", re.IGNORECASE)
+# Anthropic's thinking budget (tokens) per reasoning_effort, as LiteLLM maps the levels
+# for the Messages API (its constants DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET; minimal
+# is raised to Anthropic's minimum budget, 1024).
+THINKING_BUDGETS = {
+    "minimal": 1024,
+    "low": 1024,
+    "medium": 2048,
+    "high": 4096,
+    "xhigh": 8192,
+    "max": 16384,
+}
 # What a model can be found (by its 400) to reject, and what the request then does instead.
 NO_TEMPERATURE = "no-temperature"
 NO_SEED = "no-seed"
@@ -49,6 +60,12 @@ class Generation:
     temperature: float | None = 0.0  # None: leave it to the server
     output_mode: OutputMode = "tool"
     seed: int | None = None  # VERIFIER_LLM_SEED; OpenAI-compatible endpoints only
+    reasoning_effort: str | None = None  # the judge's `reasoning_effort`; None: not sent
+
+    def thinking_tokens(self) -> int:
+        """Anthropic's thinking budget for reasoning_effort: LiteLLM's for the level (so a
+        rewardkit judge asks as it did), 0 for none."""
+        return THINKING_BUDGETS.get(self.reasoning_effort or "none", 0)
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -92,6 +109,11 @@ class Endpoint(Protocol):
         quirks: Quirks = frozenset(),
     ) -> tuple[dict[str, str], dict[str, Any]]: ...
 
+    def output_ceiling(self, generation: Generation) -> int:
+        """The most output tokens a request may be billed for (what a budget reserves):
+        the max_tokens its body carries."""
+        ...
+
     def read(self, payload: Mapping[str, Any]) -> Reply: ...
 
     def hint(self, status: int | None) -> str: ...
@@ -112,6 +134,10 @@ class OpenAIChat:
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/") + "/chat/completions"
+
+    def output_ceiling(self, generation: Generation) -> int:
+        """max_tokens, which caps a reasoning model's reasoning tokens too."""
+        return generation.max_tokens
 
     def request(
         self,
@@ -141,6 +167,8 @@ class OpenAIChat:
             body["temperature"] = generation.temperature
         if generation.seed is not None and NO_SEED not in quirks:
             body["seed"] = generation.seed
+        if generation.reasoning_effort is not None:
+            body["reasoning_effort"] = generation.reasoning_effort
         if generation.output_mode == "tool":
             body["tools"] = [
                 {
@@ -199,6 +227,10 @@ class AnthropicMessages:
         base = self.base_url.rstrip("/")
         return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
 
+    def output_ceiling(self, generation: Generation) -> int:
+        """max_tokens and the thinking budget on top of it, as the body carries them."""
+        return generation.max_tokens + generation.thinking_tokens()
+
     def request(
         self,
         prompt: Prompt,
@@ -206,7 +238,10 @@ class AnthropicMessages:
         generation: Generation,
         quirks: Quirks = frozenset(),
     ) -> tuple[dict[str, str], dict[str, Any]]:
-        """The Messages API has no seed: VERIFIER_LLM_SEED is not sent here."""
+        """The Messages API has no seed: VERIFIER_LLM_SEED is not sent here. A
+        reasoning_effort is a thinking budget on top of max_tokens; Anthropic then takes
+        no temperature and no forced tool call, so the tool is offered (`auto`) and an
+        answer in text is read as in the other output modes."""
         headers = {
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
@@ -217,13 +252,16 @@ class AnthropicMessages:
             headers["x-api-key"] = key
         elif key:  # ANTHROPIC_AUTH_TOKEN, as a bearer token
             headers["Authorization"] = f"Bearer {key}"
+        thinking = generation.thinking_tokens()
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": generation.max_tokens,
+            "max_tokens": generation.max_tokens + thinking,
             "system": prompt.system,
             "messages": [{"role": "user", "content": prompt.user}],
         }
-        if generation.temperature is not None and NO_TEMPERATURE not in quirks:
+        if thinking:
+            body["thinking"] = {"type": "enabled", "budget_tokens": thinking}
+        elif generation.temperature is not None and NO_TEMPERATURE not in quirks:
             body["temperature"] = generation.temperature
         if generation.output_mode == "tool":
             body["tools"] = [
@@ -233,7 +271,8 @@ class AnthropicMessages:
                     "input_schema": scale.schema(),
                 }
             ]
-            body["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
+            forced = {"type": "tool", "name": TOOL_NAME}
+            body["tool_choice"] = {"type": "auto"} if thinking else forced
         return headers, body
 
     def read(self, payload: Mapping[str, Any]) -> Reply:

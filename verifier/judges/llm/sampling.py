@@ -1,4 +1,4 @@
-"""`samples: N`: N answers reduced to one grade, with how far they agreed.
+"""`samples: N`: N answers, each a Sample, reduced to one grade, with how far they agreed.
 
 Numbers reduce to the median (the lower median for integer judges, so the
 grade stays on the judge's integer scale), pass/fail to the majority (a tie is
@@ -9,11 +9,28 @@ grade; a grader that disagrees with itself is visible in judges.json.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import attrs
 
 from verifier.judges.llm.answer_scale import AnswerScale
+from verifier.judges.llm.parse import Grade
+
+
+@attrs.frozen
+class Sample:
+    """One sample's outcome: a grade, or the problem that left it without one."""
+
+    grade: Grade | None
+    problem: str | None = None
+    latency_s: float = 0.0
+    attempts: int = 0
+    usage: Mapping[str, int] = MappingProxyType({})
+    cached: bool = False
+    endpoint_failed: bool = False  # no response at all (vs. an answer that could not be read)
+    answer: str | None = None  # an excerpt of an answer that could not be read
+    overflowed: bool = False  # the endpoint refused the prompt for its length: a case fact
 
 
 @attrs.frozen

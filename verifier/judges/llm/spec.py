@@ -76,6 +76,13 @@ class LLMSpec:
     guard: GuardSpec | None = None
     prices: Mapping[str, PriceSpec] = MappingProxyType({})  # model -> price (`prices:`)
     prices_source: str | None = None  # where `prices` came from: eval.yaml or its file
+    # rewardkit's judge keys (verifier.judges.llm.judge_file reads its TOML files too):
+    mode: str = "batched"  # individual: one request per criterion
+    reasoning_effort: str | None = None  # None: not sent
+    reference: PurePosixPath | None = None  # a reference solution (file or dir) beside eval.yaml
+    files: tuple[PurePosixPath, ...] | None = None  # the case files it grades; None: every one
+    timeout_s: float | None = None  # a judge file's timeout: the judge's, unless eval.yaml's
+    judge_file: PurePosixPath | None = None  # the rewardkit TOML the keys above came from
 
 
 CRITERION_TYPES = ("binary", "likert", "numeric", "rubric")
@@ -87,5 +94,8 @@ RULE_ALIASES = {
     **{rule.replace("-", "_"): rule for rule in CRITERIA_RULES},
     "weighted": "weighted-mean",
 }
+MODES = ("batched", "individual")
+# What rewardkit (through LiteLLM) accepts as reasoning_effort.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 GUARD_ACTIONS = ("flag", "zero")
 GUARD_ALIASES = {"penalize": "zero"}  # rewardkit's `guard = "penalize"`

@@ -13,6 +13,12 @@ model families, else 32,768; a server that runs a model with less (vLLM's
 
 A request the endpoint still refuses for its length is a fact about the case's
 material (it chose what it left), never an error: the judge scores its lowest value.
+
+A budget (`verifier batch --max-cost-usd`) needs the opposite: a count never under the
+real one, whatever the tokenizer. That is the text's UTF-8 bytes (a byte-level BPE
+token, as OpenAI's and Anthropic's are, covers at least one byte; a SentencePiece
+token at least one character) plus REQUEST_OVERHEAD_TOKENS: about three to four times
+the real count for English, never less.
 """
 
 from __future__ import annotations
@@ -67,6 +73,12 @@ def estimate_tokens(text: str) -> int:
     astral = len(text.encode("utf-16-le", "surrogatepass")) // 2 - len(text)
     other = len(text) - ascii_count - astral
     return -(-ascii_count // 3) + (3 * other + 1) // 2 + 3 * astral
+
+
+def token_ceiling(*texts: str) -> int:
+    """The most tokens a request carrying texts can cost (see the module's docstring)."""
+    counted = sum(len(text.encode("utf-8", "surrogatepass")) for text in texts)
+    return counted + REQUEST_OVERHEAD_TOKENS
 
 
 def context_tokens(model: str, override: int | None = None) -> int:

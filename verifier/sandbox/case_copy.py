@@ -334,12 +334,3 @@ def _statfs_buffer() -> Any:
         _fields_ = (("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 120))
 
     return Statfs()
-
-
-def parents(path: str) -> list[str]:
-    """The absolute paths above path, nearest first, up to the root ("/")."""
-    parents = []
-    while path not in ("", "/"):
-        path = os.path.dirname(path)
-        parents.append(path)
-    return parents

@@ -36,13 +36,14 @@ from typing import Any
 
 import attrs
 
-from verifier.processes import libc
+from verifier.processes import JUDGE_TOKEN_ENV, libc, token_of
 
 _NOTIF = struct.Struct("=QIIiIQ6Q")  # struct seccomp_notif (with its seccomp_data)
 _RESPONSE = struct.Struct("=QqiI")  # struct seccomp_notif_resp
 _IOCTL_RECV = 0xC0502100  # SECCOMP_IOCTL_NOTIF_RECV
 _IOCTL_SEND = 0xC0182101  # SECCOMP_IOCTL_NOTIF_SEND
 _IOCTL_ID_VALID = 0x40082102  # SECCOMP_IOCTL_NOTIF_ID_VALID
+_NOTIF_FLAG_CONTINUE = 1  # SECCOMP_USER_NOTIF_FLAG_CONTINUE: the kernel runs the call
 _OPENAT2 = 437  # the same number on x86_64 and aarch64
 _RESOLVE_NO_MAGICLINKS = 0x02
 _AT_FDCWD = -100
@@ -250,31 +251,69 @@ _COMPAT_FAMILY = (
 _COMPAT_IO_URING = 425
 
 
-def supervised_calls() -> dict[int, Call]:
-    """The supervised calls of this machine, by syscall number."""
+# Signals, where Landlock cannot scope them (ABI < 6): each is answered by whom it is
+# aimed at (args[0]: kill's pid or -group, tkill's thread, tgkill's and the
+# rt_*sigqueueinfo calls' process). pidfd_send_signal is ENOSYS (its pidfd could be
+# swapped between the check and the call; libc and programs fall back to kill), and so
+# are the compat ABI's signal calls (EPERM: 32-bit x86 and ARM numbers together).
+_SIGNAL_NUMBERS = {
+    "x86_64": {
+        "kill": 62,
+        "tkill": 200,
+        "tgkill": 234,
+        "rt_sigqueueinfo": 129,
+        "rt_tgsigqueueinfo": 297,
+    },
+    "aarch64": {
+        "kill": 129,
+        "tkill": 130,
+        "tgkill": 131,
+        "rt_sigqueueinfo": 138,
+        "rt_tgsigqueueinfo": 240,
+    },
+}
+_PIDFD_SEND_SIGNAL = 424
+_COMPAT_SIGNALS = (37, 238, 270, 268, 178, 335, 363, 424)
+
+
+def supervised_calls(signals: bool = False) -> dict[int, Call | str]:
+    """The supervised calls of this machine, by syscall number: the chmod family's
+    Calls, and with `signals` the signal calls by name."""
     arch = machine_architecture()
     numbers = _NUMBERS[arch.name] if arch is not None else {}
-    return {number: _CALLS[name] for name, number in numbers.items()}
+    calls: dict[int, Call | str] = {number: _CALLS[name] for name, number in numbers.items()}
+    if signals and arch is not None:
+        calls.update({number: name for name, number in _SIGNAL_NUMBERS[arch.name].items()})
+    return calls
 
 
-def supervised_program() -> bytes:
-    """The seccomp filter of a supervised command (see the module doc)."""
-    calls = supervised_calls()
+def supervised_program(signals: bool = False) -> bytes:
+    """The seccomp filter of a supervised command (see the module doc); with `signals`,
+    the signal calls go to the supervisor too."""
+    calls = supervised_calls(signals)
     compat = dict.fromkeys(_COMPAT_FAMILY, errno.EPERM)
     compat[_COMPAT_IO_URING] = errno.ENOSYS
-    return seccomp_program(
-        notify=calls, refuse=dict.fromkeys(_UNSUPPORTED, errno.ENOSYS), compat_refuse=compat
-    )
+    refuse = dict.fromkeys(_UNSUPPORTED, errno.ENOSYS)
+    if signals:
+        refuse[_PIDFD_SEND_SIGNAL] = errno.ENOSYS
+        compat.update(dict.fromkeys(_COMPAT_SIGNALS, errno.EPERM))
+    return seccomp_program(notify=calls, refuse=refuse, compat_refuse=compat)
 
 
 class Supervisor:
     """Answers the notifications of one command's filter: its listener descriptor (the
-    command never holds it) and the dirs beneath which its calls are carried out."""
+    command never holds it), the dirs beneath which its calls are carried out, and,
+    when its signals are supervised, its session (the command's pid: it starts one)
+    and the judge's token: a signal reaches only a process of that session or one
+    carrying the token (processes.token_of: the command's, even one that left its
+    session), never the grader's."""
 
-    def __init__(self, listener: int, own_dirs: Sequence[str]) -> None:
+    def __init__(self, listener: int, own_dirs: Sequence[str], session: int | None = None) -> None:
         self.listener = listener
         self.own_dirs = tuple(os.path.realpath(directory) for directory in own_dirs)
-        self.calls: Mapping[int, Call] = supervised_calls()
+        self.session = session
+        self.token = os.environ.get(JUDGE_TOKEN_ENV)
+        self.calls: Mapping[int, Call | str] = supervised_calls(signals=session is not None)
 
     def fileno(self) -> int:
         return self.listener
@@ -292,15 +331,66 @@ class Supervisor:
             return
         notification, pid, _flags, number, _arch, _ip, *args = _NOTIF.unpack(buffer)
         call = self.calls.get(number & ~X32_SYSCALL_BIT)
+        proceed = False
         try:
-            error = self._carry_out(call, notification, pid, args) if call else errno.ENOSYS
+            if isinstance(call, Call):
+                error = self._carry_out(call, notification, pid, args)
+            elif call is not None:
+                error, proceed = self._signal(call, args)
+            else:
+                error = errno.ENOSYS
         except OSError as failure:
             error = failure.errno or errno.EPERM
         except Exception:  # whatever the command passed, it gets an answer, never a hang
             error = errno.EPERM
+        flags = _NOTIF_FLAG_CONTINUE if proceed else 0
         with contextlib.suppress(OSError):
-            response = _RESPONSE.pack(notification, 0, -error if error else 0, 0)
+            response = _RESPONSE.pack(notification, 0, -error if error else 0, flags)
             fcntl.ioctl(self.listener, _IOCTL_SEND, response)
+
+    def _signal(self, name: str, args: list[int]) -> tuple[int, bool]:
+        """(errno, whether the kernel goes on with the call): a signal aimed only at
+        processes of the command goes on (kill of one process is sent from here, through
+        a pidfd that pins it between the check and the signal); any other is EPERM."""
+        target, signum = _signed32(args[0]), args[1] & 0xFFFFFFFF
+        if name == "kill" and target > 0:
+            return self._kill(target, signum), False
+        if name == "kill" and target == 0:  # its own process group, in its own session
+            return 0, True
+        if name == "kill" and target == -1:  # every process it may signal: the grader's too
+            return errno.EPERM, False
+        if name == "kill":
+            members = _group_members(-target)
+            if not members:
+                return errno.ESRCH, False
+            return (0, True) if all(map(self._ours, members)) else (errno.EPERM, False)
+        if target <= 0:
+            return errno.EINVAL, False
+        return (0, True) if self._ours(target) else (errno.EPERM, False)
+
+    def _kill(self, pid: int, signum: int) -> int:
+        import signal
+
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as error:
+            return error.errno or errno.ESRCH
+        try:
+            if not self._ours(pid):
+                return errno.EPERM
+            signal.pidfd_send_signal(pidfd, signum)  # ESRCH when it ended meanwhile
+        except OSError as error:
+            return error.errno or errno.EPERM
+        finally:
+            os.close(pidfd)
+        return 0
+
+    def _ours(self, pid: int) -> bool:
+        """Whether pid is a process (or thread) of the command: of its session, or
+        carrying the judge's token in its initial environment."""
+        if _session_of(pid) == self.session:
+            return True
+        return self.token is not None and token_of(pid) == self.token
 
     def _carry_out(self, call: Call, notification: int, pid: int, args: list[int]) -> int:
         with _Target(pid) as target:
@@ -473,6 +563,32 @@ def _perform(call: Call, obj: int, operands: tuple[Any, ...]) -> int:
     except OSError as error:
         return error.errno or errno.EPERM
     return 0
+
+
+def _session_of(pid: int) -> int | None:
+    """The session of a process or thread (/proc/<pid>/stat), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[3])  # state, ppid, pgrp, session
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _group_members(group: int) -> list[int]:
+    """The processes of a process group."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[2] == str(group).encode():
+            members.append(int(entry))
+    return members
 
 
 def _still_valid(listener: int, notification: int) -> bool:

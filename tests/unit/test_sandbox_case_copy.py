@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import NONROOT, give, run_grader
-from verifier.judges.workcopy import MAX_COPY_DEPTH, CaseCopyError, copy_case
+from verifier.sandbox.case_copy import MAX_COPY_DEPTH, CaseCopyError, copy_case
 
 AS = {"root": None, "non-root": NONROOT}
 SPARSE_BYTES = 900 * 1024**2

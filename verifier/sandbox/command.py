@@ -1,0 +1,258 @@
+"""`Sandbox.run`: one command from the case, in its own copy of the case, confined
+under the policy of the grade, and how it ended.
+
+The command gets an environment built from an allow-list, a HOME and TMPDIR of its
+own, no stdin (unless the caller hands it bytes to read), its own session, no way to
+gain privileges, and its own private copy of the case, so that its writes reach no
+other judge. Trusted files reach it only when the caller hands them over (`provided`:
+read-only, named by $VERIFIER_PROVIDED), and it hands files back only through
+$VERIFIER_RESULTS (`returned`: read back as bounded facts like any case file): the
+trusted test runners write their reports there. Everything it starts is killed before
+its judge answers.
+
+subprocess and tempfile are imported where a command runs, in the judge's process:
+every batch worker imports this module, and each extension library a worker has
+loaded makes every judge's fork and exit dearer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from verifier.casefiles import CaseFile, read_case_file, resolve_inside
+from verifier.processes import kill_trees
+from verifier.sandbox.capture import (
+    STDOUT_BYTES,
+    TAIL_BYTES,
+    OutputTail,
+    filling_the_temp_space,
+    stream,
+)
+from verifier.sandbox.dirs import CommandDirs, command_dirs, provided_names
+from verifier.sandbox.plan import CommandPlan, plan_command
+from verifier.sandbox.policy import SandboxPolicy
+
+if TYPE_CHECKING:
+    import subprocess
+
+RETURNED_BYTES = 64 * 1024 * 1024  # of each file a command hands back in $VERIFIER_RESULTS
+_STDIN_BYTES = 4096  # what a command may be handed on stdin: within any pipe's buffer
+
+
+def _argv(command: str | Sequence[str]) -> str | tuple[str, ...]:
+    return command if isinstance(command, str) else tuple(command)
+
+
+@attrs.frozen
+class Command:
+    """What to run and what it is handed.
+
+    `argv`: a shell string or an argv list; `cwd`: a dir inside the case to start in
+    (one that leads out of the case is refused); `env`: the author's variables over the
+    allow-list; `provided`: trusted files (relative name -> file) copied read-only into
+    the dir $VERIFIER_PROVIDED names; `returned`: the names of the files it may leave in
+    $VERIFIER_RESULTS, read back (RETURNED_BYTES each) into CommandRun.returned; `stdin`:
+    bytes it reads on its stdin, then EOF (a secret for a trusted helper to read before
+    any code of the case runs), instead of no stdin at all; `separate_stdout`: keep
+    stdout apart (its last `stdout_bytes`) for judges that compare what it prints."""
+
+    argv: str | tuple[str, ...] = attrs.field(converter=_argv)
+    timeout: float
+    cwd: str = ""
+    env: Mapping[str, str] = MappingProxyType({})
+    provided: Mapping[str, Path] = MappingProxyType({})
+    returned: tuple[str, ...] = ()
+    stdin: bytes | None = attrs.field(default=None, repr=False)
+    separate_stdout: bool = False
+    stdout_bytes: int = STDOUT_BYTES
+
+    def __attrs_post_init__(self) -> None:
+        if self.stdin is not None and len(self.stdin) > _STDIN_BYTES:
+            # more could fill the pipe, and the judge would wait on the command
+            raise ValueError(
+                f"{len(self.stdin)} bytes for a command's stdin: at most {_STDIN_BYTES}"
+            )
+
+
+@attrs.frozen
+class CommandRun:
+    """How a command from the case ended."""
+
+    exit_code: int | None  # None: killed (by its timeout or a signal), or never started
+    signal: int | None
+    timed_out: bool
+    tail: str  # the end of its output (stdout and stderr together, or stderr alone)
+    cut_bytes: int  # output before the tail that was not kept
+    confinement: str  # who it ran as, where, and what hid the grader from it
+    stdout: str | None = None  # with separate_stdout: the end of stdout (stdout_bytes)
+    stdout_cut_bytes: int = 0
+    collected: Any = None  # what the probe's `after` returned
+    start_error: str | None = None  # why it could not be executed (exec failed), else None
+    # each file of `returned`: its bytes, or the fact that it is missing or unusable
+    returned: Mapping[str, CaseFile] = MappingProxyType({})
+    head: str = ""  # the first HEAD_BYTES of the output, when the tail does not begin there
+
+    @classmethod
+    def not_run(cls, problem: str, confinement: str, start_error: str | None = None) -> CommandRun:
+        return cls(None, None, False, problem, 0, confinement, start_error=start_error)
+
+
+class WorkdirProbe(Protocol):
+    """Looks at the dir the command ran in (its private copy of the case), before it
+    starts and after it and everything it started are gone."""
+
+    def before(self, workdir: Path) -> None: ...
+
+    def after(self, workdir: Path) -> Any: ...
+
+
+@attrs.frozen
+class Sandbox:
+    """Where commands from the case run: the policy of the grade (or of this batch
+    worker's slot and this judge's lane), handed to the judges that run commands."""
+
+    policy: SandboxPolicy
+
+    def in_slot(self, slot: int) -> Sandbox:
+        return Sandbox(self.policy.in_slot(slot))
+
+    def in_lane(self, lane: int) -> Sandbox:
+        return Sandbox(self.policy.in_lane(lane))
+
+    def run(
+        self, command: Command, case_dir: Path, probe: WorkdirProbe | None = None
+    ) -> CommandRun:
+        """Run `command` in its own copy of `case_dir`; `probe` sees the copy before and
+        after the run (what the command wrote exists only there, e.g. a test report).
+        OSError when a provided file cannot be read (the author's fault, not the case's)."""
+        from verifier.sandbox.case_copy import CaseCopyError, copy_case
+
+        policy = self.policy
+        confinement = policy.describe()
+        if policy.refused:
+            return CommandRun.not_run(
+                f"refused to run: the sandbox is weak here ({policy.weakness})", confinement
+            )
+        uid = policy.uid if policy.as_root else None
+        provided = provided_names(command.provided)
+        with command_dirs(policy.scratch, uid, provided, bool(command.returned)) as dirs:
+            try:
+                copy_case(str(case_dir), str(dirs.case), uid, policy.hidden_ids)
+            except (OSError, CaseCopyError) as error:
+                return CommandRun.not_run(
+                    f"the case cannot be copied for the command: {error}", confinement
+                )
+            start, outside = (
+                resolve_inside(dirs.case, command.cwd) if command.cwd else (dirs.case, None)
+            )
+            if start is None or not start.is_dir():
+                problem = (
+                    f"its working dir {command.cwd} {outside or 'is not a directory in the case'}"
+                )
+                return CommandRun.not_run(problem, confinement)
+            plan = plan_command(policy, dirs, command.env, os.environ)
+            if probe is not None:
+                probe.before(dirs.case)
+            run = _execute(command, plan, start, dirs, policy.side_by_side, confinement)
+            if run.start_error is not None:
+                return run
+            collected = probe.after(dirs.case) if probe is not None else None
+            returned = {
+                name: read_case_file(dirs.results, name, RETURNED_BYTES)
+                for name in command.returned
+            }
+        return attrs.evolve(run, collected=collected, returned=returned)
+
+
+def _execute(
+    command: Command,
+    plan: CommandPlan,
+    start: Path,
+    dirs: CommandDirs,
+    side_by_side: int,
+    confinement: str,
+) -> CommandRun:
+    """Start the command confined by `plan`, stream its output until it ends or its time
+    is up, and kill everything it started. RuntimeError when it could not be confined
+    (nothing of the case's doing: no verdict)."""
+    import functools
+    import subprocess
+
+    from verifier.sandbox.confine import SupervisionHandover, confine
+
+    handover = SupervisionHandover(plan.signals_supervised) if plan.supervised else None
+    try:
+        process = subprocess.Popen(
+            command.argv if isinstance(command.argv, str) else list(command.argv),
+            shell=isinstance(command.argv, str),
+            cwd=start,
+            env=dict(plan.environment),
+            stdin=subprocess.DEVNULL if command.stdin is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if command.separate_stdout else subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            user=plan.uid,
+            group=plan.uid,
+            extra_groups=[] if plan.uid is not None else None,
+            preexec_fn=functools.partial(confine, plan, handover),
+        )
+    except OSError as error:  # exec failed: the program is missing, or not executable
+        if handover is not None:
+            handover.close()
+        return CommandRun.not_run(f"could not start: {error}", confinement, start_error=str(error))
+    except subprocess.SubprocessError as error:  # confine failed: nothing of the case's
+        if handover is not None:
+            handover.close()
+        raise RuntimeError(
+            f"the command could not be confined ({error}): no verdict on the case"
+        ) from None
+    supervisor = handover.supervisor(plan.writable, process.pid) if handover else None
+    if command.stdin is not None:
+        _feed(process, command.stdin)
+    output = OutputTail(TAIL_BYTES)
+    stdout = OutputTail(command.stdout_bytes) if command.separate_stdout else output
+    tails = {process.stdout.fileno(): stdout}  # type: ignore[union-attr]
+    if process.stderr is not None:
+        tails[process.stderr.fileno()] = output
+    space = functools.partial(filling_the_temp_space, dirs.root, side_by_side)
+    try:
+        timed_out, stopped = stream(process, tails, command.timeout, supervisor, space)
+        if stopped is not None:
+            output.note(stopped)
+    finally:
+        kill_trees([process.pid])
+        process.wait()
+        if supervisor is not None:
+            supervisor.close()
+    code = process.returncode
+    signal_number = -code if code < 0 else None
+    return CommandRun(
+        exit_code=None if signal_number or timed_out else code,
+        signal=signal_number,
+        timed_out=timed_out,
+        tail=output.text(),
+        cut_bytes=output.cut,
+        head=output.head_text(),
+        confinement=confinement,
+        stdout=stdout.text() if command.separate_stdout else None,
+        stdout_cut_bytes=stdout.cut if command.separate_stdout else 0,
+    )
+
+
+def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
+    """data on the command's stdin, then EOF: small enough for the pipe's buffer
+    (Command holds it to that), so this never waits on the command."""
+    import contextlib
+
+    assert process.stdin is not None  # started with stdin=PIPE
+    with contextlib.suppress(BrokenPipeError):  # it is gone already: its end says why
+        process.stdin.write(data)
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.close()
