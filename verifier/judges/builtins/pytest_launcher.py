@@ -616,6 +616,7 @@ class Audit:
         judge, accept, run, frame_for = self.judge, self.accept, self.run, self.frame_for
         of_case = self.provenance.of_case
         forwarded = dict(_FORWARDED)
+        unchecked = _UNCHECKED
         handlers = {event: getattr(run, event.split(".", 1)[1]) for event in forwarded}
         facts = self.facts
         busy = set()
@@ -636,6 +637,14 @@ class Audit:
                     return
             elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
                 args[1].append(of_case(args[0]))
+                return
+            elif event in unchecked:  # what these say can only lower the outcomes
+                try:
+                    handlers[event](*args)
+                except Exception as error:
+                    fact = f"the launcher could not record {event}: {error!r}"[:500]
+                    if len(facts) < _MAX_FOUND and fact not in facts:
+                        facts.append(fact)
                 return
             ident = get_ident()
             if ident in busy:  # an event of the hook's own making
@@ -1716,6 +1725,14 @@ _FORWARDED = {
     if name.startswith("pytest_")
 }
 _AUDITED = frozenset(_WATCHED) | frozenset(_FORWARDED)
+# Forwarded events taken from anyone (the stack is not walked for these, the commonest):
+# a report logged or made, a test started, a module that failed to collect can only
+# lower an outcome, since a passed call counts only after a body that passed, which
+# runtest_call, taken from pytest alone, says.
+_UNCHECKED = frozenset(
+    "pytest_launcher." + name
+    for name in ("runtest_logreport", "runtest_makereport", "runtest_logstart", "collectreport")
+)
 
 
 class Run:
