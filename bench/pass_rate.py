@@ -2,15 +2,16 @@
 
 Downloads the sdists of more-itertools 10.5.0 and attrs 26.1.0 from PyPI (their own
 tests; nothing of theirs is kept in this repository), into .cache/bench-pass-rate,
-with a toolchain any UID can run (a venv of the system's python holding pytest and
-what the attrs suite imports). Then, on the same tree:
+with toolchains any UID can run (venvs of the system's python). Then, on the same
+tree:
 
 - counts: each suite run by plain pytest (`python -m pytest -q -p no:cacheprovider
   tests`) and graded by `verifier grade` through `tests/pass_rate` + `runner: pytest`
   must count the same tests passed, failed and skipped (the launcher's false
   positives: none, or the bench fails);
 - time: more-itertools' suite, `--runs` rounds, each running in turn (the order
-  rotating) plain pytest, pytest with the launcher's own arguments, the launcher run
+  rotating) plain pytest, plain pytest with no byte code cached (the launcher never
+  reads the repo's), pytest with the launcher's own arguments, the launcher run
   directly (no verifier, no sandbox), the launcher with one of its checks taken out
   (the audit hook's watch, the pins checked at each test, the strict assertions), and
   `verifier grade`: the median wall and CPU time of each, and its ratio to plain
@@ -166,6 +167,15 @@ class Runner:
         command = [self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
         return _run([*command, *self.paths], self.case, env or self.plain_env)
 
+    def plain_uncached(self) -> str:
+        """Plain pytest on a copy of the tree where no byte code is cached or written
+        (the launcher compiles the repo's modules and rewrites its tests every run)."""
+        fresh = self.scratch / "uncached"
+        if not fresh.is_dir():
+            shutil.copytree(self.case, fresh, ignore=shutil.ignore_patterns("__pycache__"))
+        command = [self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *self.paths]
+        return _run(command, fresh, {**self.plain_env, "PYTHONDONTWRITEBYTECODE": "1"})
+
     def launcher_arguments(self) -> str:
         """pytest with the launcher's own arguments and environment, no launcher."""
         flags = ["-c", os.devnull, "--rootdir", str(self.case), "--confcutdir", str(self.case)]
@@ -271,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     subject = runners["more-itertools"]
     commands: list[tuple[str, Callable[[], object]]] = [
         ("plain pytest", subject.plain),
+        ("plain pytest, no byte code cached", subject.plain_uncached),
         ("pytest with the launcher's arguments", subject.launcher_arguments),
         ("the launcher alone (no verifier, no sandbox)", subject.launcher),
         *[(label, _bound(subject.launcher, ablated(old, new))) for label, old, new in ABLATIONS],
