@@ -279,7 +279,7 @@ def main(argv):
     run.integrity = Integrity(workdir, plugins, found, audit.touched)
     report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
-    finish, document, say = run.finish, run.document, os.write
+    finish, document, say, write = run.finish, run.document, os.write, _write
     own = (finish.__func__.__code__, document.__func__.__code__)
     sys.meta_path.append(_CaseRoot(workdir))
     code = pytest.main([*_fixed(workdir, options), *pytest_args], plugins=[forwarder, *plugins])
@@ -293,8 +293,8 @@ def main(argv):
     if signer is not None:
         mac = signer.copy()
         mac.update(data)
-        _write(report + ".sig", mac.hexdigest().encode("ascii"))
-    _write(report, data)
+        write(report + ".sig", mac.hexdigest().encode("ascii"))
+    write(report, data)
     return int(code)
 
 
@@ -583,7 +583,6 @@ class Audit:
         self.touched = {}  # id -> each function whose code or defaults were set since
         self.known = {}  # id -> a code object found not to be the case's (accept)
         stdlib = os.path.dirname(os.__file__) + os.sep
-        self.stdlib = stdlib
 
         def files(*names):
             return frozenset(stdlib + name for name in names)
