@@ -5,9 +5,10 @@
 #   make test        lint, then every test in tests/: the unit tests (slow ones included), the
 #                    integration tests on podman and docker, the real Harbor trials (CI runs this)
 #   make test-fast   the tests not marked slow, integration or harbor (no image is built;
-#                    about two minutes on 2 cores); it lists its slowest tests at the end
+#                    about four minutes on 2 cores); it lists its slowest tests at the end
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
-#                    the hardened pytest runner beside plain pytest, image size and time
+#                    the hardened pytest runner beside plain pytest, image size and time,
+#                    how late a reward lands past its deadline
 #   make lint        ruff check + ruff format --check + import-linter (the layers) + mypy
 #   make cli-docs    rewrite docs/cli.md's reference from the CLI's declarations
 #
@@ -69,7 +70,8 @@ CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
 PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
 
 .PHONY: help venv prerequisites harbor-venv base-image image demo test test-fast bench \
-	bench-grade bench-batch bench-llm-batch bench-pass-rate bench-image lint cli-docs clean
+	bench-grade bench-batch bench-llm-batch bench-pass-rate bench-image bench-deadline lint \
+	cli-docs clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -235,7 +237,8 @@ test-fast: venv
 	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor and not slow" \
 	    --durations=10 $(PYTEST_ARGS)
 
-bench: bench-grade bench-batch bench-llm-batch bench-pass-rate bench-image
+	bench-grade bench-batch bench-llm-batch bench-pass-rate bench-image bench-deadline lint \
+	cli-docs clean
 
 bench-grade: venv
 	$(VENV)/bin/python bench/grade.py
@@ -251,6 +254,9 @@ bench-pass-rate: venv
 
 bench-image: venv image
 	$(VENV)/bin/python bench/image.py --image $(IMAGE) $(BENCH_IMAGE_ARGS)
+
+bench-deadline: venv image
+	$(VENV)/bin/python bench/deadline.py --image $(IMAGE) $(BENCH_DEADLINE_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -131,3 +131,26 @@ def leftovers(marker: str) -> list[str]:
     """Processes whose command line mentions marker (ps, as an operator would look)."""
     listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in listing.splitlines()[1:] if marker in line and "ps -eo" not in line]
+
+
+# Code under test, appended to a module the tests import: each failed report turns into a
+# pass as it returns from pytest's makereport hook.
+TRACE_FLIP = """
+
+import sys
+
+
+def _calls(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "pytest_runtest_makereport":
+        return _returns
+    return None
+
+
+def _returns(frame, event, arg):
+    if event == "return" and getattr(arg, "outcome", None) == "failed":
+        arg.outcome, arg.longrepr = "passed", None
+    return _returns
+
+
+sys.settrace(_calls)
+"""

@@ -7,7 +7,10 @@ the case or loops, a dangling link, a FIFO or device, a file or dir that cannot
 be read, absurd depth or width, a huge or binary file, a YAML alias bomb. Each
 becomes a case warning and the entry is left out of the record; a builtin that
 asks for such a file gets the fact back and fails with it as its rationale. So
-what the agent leaves can only lower its reward.
+what the agent leaves can only lower its reward. A binary file (a NUL byte in its
+first 8 KiB) or one that is not valid UTF-8 is a marker in the record, `{"_binary":
+true, "path", "name"}` (the eval.yaml contract); a check that reads it as text raises
+over the case's data, which makes the check false, never an error.
 """
 
 from __future__ import annotations

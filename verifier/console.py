@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
 from verifier.errors import (
+    EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -44,6 +46,8 @@ def guarded(command: Callable[[], int], *, debug: bool) -> int:
         print("verifier: terminated (SIGTERM); no reward written", file=sys.stderr)
         return EXIT_TERMINATED
     except Exception as error:
+        if isinstance(error, BrokenPipeError) and reader_gone():
+            end_by_closed_pipe()
         if debug:
             raise
         print(
@@ -117,13 +121,50 @@ def write_termination_message(path: Path | None, text: str) -> None:
         path.write_text(data + "\n", encoding="utf-8")
 
 
-def exit_without_teardown(code: int) -> None:
+def exit_without_teardown(code: int) -> NoReturn:
     """Exit once the output is flushed, skipping the interpreter's teardown.
 
     By then grading holds nothing to finalize (files are closed, judge processes
     reaped), and tearing down the modules would only lengthen a short process.
     """
+    flush_output()
+    os._exit(code)
+
+
+def flush_output() -> None:
+    """Flush stdout and stderr before the exit. A reader that went away (`verifier ...
+    | head -1`) ends the process by SIGPIPE (end_by_closed_pipe); any other failure
+    to flush is left alone: what the command wrote to files is written by then."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            end_by_closed_pipe()
+        except (OSError, ValueError):
+            pass
+
+
+def reader_gone() -> bool:
+    """Whether stdout or stderr is a pipe whose reading end is closed (poll reports an
+    error on one), so that a BrokenPipeError of another pipe (a judge's, a socket) is
+    never taken for it."""
+    poller = select.poll()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
+            poller.register(stream.fileno(), select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def end_by_closed_pipe() -> NoReturn:
+    """End as `yes | head -1` ends `yes`: killed by SIGPIPE, without a word (a shell
+    shows 141): the reader wanted no more output, which is no error of the command.
+    Python ignores SIGPIPE, so the error reached here; stdout and stderr are pointed at
+    /dev/null first, so that nothing is written, or fails, on the way out."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            os.dup2(devnull, stream.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPIPE})
+    os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(EXIT_BROKEN_PIPE)  # not reached: SIGPIPE's default action ends the process

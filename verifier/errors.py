@@ -22,7 +22,9 @@ EXIT_BUDGET = 8  # batch --max-cost-usd: the budget was spent before every case 
 EXIT_TASK_TEST = 9  # task test: a build, the solution or a reward is not what the package needs
 EXIT_SANDBOX = 10  # code from the case would run in a sandbox weaker than it must be
 EXIT_NO_PROCESSES = 11  # the grader cannot start a process (the process limit is reached)
+EXIT_NOT_WRITTEN_BACK = 12  # batch --write-back: a trial of the job was not written back
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as shells report it
+EXIT_BROKEN_PIPE = 141  # SIGPIPE: stdout's reader went away (`| head -1`), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
 # What each code means, as help and docs/cli.md say it (a command may say it its own way:
@@ -40,7 +42,10 @@ EXIT_MEANINGS = {
     EXIT_SANDBOX: "code from the case would run in a weak sandbox (no Landlock: see "
     "--weak-sandbox) or has no temp dir",
     EXIT_NO_PROCESSES: "the grader cannot start a process (the process limit is reached)",
+    EXIT_NOT_WRITTEN_BACK: "--write-back: a trial was not written back (multi-step, not "
+    "graded, or not writable; the line names each)",
     EXIT_INTERRUPTED: "stopped by SIGINT",
+    EXIT_BROKEN_PIPE: "stdout's reader went away (piped into head): ended quietly by SIGPIPE",
     EXIT_TERMINATED: "stopped by SIGTERM",
     EXIT_INTERNAL: "internal error (a bug: rerun with --debug and report it)",
 }

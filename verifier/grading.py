@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from verifier.case import check_case_dir, read_case
-from verifier.config import EvalConfig, TaskInput, load_config
+from verifier.config import EvalConfig, IncompleteConfig, TaskInput, load_config
 from verifier.engine import Limits, run_judges
 from verifier.errors import (
     ConfigError,
@@ -30,6 +30,7 @@ from verifier.results import Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
 
 if TYPE_CHECKING:
+    from verifier.dataset import Dataset
     from verifier.sandbox import Sandbox
 
 
@@ -51,9 +52,10 @@ def load_eval(config_path: Path) -> LoadedEval:
 class EvalCheck:
     """eval.yaml as `verifier check` sees it: every problem, and every warning."""
 
-    config: EvalConfig | None  # None when the file itself does not load
+    config: EvalConfig | None  # None when the file does not load (whatever else it has)
     problems: tuple[ConfigError, ...]
     warnings: tuple[str, ...]
+    dataset: Dataset | None = None  # its dataset, to survey, even when the rest does not load
 
 
 def check_eval(config_path: Path) -> EvalCheck:
@@ -61,22 +63,36 @@ def check_eval(config_path: Path) -> EvalCheck:
 
     A model that only the grading environment supplies ($EVAL_JUDGE_MODEL) is a
     warning here: a linter in CI or a task author's machine is not where grading runs.
-    Every other problem, of every judge, is still reported.
+    Every other problem, of every judge, is still reported, in one run: the judges
+    that loaded are prepared (their code compiled, their modules imported, their
+    templates read) even when other parts of the file did not load; so is a command
+    that runs pytest or go test by hand where `runner:` would harden it.
     """
     try:
-        config = load_config(config_path, KINDS)
-    except ConfigError as error:
-        return EvalCheck(None, _listed(error), ())
-    try:
-        prepare_judges(config)
+        config: EvalConfig | None = load_config(config_path, KINDS)
         problems: tuple[ConfigError, ...] = ()
+        partial = config
     except ConfigError as error:
-        problems = _listed(error)
+        config, problems = None, _listed(error)
+        partial = error.partial if isinstance(error, IncompleteConfig) else None
+    if partial is None:
+        return EvalCheck(None, problems, ())
+    try:
+        prepare_judges(partial)
+    except ConfigError as error:
+        problems += _listed(error)
     missing = tuple(problem for problem in problems if isinstance(problem, MissingModelError))
+    from verifier.judges.builtins import hand_run_warnings  # the builtins: only when checking
+
     return EvalCheck(
         config=config,
         problems=tuple(problem for problem in problems if problem not in missing),
-        warnings=(*config.warnings, *(problem.warning() for problem in missing)),
+        warnings=(
+            *partial.warnings,
+            *(problem.warning() for problem in missing),
+            *hand_run_warnings(partial),
+        ),
+        dataset=partial.dataset,
     )
 
 

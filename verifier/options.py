@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from verifier.errors import (
+    EXIT_BROKEN_PIPE,
     EXIT_BUDGET,
     EXIT_CASE,
     EXIT_CONFIG,
@@ -30,6 +31,7 @@ from verifier.errors import (
     EXIT_JUDGE_ERROR,
     EXIT_MEANINGS,
     EXIT_NO_PROCESSES,
+    EXIT_NOT_WRITTEN_BACK,
     EXIT_OK,
     EXIT_OUTPUT,
     EXIT_SANDBOX,
@@ -432,8 +434,9 @@ OPTIONS: dict[str, Option] = {
         Option(
             "deadline",
             ("--deadline",),
-            "seconds the whole grade may take: judges still running when it nears are "
-            "stopped as timeouts and the reward is written before it (a batch: per case)",
+            "seconds the whole grade may take from the process's start: judges still running "
+            "when it nears are stopped as timeouts and the reward is written before it (a "
+            "batch: each case's, from its start)",
             parse_seconds,
             "VERIFIER_DEADLINE",
             default_text="none",
@@ -451,7 +454,8 @@ OPTIONS: dict[str, Option] = {
             "write_back",
             ("--write-back",),
             "with a Harbor job dir as --cases: write each trial's new reward into the "
-            "trial (its verifier/ dir and result.json), as Harbor's regrade records one",
+            "trial (its verifier/ dir and result.json), as Harbor's regrade records one; "
+            "single-step trials only (exit 12 when a trial is not written back)",
             is_flag=True,
             default=False,
         ),
@@ -459,7 +463,7 @@ OPTIONS: dict[str, Option] = {
             "weak_sandbox",
             ("--weak-sandbox",),
             "run code from the case even where the sandbox cannot hide the grader's files "
-            "from it (no Landlock; README, Safety)",
+            'from it (no Landlock: docs/security.md, "Without a strong sandbox")',
             parse_bool,
             "VERIFIER_WEAK_SANDBOX",
             False,
@@ -474,6 +478,13 @@ OPTIONS: dict[str, Option] = {
             default=False,
         ),
         Option("dest", (), "the task package dir to create", parse_path, metavar="DEST"),
+        Option(
+            "source",
+            (),
+            "the Harbor task dir to import (task.toml, tests/test.sh, ...), or a dir of them",
+            parse_path,
+            metavar="SRC",
+        ),
         Option(
             "image",
             ("--image",),
@@ -579,7 +590,7 @@ OPTIONS: dict[str, Option] = {
         Option(
             "expect",
             ("--expect",),
-            "the reward the solution must get",
+            "the reward the solution must get, to the 4 significant digits shown (2/3 is 0.6667)",
             parse_fraction,
             default=1.0,
             metavar="R",
@@ -624,7 +635,7 @@ class Command:
     positional: tuple[str, ...] = ()  # options given as arguments here (check's config)
     required: tuple[str, ...] = ()
     help_overrides: Mapping[str, str] = MappingProxyType({})
-    exit_codes: tuple[int, ...] = (EXIT_OK, EXIT_CONFIG, EXIT_INTERNAL)
+    exit_codes: tuple[int, ...] = (EXIT_OK, EXIT_CONFIG, EXIT_BROKEN_PIPE, EXIT_INTERNAL)
     exit_meanings: Mapping[int, str] = MappingProxyType({})  # beyond errors.EXIT_MEANINGS
 
     def help_of(self, option: Option) -> str:
@@ -679,6 +690,7 @@ COMMANDS: dict[str, Command] = {
                 EXIT_SANDBOX,
                 EXIT_NO_PROCESSES,
                 EXIT_INTERRUPTED,
+                EXIT_BROKEN_PIPE,
                 EXIT_TERMINATED,
                 EXIT_INTERNAL,
             ),
@@ -751,7 +763,9 @@ COMMANDS: dict[str, Command] = {
                 EXIT_BUDGET,
                 EXIT_SANDBOX,
                 EXIT_NO_PROCESSES,
+                EXIT_NOT_WRITTEN_BACK,
                 EXIT_INTERRUPTED,
+                EXIT_BROKEN_PIPE,
                 EXIT_TERMINATED,
                 EXIT_INTERNAL,
             ),
@@ -799,6 +813,26 @@ COMMANDS: dict[str, Command] = {
             },
         ),
         Command(
+            "task import",
+            "Turn an existing Harbor task (or a dir of them) into a package graded by this "
+            "image in a separate verifier, its own tests/test.sh unchanged as the judge.",
+            ("source", "dest", "image", "verifier_network", "force", "debug"),
+            positional=("source", "dest"),
+            required=("source", "dest"),
+            help_overrides={
+                "dest": "the package dir to create (for a dir of tasks: one subdir each)",
+                "force": "write into a non-empty DEST: what import wrote before is rewritten, "
+                "files changed since are kept",
+                "verifier_network": "the verifier's network: auto (the task's own [verifier] "
+                "network_mode, else no-network), no-network or public",
+            },
+            exit_meanings={
+                EXIT_OK: "every task imported (notes on stdout)",
+                EXIT_CONFIG: "a usage error, or a task that cannot be imported (the others of "
+                "a dir of tasks are written)",
+            },
+        ),
+        Command(
             "task test",
             "Build a task package's images and grade the untouched environment and the "
             "solution: fails unless the solution gets --expect and the untouched one less.",
@@ -806,7 +840,7 @@ COMMANDS: dict[str, Command] = {
             positional=("dest",),
             required=("dest",),
             help_overrides={"dest": "the task package dir (made by task init)"},
-            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_INTERNAL),
+            exit_codes=(EXIT_OK, EXIT_CONFIG, EXIT_TASK_TEST, EXIT_BROKEN_PIPE, EXIT_INTERNAL),
             exit_meanings={
                 EXIT_OK: "the solution gets --expect and the untouched environment less"
             },
@@ -863,6 +897,7 @@ class Options:
     debug: bool = False
     strict: bool = False
     dest: Path | None = None
+    source: Path | None = None
     image: str = DEFAULT_IMAGE
     agent_image: str | None = None
     name: str | None = None

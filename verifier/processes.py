@@ -170,6 +170,92 @@ _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWUSER = 0x10000000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_MS_RELATIME = 1 << 21
+# statvfs's ST_NODEV, ST_NOEXEC, ST_NOATIME, ST_NODIRATIME: the same bits as mount's.
+_KEPT_FLAGS = os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME
+
+
+def own_mount_namespace() -> None:
+    """Give this process a mount namespace of its own, inside a user namespace that maps
+    its own UID and GID to themselves and nothing else (no other user's files become
+    its, no privilege over anything outside), with every mount private: what it mounts
+    after this, only it and its children see. OSError when the kernel or a seccomp
+    profile refuses user namespaces (docker's default profile does)."""
+    import ctypes
+
+    uid, gid = os.getuid(), os.getgid()
+    # After a UID switch its /proc files are root's until it is dumpable again: it could
+    # not write its own maps. It is not dumpable again before it runs anything.
+    _prctl(_PR_SET_DUMPABLE, 1)
+    try:
+        if libc().unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"unshare(CLONE_NEWUSER|CLONE_NEWNS): {os.strerror(error)}")
+        maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
+        for name, text in maps:  # raw writes: no codec to import as a user who may not
+            descriptor = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(descriptor, text.encode())
+            finally:
+                os.close(descriptor)
+    finally:
+        _prctl(_PR_SET_DUMPABLE, 0)
+    _mount(None, "/", _MS_REC | _MS_PRIVATE)
+
+
+def run_as_init() -> None:
+    """Go on as PID 1 of a PID namespace of its own (call it in a process that made its
+    own user namespace): when it ends, the kernel kills everything left in the
+    namespace at once, so nothing it started outlives it, not even for the moment its
+    end takes to be seen. The process that called this stays outside as its parent,
+    holding nothing (no descriptor: a pipe's end is the child's alone), and ends as
+    the child ended (its exit code, or the same signal)."""
+    import ctypes
+
+    if libc().unshare(_CLONE_NEWPID) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"unshare(CLONE_NEWPID): {os.strerror(error)}")
+    child = os.fork()
+    if child == 0:
+        die_with_parent()
+        return
+    os.closerange(0, os.sysconf("SC_OPEN_MAX"))
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def bind_mount(source: str, target: str, *, read_only: bool) -> None:
+    """Mount the dir `source` at `target` (in this process's own mount namespace), read-only
+    when asked (and never honouring setuid bits there)."""
+    _mount(source, target, _MS_BIND | _MS_REC)
+    if read_only:
+        # The flags the mount already has stay: a user namespace may not clear them.
+        kept = os.statvfs(target).f_flag
+        flags = kept & _KEPT_FLAGS | (_MS_RELATIME if kept & os.ST_RELATIME else 0)
+        _mount(None, target, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | flags)
+
+
+def _mount(source: str | None, target: str, flags: int) -> None:
+    import ctypes
+
+    encoded = None if source is None else os.fsencode(source)
+    if libc().mount(encoded, os.fsencode(target), None, flags, None) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mount {source or ''} on {target}: {os.strerror(error)}")
+
+
 @functools.cache
 def libc() -> Any:
     """The C library, its errno kept (ctypes.get_errno) for the calls made through it."""
@@ -204,6 +290,7 @@ def confine_with_landlock(
     devices: str = "/dev",
     *,
     readable: Iterable[str] | None = None,
+    before_restricting: Callable[[], None] | None = None,
 ) -> None:
     """Restrict this process (and everything it starts) with Landlock: it may write only
     beneath `writable` (and to files in `devices`, such as /dev/null); from ABI 6 on it
@@ -212,7 +299,9 @@ def confine_with_landlock(
     `writable`: what is in neither (nor beneath a path in them) cannot be opened, listed
     or run. A readable path that is gone or cannot be opened is left out; a symlink
     needs no rule (what it points to is checked). Call it after fork, before exec, with
-    no_new_privs set."""
+    no_new_privs set. `before_restricting` runs once the rules hold their dirs and
+    before the process is restricted: what must happen before (mounts) but may hide the
+    paths the rules were found by."""
     import ctypes
 
     library = libc()
@@ -258,6 +347,8 @@ def confine_with_landlock(
         add(devices, _WRITE_FILE | _TRUNCATE, required=True)
         for path in readable or ():
             add(path, _READ, required=False)
+        if before_restricting is not None:
+            before_restricting()
         if library.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     finally:

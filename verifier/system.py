@@ -1,10 +1,12 @@
-"""What this process may use of the machine: its CPU count, cgroup limits included."""
+"""What this process may use of the machine: its CPU count, cgroup limits included; and
+when it started."""
 
 from __future__ import annotations
 
 import functools
 import math
 import os
+import time
 from pathlib import Path
 
 
@@ -19,6 +21,26 @@ def available_cpus() -> int:
     count = len(os.sched_getaffinity(0)) or 1
     quota = _cgroup_cpu_quota()
     return max(1, min(count, math.ceil(quota))) if quota else count
+
+
+# A process's start older than this is a clock that does not match /proc's (a time
+# namespace offsets CLOCK_BOOTTIME, not the start), not a start: no import takes it.
+_PLAUSIBLE_AGE_S = 300.0
+
+
+def process_started() -> float:
+    """The time.monotonic() instant this process started (its fork, from
+    /proc/self/stat), so that a deadline counts the interpreter's start and the imports,
+    which a loaded node makes take seconds; now when /proc cannot tell."""
+    now = time.monotonic()
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        # Field 22, after the command name in parentheses (which may hold anything).
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - age if 0.0 <= age <= _PLAUSIBLE_AGE_S else now
 
 
 def _cgroup_cpu_quota() -> float | None:

@@ -20,14 +20,14 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 
 from verifier.casefiles import read_case_file
-from verifier.values import finite_float
+from verifier.values import finite_float, json_text
 
 MAX_TRAJECTORY_BYTES = 32 * 1024 * 1024
 # Arrays and objects a trajectory may hold (its brackets and braces, counted before it
@@ -73,6 +73,7 @@ class Trajectory:
     # Every tool call's name as rewardkit counts them: on any step (an ATIF step without
     # `source: agent` too) and a subagent's too; tool_calls holds the agent's own steps'.
     tool_names: tuple[str, ...] = ()
+    cost_problem: str | None = None  # why cost_usd is None: what cost_budget fails with
 
     @property
     def num_turns(self) -> int:
@@ -89,6 +90,7 @@ class Trajectory:
             "output_tokens": self.output_tokens,
             "num_turns": self.num_turns,
             "tool_names": list(self.tool_names),
+            "cost_problem": self.cost_problem,
         }
 
 
@@ -134,13 +136,15 @@ def read_trail(case_dir: Path, agent_logs: Path | None, choice: str = FROM_AGENT
 
 def _agent_logs_trail(agent_logs: Path | None) -> Trail:
     """Harbor's trajectory.json in the agent logs dir: a symlink, a FIFO, a dir, an
-    unreadable, oversized or invalid file is unusable; a missing one is absent."""
+    unreadable, oversized or invalid file is unusable; a missing one is absent. A
+    relative dir is the working dir's (as the operator typed it)."""
     if agent_logs is None:
         return Trail(
             None,
             "no agent logs: Harbor's /logs/agent was not collected for this "
             "case (declare /logs/agent/trajectory.json an artifact)",
         )
+    agent_logs = Path(os.path.abspath(agent_logs))
     shown = agent_logs / AGENT_LOGS_TRAJECTORY
     try:
         logs_mode = os.lstat(agent_logs).st_mode
@@ -169,7 +173,10 @@ def _agent_logs_trail(agent_logs: Path | None) -> Trail:
         return Trail(
             None, f"{shown}: is a symlink; not followed, no trajectory read", unusable=True
         )
-    trajectory, problem = read_trajectory(agent_logs, (AGENT_LOGS_TRAJECTORY,))
+    # The dir itself is no symlink (lstat above): its real path only resolves the
+    # operator's own dirs above it, which the reader's confinement compares against.
+    real = Path(os.path.realpath(agent_logs))
+    trajectory, problem = read_trajectory(real, (AGENT_LOGS_TRAJECTORY,))
     if trajectory is None:
         return Trail(None, f"{agent_logs}/{problem}", unusable=True)
     return Trail(attrs.evolve(trajectory, source=str(shown)), None)
@@ -217,9 +224,7 @@ def parse_trajectory(text: str, source: str) -> Trajectory:
 def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
     turns: list[str] = []
     calls: list[ToolCall] = []
-    prompt_tokens = completion_tokens = 0
-    cost = 0.0
-    has_metrics = False
+    metered: list[Any] = []  # the agent steps' `metrics`, where a step has any
     names: list[str] = []
     for step in document["steps"]:
         if isinstance(step, dict) and isinstance(step.get("tool_calls"), list):
@@ -238,26 +243,79 @@ def _from_atif(document: Mapping[str, Any], source: str) -> Trajectory:
                 calls.append(
                     _tool_call(call["function_name"], call.get("arguments"), len(turns), result)
                 )
-        metrics = step.get("metrics")
-        if isinstance(metrics, dict):
-            has_metrics = True
-            prompt_tokens += _count(metrics.get("prompt_tokens")) or 0
-            completion_tokens += _count(metrics.get("completion_tokens")) or 0
-            cost += _amount(metrics.get("cost_usd")) or 0.0
+        if step.get("metrics") is not None:
+            metered.append(step["metrics"])
     final = document.get("final_metrics")
     final = final if isinstance(final, dict) else {}
-    summed_cost = _amount(cost) if has_metrics else None  # a sum can overflow to inf
+    cost = _atif_figure(final, "total_cost_usd", metered, "cost_usd", _amount)
+    prompt = _atif_figure(final, "total_prompt_tokens", metered, "prompt_tokens", _count)
+    completion = _atif_figure(
+        final, "total_completion_tokens", metered, "completion_tokens", _count
+    )
     return Trajectory(
         source=source,
         turns=tuple(turns),
         tool_calls=tuple(calls),
-        cost_usd=_first(_amount(final.get("total_cost_usd")), summed_cost),
-        input_tokens=_first(_count(final.get("total_prompt_tokens")), prompt_tokens or None),
-        output_tokens=_first(
-            _count(final.get("total_completion_tokens")), completion_tokens or None
-        ),
+        cost_usd=cost.value,
+        input_tokens=prompt.value,
+        output_tokens=completion.value,
         tool_names=tuple(names),
+        cost_problem=cost.problem,
     )
+
+
+Amount = TypeVar("Amount", int, float)
+
+
+@attrs.frozen
+class _Figure(Generic[Amount]):
+    """A figure of the trail (its cost, a token count), or why none is known."""
+
+    value: Amount | None  # a finite number >= 0
+    problem: str | None = None
+
+
+def _atif_figure(
+    final: Mapping[str, Any],
+    total_key: str,
+    metered: Sequence[Any],
+    step_key: str,
+    read: Callable[[Any], Amount | None],
+) -> _Figure[Amount]:
+    """final_metrics' total when it gives one; without it, the sum of the agent steps'
+    figures when every step that carries metrics gives one (Harbor's agents put a
+    call's metrics on one of its steps). A figure that is left out or is not a finite
+    number >= 0 is unknown, never 0, and a broken total is never replaced by the
+    steps': a budget must not pass on what the trail does not say."""
+    total = final.get(total_key)
+    if total is not None:
+        value = read(total)
+        if value is None:
+            return _Figure(
+                None, f"final_metrics.{total_key} is {_shown(total)}, not a finite number >= 0"
+            )
+        return _Figure(value)
+    if not metered:
+        return _Figure(None, f"the trajectory gives no final_metrics.{total_key} and no metrics")
+    figures = [read(metrics.get(step_key)) for metrics in metered if isinstance(metrics, dict)]
+    known = [figure for figure in figures if figure is not None]
+    if len(known) < len(metered):
+        return _Figure(
+            None,
+            f"the trajectory gives no final_metrics.{total_key}, and "
+            f"{len(metered) - len(known)} of the {len(metered)} agent steps with metrics "
+            f"give no {step_key} that is a finite number >= 0",
+        )
+    summed = read(sum(known))
+    if summed is None:
+        return _Figure(None, f"the agent steps' {step_key} add up past any finite number")
+    return _Figure(summed)
+
+
+def _shown(value: Any) -> str:
+    """A figure as the trail gives it, cut short (a 400-digit integer is not a message)."""
+    text = json_text(value)
+    return text if len(text) <= 40 else f"{text[:32]}... ({len(text)} characters)"
 
 
 def _from_events(events: Iterable[Any], source: str) -> Trajectory:
@@ -271,7 +329,6 @@ def _from_events(events: Iterable[Any], source: str) -> Trajectory:
     }
     turns: list[str] = []
     calls: list[ToolCall] = []
-    cost = None
     for event in events:
         if event.get("type") == "assistant":
             subagent = bool(event.get("parent_tool_use_id"))
@@ -283,10 +340,30 @@ def _from_events(events: Iterable[Any], source: str) -> Trajectory:
                     calls.append(
                         _tool_call(tool["name"], tool.get("input"), len(turns), result, subagent)
                     )
-        elif event.get("type") == "result" and _amount(event.get("cost_usd")) is not None:
-            cost = _amount(event["cost_usd"])
-    names = tuple(call.name for call in calls)
-    return Trajectory(source, tuple(turns), tuple(calls), cost, None, None, names)
+    cost = _events_cost([event for event in events if event.get("type") == "result"])
+    return Trajectory(
+        source=source,
+        turns=tuple(turns),
+        tool_calls=tuple(calls),
+        cost_usd=cost.value,
+        input_tokens=None,
+        output_tokens=None,
+        tool_names=tuple(call.name for call in calls),
+        cost_problem=cost.problem,
+    )
+
+
+def _events_cost(results: Sequence[Mapping[str, Any]]) -> _Figure[float]:
+    """The run's cost: the last `result` event's (the run's end); one that gives none
+    that is a finite number >= 0 leaves it unknown, never an earlier event's."""
+    if not results:
+        return _Figure(None, "the events hold no `result` event, which gives the run's cost")
+    cost = results[-1].get("cost_usd")
+    value = _amount(cost)
+    if value is None:
+        shown = "absent" if cost is None else _shown(cost)
+        return _Figure(None, f"the last `result` event's cost is {shown}, not a finite number >= 0")
+    return _Figure(value)
 
 
 def _tool_call(
@@ -385,7 +462,3 @@ def _count(value: Any) -> int | None:
     """A token count: a finite number >= 0, as a whole number, else none."""
     number = _amount(value)
     return int(number) if number is not None else None
-
-
-def _first(*values: Any) -> Any:
-    return next((value for value in values if value is not None), None)

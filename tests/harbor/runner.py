@@ -98,16 +98,22 @@ def harbor(
 
 
 def run_job(
-    path: Path, jobs: Path, job_name: str, concurrent: int = 2, attempts: int = 1
+    path: Path,
+    jobs: Path,
+    job_name: str,
+    concurrent: int = 2,
+    attempts: int = 1,
+    agent: str = "oracle",
 ) -> dict[str, Trial]:
-    """`harbor run -p PATH --agent oracle -e podman --no-delete [-k N]`: {task dir name:
-    trial} (with attempts, one of each task's trials)."""
+    """`harbor run -p PATH --agent AGENT -e podman --no-delete [-k N]`: {task dir name:
+    trial} (with attempts, one of each task's trials); the oracle agent runs each task's
+    solution, `nop` does nothing."""
     run = harbor(
         "run",
         "-p",
         str(path),
         "--agent",
-        "oracle",
+        agent,
         "-e",
         "podman",
         "--no-delete",

@@ -281,7 +281,8 @@ def test_a_trail_the_agent_forged_in_its_workdir_does_not_count(trials: dict[str
     )
     judges = json.loads((trial / "verifier" / "judges.json").read_text())
     assert "no agent logs" in judges["per_judge"]["no_bash"]["rationale"]
-    assert judges["per_judge"]["cheap"]["rationale"] == "No cost data available"
+    no_trail = judges["per_judge"]["no_bash"]["rationale"]
+    assert judges["per_judge"]["cheap"]["rationale"] == f"No cost data available: {no_trail}"
 
 
 def test_invalid_eval_yaml_is_a_verifier_error_without_reward(trials: dict[str, Any]) -> None:

@@ -89,23 +89,47 @@ def test_task_test_passes_a_package_whose_solution_earns_its_reward(
 
 
 @pytest.mark.parametrize(
-    ("solve", "why"),
+    ("solve", "why", "judges"),
     [
-        ("#!/bin/bash\ntrue\n", "task test: FAILED: the solution gets 0, not the expected 1"),
+        (
+            "#!/bin/bash\ntrue\n",
+            "task test: FAILED: the solution gets 0, not the expected 1",
+            ["  answer: false", "    answer.txt does not contain '42'", "  cleaned_up: false"],
+        ),
         (
             "#!/bin/bash\ncd /app\necho 42 > answer.txt\n",
             "task test: FAILED: the solution gets 0.5, not the expected 1",
+            ["  answer: true", "    answer.txt contains '42'", "  cleaned_up: false"],
         ),
-        ("#!/bin/bash\necho oops >&2\nexit 3\n", "solve.sh exits 3: oops"),
+        ("#!/bin/bash\necho oops >&2\nexit 3\n", "solve.sh exits 3: oops", []),
     ],
 )
 def test_task_test_fails_a_package_that_does_not_teach(
-    cli: str, tmp_path: Path, solve: str, why: str
+    cli: str, tmp_path: Path, solve: str, why: str, judges: list[str]
 ) -> None:
     done = task_test(cli, package(tmp_path, solve))
     assert done.returncode == 9, done.stdout + done.stderr
     assert why in done.stderr
     assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[1:] == judges  # each judge's value and rationale
+
+
+def test_task_test_runs_the_verifier_as_harbor_does(cli: str, tmp_path: Path) -> None:
+    """The case is copied into a container of the verifier's image (not mounted) and
+    test.sh exec'd in the image's working dir: a verifier image whose WORKDIR is gone
+    fails task test as it fails Harbor's artifact upload ("chdir to cwd")."""
+    dest = package(tmp_path)
+    verifier = dest / "tests" / "Dockerfile"  # the environment's part ends in /app/repo
+    verifier.write_text(verifier.read_text().replace("WORKDIR /app\n", "WORKDIR /app/repo\n", 1))
+    assert task_test(cli, dest).returncode == 0  # WORKDIR set again after emptying /app
+    lines = verifier.read_text().splitlines()
+    lines.remove("WORKDIR /app")  # as packages had it before: the environment's stays
+    verifier.write_text("\n".join(lines) + "\n")
+    done = task_test(cli, dest)
+    assert done.returncode == 9, done.stdout + done.stderr
+    assert done.stderr.startswith("task test: FAILED: untouched: Harbor's "), done.stderr
+    assert "in the verifier's container failed" in done.stderr
+    assert "/app/repo" in done.stderr and "no such file or directory" in done.stderr
 
 
 def test_an_untouched_environment_that_already_scores_fails(cli: str, tmp_path: Path) -> None:

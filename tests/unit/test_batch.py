@@ -43,7 +43,7 @@ VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
 # Three inline judges. Each run of `has_report` appends the case dir to a log, so the
 # test can count how often every case was graded. "BOOM" in a report makes a judge
-# raise; "HANG" makes one time out.
+# error (it returns no value); "HANG" makes one time out.
 EVAL = """\
 name: batch-test
 outputs:
@@ -59,7 +59,7 @@ judges:
     check: |
       text = outputs["files"].get("report.md", "")
       if "BOOM" in text:
-          raise RuntimeError("judge exploded")
+          return None  # no value: an error record
       return "fixed" in text.lower()
   - name: length_score
     score_range: [1, 5]

@@ -700,9 +700,51 @@ def test_the_reference_builtins_say_what_the_reference_says(run: Grader) -> None
     assert run("cost_budget", "{}", trail, extra=CASE_TRAIL).rationale == (
         "Cost $0.25 within budget $1.00"
     )
-    assert run("cost_budget", "{}", {"x": ""}).rationale == "No cost data available"
+    assert run("cost_budget", "{}", {"x": ""}).rationale == (
+        "No cost data available: no agent logs: Harbor's /logs/agent was not collected for "
+        "this case (declare /logs/agent/trajectory.json an artifact)"
+    )
     empty = run("tool_call_validation", "{}", {"events.json": "[]"}, extra=CASE_TRAIL)
     assert (empty.value, empty.rationale) == (True, "No tool calls to validate")
+
+
+@pytest.mark.parametrize(
+    ("trail", "fact"),
+    [
+        # every step's metrics, none with a cost: it read as $0.00, "within budget"
+        (
+            {"steps": [{"source": "agent", "metrics": {"prompt_tokens": 9}}]},
+            "the trajectory gives no final_metrics.total_cost_usd, and 1 of the 1 agent "
+            "steps with metrics give no cost_usd that is a finite number >= 0",
+        ),
+        (
+            {
+                "steps": [{"source": "agent", "metrics": {"cost_usd": 0.01}}],
+                "final_metrics": {"total_cost_usd": int("1" + "0" * 399)},
+            },
+            "final_metrics.total_cost_usd is 10000000000000000000000000000000... "
+            "(400 characters), not a finite number >= 0",
+        ),
+        (
+            {"steps": [], "final_metrics": {"total_cost_usd": float("inf")}},
+            "final_metrics.total_cost_usd is Infinity, not a finite number >= 0",
+        ),
+        (
+            {"steps": [], "final_metrics": {"total_cost_usd": {"usd": 0}}},
+            'final_metrics.total_cost_usd is {"usd": 0}, not a finite number >= 0',
+        ),
+        (
+            [{"type": "result", "cost_usd": 0.01}, {"type": "result", "cost_usd": "free"}],
+            'the last `result` event\'s cost is "free", not a finite number >= 0',
+        ),
+    ],
+)
+def test_cost_budget_fails_on_a_cost_the_trail_does_not_give(
+    run: Grader, trail: object, fact: str
+) -> None:
+    name = "events.json" if isinstance(trail, list) else "trajectory.json"
+    result = run("cost_budget", "{max_cost_usd: 100}", {name: json.dumps(trail)}, extra=CASE_TRAIL)
+    assert (result.value, result.rationale) == (False, f"No cost data available: {fact}")
 
 
 @pytest.mark.parametrize(

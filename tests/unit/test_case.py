@@ -54,10 +54,15 @@ def test_missing_declared_output_gives_null_content(make_case: MakeCase) -> None
 
 
 def test_binary_and_undecodable_files_are_placeholders(make_case: MakeCase) -> None:
-    case = make_case({"img.png": b"\x89PNG\x00\x01", "latin.txt": b"caf\xe9"})
-    files = record_of(case).record["files"]
+    """As the eval.yaml contract has it: `{"_binary": true, "path", "name"}` for a file
+    with a NUL byte and for one that is not valid UTF-8 (a check reading it as text
+    raises over the case's data, and is false: tests/unit/test_hostile_gate.py)."""
+    case = make_case({"img.png": b"\x89PNG\x00\x01", "latin.txt": b"caf\xe9\n"})
+    reading = record_of(case)
+    files = reading.record["files"]
     assert files["img.png"] == {"_binary": True, "path": "img.png", "name": "img.png"}
     assert files["latin.txt"] == {"_binary": True, "path": "latin.txt", "name": "latin.txt"}
+    assert reading.warnings == ()
 
 
 def test_symlinks_leaving_the_case_are_not_followed(make_case: MakeCase, tmp_path: Path) -> None:

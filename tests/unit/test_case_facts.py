@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile import NONROOT, give, leftovers, run_grader
 from verifier.case import check_case_dir, read_case
 from verifier.grading import grade, load_eval
 from verifier.judges.llm.answer_scale import AnswerScale
@@ -143,9 +144,14 @@ def test_a_trajectory_with_absurd_numbers_and_unhashable_ids_reads(tmp_path: Pat
     assert trail.problem is None and trajectory is not None
     assert [call.name for call in trajectory.tool_calls] == ["Bash", "Read"]
     assert [call.result for call in trajectory.tool_calls] == [None, None]  # ids match nothing
-    # 400 digits and a sum that overflows to inf are no cost; inf and NaN are no tokens
+    # 400 digits are no cost (never the steps' sum instead); a NaN total is no count, and
+    # the steps' counts with one of them -5 add up to none (not 2)
     assert trajectory.cost_usd is None
-    assert (trajectory.input_tokens, trajectory.output_tokens) == (10, 2)
+    assert trajectory.cost_problem == (
+        "final_metrics.total_cost_usd is 99999999999999999999999999999999... "
+        "(400 characters), not a finite number >= 0"
+    )
+    assert (trajectory.input_tokens, trajectory.output_tokens) == (None, None)
     assert "[tool call] Bash" in conversation_of({"trajectory": trajectory.to_json()})
 
 
@@ -197,6 +203,54 @@ def test_grade_with_an_absurd_harbor_trajectory_writes_a_reward(
     assert judges["per_judge"]["cheap"]["value"] is False  # no usable cost: fails
     assert judges["per_judge"]["no_web"]["value"] is True
     assert json.loads((out / "reward.json").read_text())["reward"] == 0.0  # the gate
+
+
+COSTLESS = {  # what the issue saw pass: every step's metrics, no cost in any of them
+    "steps": [
+        {"step_id": 1, "source": "agent", "message": "done", "metrics": {"prompt_tokens": 900}}
+    ],
+    "final_metrics": {"total_prompt_tokens": 900},
+}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to another UID: run as root")
+@pytest.mark.parametrize("who", ["root", "non-root"])
+def test_a_trail_without_its_cost_fails_the_budget_as_any_uid(root_dir: Path, who: str) -> None:
+    """The agent's trail (Harbor's agent logs) gives tokens but no cost: the budget
+    fails with that fact, as root and as an arbitrary UID, and nothing is left running."""
+    uid = None if who == "root" else NONROOT
+    logs, case, out, tests = (root_dir / name for name in ("logs", "case", "out", "tests"))
+    for directory in (logs, case, out, tests):
+        directory.mkdir()
+    (logs / "trajectory.json").write_text(json.dumps(COSTLESS))
+    (case / "answer.txt").write_text("42\n")
+    (tests / "eval.yaml").write_text(
+        "judges:\n  - name: cheap\n    builtin: cost_budget\n    arguments: {max_cost_usd: 1}\n"
+    )
+    give(uid, logs, case, out, tests)
+    done = run_grader(
+        uid,
+        [
+            "grade",
+            "--config",
+            str(tests / "eval.yaml"),
+            "--case",
+            str(case),
+            "--out",
+            str(out),
+            "--agent-logs",
+            str(logs),
+        ],
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "reward.json").read_text())["reward"] == 0.0
+    cheap = json.loads((out / "judges.json").read_text())["per_judge"]["cheap"]
+    assert (cheap["value"], cheap["rationale"]) == (
+        False,
+        "No cost data available: the trajectory gives no final_metrics.total_cost_usd, and "
+        "1 of the 1 agent steps with metrics give no cost_usd that is a finite number >= 0",
+    )
+    assert leftovers(str(root_dir)) == []
 
 
 # --- the prompt ---------------------------------------------------------------------------

@@ -5,6 +5,8 @@ lines (verifier.cli.fast) cannot be told from it."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +264,51 @@ def test_grade_read_by_typer_grades_as_the_fast_path_does(tmp_path: Path) -> Non
     assert fast.stdout.splitlines()[0] == typer_path.stdout.splitlines()[0]
     for out in ("fast", "typer"):
         assert json.loads((tmp_path / out / "reward.json").read_text()) == {"reward": 1.0, "a": 1.0}
+
+
+def into_a_closed_pipe(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`verifier ARGS` whose stdout's reader has gone away before it writes (`| head -1`
+    once head has its line)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [VERIFIER, *args], stdout=write, stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=60
+        )
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("schema",), ("--help",), ("grade", "--help"), ("check", "eval.yaml"), ("grade",)],
+    ids=" ".join,
+)
+def test_a_reader_gone_ends_the_command_quietly_by_sigpipe(tmp_path: Path, args: tuple) -> None:
+    """It was "verifier: internal error: BrokenPipeError" (exit 1); a help, exit 1."""
+    (tmp_path / "eval.yaml").write_text("judges:\n  - {name: a, check: return True}\n")
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "a.txt").write_text("a")
+    if args == ("grade",):
+        args = ("grade", "--config", "eval.yaml", "--case", "case", "--out", "out")
+    done = into_a_closed_pipe(*args, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (-signal.SIGPIPE, "")
+    if args[0] == "grade" and "--help" not in args:  # its files are written first
+        assert json.loads((tmp_path / "out" / "reward.json").read_text())["reward"] == 1.0
+
+
+def test_a_shell_shows_a_reader_gone_as_141() -> None:
+    """The schema (over 100 KiB) outlasts the pipe's buffer, so head has gone before
+    the verifier's last write."""
+    done = subprocess.run(
+        ["bash", "-c", f'{VERIFIER} schema | head -c 1 >/dev/null; echo "${{PIPESTATUS[0]}}"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.stdout, done.stderr) == ("141\n", "")
+
+
+def test_a_usage_error_with_stdout_gone_is_still_the_usage_error() -> None:
+    done = into_a_closed_pipe("grade", "--conf", "x")
+    assert done.returncode == 2 and "No such option '--conf'" in done.stderr

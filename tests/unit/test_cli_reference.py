@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,25 @@ def test_each_usage_error_on_the_page_is_what_the_cli_prints(message: str, tmp_p
     )
     assert completed.returncode == 2
     assert completed.stderr == message + "\n"
+
+
+# Where the CLI's help sends the reader: `docs/PAGE.md, "Heading"` (plain text in --help).
+_POINTER = re.compile(r'(README\.md|docs/[\w-]+\.md), "([^"]+)"')
+
+
+def test_every_page_and_section_the_help_points_to_exists() -> None:
+    """`--weak-sandbox` pointed to "README, Safety", gone since the README was split."""
+    texts = [option.help for option in OPTIONS.values()]
+    texts += [command.help for command in COMMANDS.values()]
+    texts += [*EXIT_MEANINGS.values()]
+    pointers = [found for text in texts for found in _POINTER.findall(text)]
+    assert pointers, "no help points to a page: this test would check nothing"
+    for page, heading in pointers:
+        headings = [
+            line.lstrip("#").strip()
+            for line in (ROOT / page).read_text().splitlines()
+            if line.startswith("#")
+        ]
+        assert any(found.startswith(heading) for found in headings), (page, heading)
+    stale = [text for text in texts if "README, " in text]
+    assert stale == []

@@ -1,4 +1,4 @@
-"""Every builtin is total over what the case holds: property-based, all 29 of them.
+"""Every builtin is total over what the case holds: property-based, all 30 of them.
 
 For each builtin, hypothesis writes a fuzzed document (tests/unit/fuzzing.py: JSON,
 ATIF and event trails, test reports, YAML, XML, workbooks, raw bytes, nesting past
@@ -70,6 +70,7 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
     "sqlite_query_equals": {"db_path": FILE, "query": "SELECT 1", "expected": 1, "timeout": 5},
     "files_unchanged": {"paths": ["f", "**/*.json"], "reference": "protected"},
     "no_new_files_matching": {"paths": ["*.pth", "conftest.py"]},
+    "no_tamper": {"paths": [FILE]},
     "command_succeeds": {"cmd": f"cat {FILE}"},
     "command_output_contains": {"cmd": f"cat {FILE}", "text": "a"},
     "command_output_matches": {"cmd": f"cat {FILE}", "expected": "a"},
@@ -77,13 +78,45 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
     "pass_rate": {"report": FILE},
     "all_passed": {"report": FILE},
     "xlsx_cell_equals": {"path": FILE, "cell": "A1", "expected": 1},
+    # the task's script hands the fuzzed file back as its reward files (dirs every Debian
+    # host has stand in for /app, /tests and /logs/verifier)
+    "script": {
+        "tests": "script-tests",
+        "case_at": "/srv",
+        "tests_at": "/mnt",
+        "logs_at": "/media",
+        "timeout": 10,
+    },
 }
 # Builtins that run a command from the case: fewer examples (each starts processes).
 COMMANDS = {name for name, found in BUILTINS.items() if found.runs_case_code}
-REFERENCES = {"ref.txt": "a reference\n", "protected/f": "original\n"}
+REFERENCES = {
+    "ref.txt": "a reference\n",
+    "protected/f": "original\n",
+    "script-tests/test.sh": f"cat {FILE}; cp {FILE} /media/reward.txt; cp {FILE} /media/reward.json\n",
+}
 _TRAILS = st.one_of(ATIF.map(json.dumps), st.lists(EVENT, max_size=5).map(json.dumps))
 _REPORTS = st.one_of(JUNIT, PYTEST_JSON.map(json.dumps), st.lists(GO_EVENT, max_size=5).map(lines))
 _JSON = st.one_of(JSON_VALUES.map(json.dumps), DEEP_JSON)
+# Python as an agent writes it: statements the guard flags or passes, nested and mixed.
+_PYTHON_LINES = (
+    "import sys",
+    "import sys as s",
+    "from gc import get_objects",
+    "sys.settrace(None)",
+    "getattr(sys, 'settrace')",
+    "__import__('ctypes')",
+    "class A(int):\n    def __eq__(self, o):\n        return True",
+    "class B:\n    __eq__ = lambda self, o: True\n    __hash__ = None",
+    "def pytest_configure(config):\n    config.pluginmanager",
+    "f.__code__ = g.__code__",
+    "x = (" * 150 + ")" * 150,
+    "def f(",
+    "# -*- coding: latin-1 -*-",
+)
+_PYTHON = st.lists(st.one_of(st.sampled_from(_PYTHON_LINES), st.text(max_size=40)), max_size=8).map(
+    "\n".join
+)
 # The documents each builtin reads, drawn as often as everything else.
 FOCUS = {
     **dict.fromkeys(
@@ -99,7 +132,11 @@ FOCUS = {
     ),
     **dict.fromkeys(("json_key_equals", "json_path_equals"), _JSON),
     "yaml_path_equals": YAML_TEXT,
+    "no_tamper": _PYTHON,
     **dict.fromkeys(("pass_rate", "all_passed"), _REPORTS),
+    "script": st.one_of(
+        st.floats().map(repr), JSON_VALUES.map(lambda value: json.dumps({"reward": value}))
+    ),
 }
 
 
@@ -111,7 +148,7 @@ def contents(name: str) -> st.SearchStrategy[bytes]:
 def test_every_builtin_is_fuzzed() -> None:
     code_builtins = {found.name for found in all_builtins() if found.prompt is None}
     assert set(ARGUMENTS) == code_builtins
-    assert len(all_builtins()) == 29
+    assert len(all_builtins()) == 31
 
 
 def answer_of(
@@ -176,7 +213,8 @@ def test_a_command_builtin_answers_whatever_the_command_prints(name: str, sandbo
 
 
 @settings(FUZZ, max_examples=10)
-@given(number=st.integers(min_value=1, max_value=64), printed=CONTENTS)
+# SIGSTOP (19) stops the command, which cannot be caught or run on: it waits out its timeout
+@given(number=st.integers(min_value=1, max_value=64).filter(lambda n: n != 19), printed=CONTENTS)
 def test_a_command_that_dies_by_any_signal_fails(
     sandbox: Sandbox, number: int, printed: bytes
 ) -> None:

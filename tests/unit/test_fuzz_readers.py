@@ -188,6 +188,7 @@ def test_a_trajectory_of_any_shape_reads_or_is_a_fact(trail: bytes) -> None:
                     assert isinstance(found.problem, str)
                     continue
                 shown = found.trajectory.to_json()
+                assert (shown["cost_usd"] is None) == isinstance(shown["cost_problem"], str)
                 for count in ("input_tokens", "output_tokens"):
                     assert shown[count] is None or (type(shown[count]) is int and shown[count] >= 0)
                 json.dumps(shown, default=str)

@@ -45,6 +45,14 @@ EVAL = textwrap.dedent("""
 """)
 
 
+# EVAL with a judge that runs past every deadline these tests set.
+OVERRUNNING = EVAL.replace(
+    "  - name: broken\n",
+    "  - name: slow\n    timeout: 100\n    check: |\n      import time\n      time.sleep(100)\n"
+    "      return 5\n  - name: broken\n",
+)
+
+
 @pytest.fixture
 def layout(tmp_path: Path) -> dict[str, Path]:
     config = tmp_path / "tests" / "eval.yaml"
@@ -199,9 +207,7 @@ def test_a_grade_whose_judges_overrun_writes_its_reward_before_the_deadline(
 ) -> None:
     """Judges whose timeouts add up past the deadline: the process, start to reward files,
     ends within it; the judges still running are timeouts, which on_error decides."""
-    slow = "  - name: slow\n    timeout: 100\n    check: |\n      import time\n      time.sleep(100)\n      return 5\n"
-    assert "  - name: broken\n" in EVAL
-    layout["config"].write_text(EVAL.replace("  - name: broken\n", slow + "  - name: broken\n"))
+    layout["config"].write_text(OVERRUNNING)
     for given, env in ((["--deadline", "4"], None), ([], {**os.environ, "VERIFIER_DEADLINE": "4"})):
         started = time.monotonic()
         completed = run(*grade_args(layout), *given, env=env)
@@ -211,6 +217,28 @@ def test_a_grade_whose_judges_overrun_writes_its_reward_before_the_deadline(
         assert judges["per_judge"]["slow"]["status"] == "timeout"
         assert "the grade's deadline (--deadline 4s" in judges["per_judge"]["slow"]["error"]
         assert json.loads((layout["out"] / "reward.json").read_text())["reward"] == 0.875
+
+
+@pytest.mark.slow
+def test_the_deadline_counts_from_the_processs_start(layout: dict[str, Path]) -> None:
+    """A process that takes 3 s to reach the grade (here a sleep before it execs the
+    verifier, in place of a loaded node's slow start and imports) still writes its
+    reward within --deadline 5 of its start: it was 3 s late, the deadline counted
+    from after the imports."""
+    layout["config"].write_text(OVERRUNNING)
+    late_start = "import os, sys, time; time.sleep(3); os.execv(sys.argv[1], sys.argv[1:])"
+    started = time.monotonic()
+    completed = subprocess.run(
+        [sys.executable, "-c", late_start, VERIFIER, *grade_args(layout), "--deadline", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    took = time.monotonic() - started
+    assert completed.returncode == 0, completed.stderr
+    judges = json.loads((layout["out"] / "judges.json").read_text())
+    assert judges["per_judge"]["slow"]["status"] == "timeout"
+    assert 3 < took < 5, took  # from after the imports, it was 3 + 5 - 0.5 s
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
@@ -541,15 +569,28 @@ def harbor_task(root: Path, verifier_toml: str) -> Path:
         (
             "timeout_sec = 600.0\n",
             "no VERIFIER_DEADLINE: when they run long, Harbor kills the "
-            'verifier and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = "570"',
+            'verifier and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = "540"',
         ),
         (
             'timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = "598"}\n',
-            "VERIFIER_DEADLINE = 598 is not at least 30s below Harbor's [verifier] timeout_sec",
+            "VERIFIER_DEADLINE = 598 is not at least 60s below Harbor's [verifier] timeout_sec "
+            "= 600 (what Harbor's own execs can take on a loaded node): Harbor may kill the "
+            "verifier before it writes the reward; set it to 540 or less, or raise "
+            "timeout_sec to 658",
         ),
         (
-            'timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = "570"}\n',
-            "more than the deadline of 570s leaves them (568s)",
+            'timeout_sec = 30.0\nenv = {VERIFIER_DEADLINE = "20"}\n',
+            "VERIFIER_DEADLINE = 20 is not at least 60s below Harbor's [verifier] timeout_sec "
+            "= 30 (what Harbor's own execs can take on a loaded node): Harbor may kill the "
+            "verifier before it writes the reward; raise timeout_sec to 80",
+        ),
+        (
+            "timeout_sec = 30.0\n",
+            "raise timeout_sec above 60 and set a VERIFIER_DEADLINE 60s below it",
+        ),
+        (
+            'timeout_sec = 600.0\nenv = {VERIFIER_DEADLINE = "540"}\n',
+            "more than the deadline of 540s leaves them (538s)",
         ),
         ("", "timeout_sec = 600 leaves them"),  # Harbor's default timeout
     ],

@@ -130,6 +130,36 @@ def test_a_case_cannot_reach_the_batch_parent_through_its_pipes(
     assert not marker.exists()
 
 
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_a_case_cannot_change_the_limits_or_scheduling_of_the_batch(
+    root_dir: Path, who: str
+) -> None:
+    """As the grader's UID, prlimit, renice and the like aimed at the workers, the batch
+    parent or the other case's command would cost them their outputs (a file size limit
+    of 0): the attacker's command reaches none of them, and both cases keep their
+    rewards."""
+    attack = (REPO / "tests" / "fixtures" / "hostile" / "attacks" / "grader_limits.py").read_text()
+    victim = "import time\ntime.sleep(3)\nprint('kept-out', end='')\n"
+    config, cases, out = batch_of(
+        root_dir,
+        AS[who],
+        {"attacker": {"run.py": attack}, "victim": {"run.py": victim}},
+        "python3 run.py",
+    )
+    config.write_text(
+        "judges:\n  - name: tests\n    builtin: command_output_matches\n"
+        "    arguments: {cmd: python3 run.py, expected: kept-out, timeout: 40}\n"
+    )
+    completed = run_batch(AS[who], config, cases, out)
+    assert completed.returncode == 0, completed.stderr
+    assert rewards(out) == {"attacker": 1.0, "victim": 1.0}, (
+        out / "attacker" / "judges.json"
+    ).read_text()
+    assert leftovers(str(root_dir)) == []
+    assert leftovers("run.py") == []
+
+
 @pytest.mark.slow
 @needs_root
 def test_a_judge_holding_every_process_of_the_grader_uid_leaves_the_grader_a_reserve(

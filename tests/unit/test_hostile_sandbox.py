@@ -311,3 +311,70 @@ def test_an_out_dir_of_slash_is_refused_where_commands_run(tmp_path: Path) -> No
     )
     assert completed.returncode == 2, completed.stderr
     assert "one of them is /, which would hide every file from it" in completed.stderr
+
+
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_the_grader_keeps_its_limits_and_its_scheduling(root_dir: Path, who: str) -> None:
+    """A command of the grader's UID may not prlimit, renice, reschedule, pin or idle the
+    I/O of the grader's processes, their groups or the whole UID, through either ABI
+    (Landlock governs none of it, at any ABI): a file size limit of 0 on `verifier grade`
+    would cost the reward files (exit 4, no reward). Its own processes it still may."""
+    tests, case, out = root_dir / "tests", root_dir / "case", root_dir / "out"
+    tests.mkdir()
+    out.mkdir()
+    (case / "attacks").mkdir(parents=True)
+    shutil.copy(ATTACKS / "grader_limits.py", case / "attacks")
+    (case / "answer.txt").write_text("right\n")
+    (tests / "reference.txt").write_text("right\n")
+    command = "python3 attacks/grader_limits.py"
+    (tests / "eval.yaml").write_text(
+        "judges:\n"
+        "  - name: limits\n    builtin: command_output_matches\n"
+        f"    arguments: {{cmd: {command}, expected: kept-out, timeout: 30}}\n"
+        "  - name: own\n    builtin: command_succeeds\n"
+        f"    arguments: {{cmd: {command} own, timeout: 30}}\n"
+        "  - name: answer\n    builtin: files_equal\n"
+        "    arguments: {path1: answer.txt, reference: reference.txt}\n"
+    )
+    give(AS[who], tests, out, case)
+    completed = run_grader(
+        AS[who],
+        ["grade", "--config", f"{tests}/eval.yaml", "--case", str(case), "--out", str(out)],
+        cwd=tests,
+    )
+    assert completed.returncode == 0, completed.stderr
+    per_judge = json.loads((out / "judges.json").read_text())["per_judge"]
+    assert judged(out) == {"limits": True, "own": True, "answer": True}, per_judge
+    assert json.loads((out / "reward.json").read_text())["reward"] == 1.0
+    assert leftovers("grader_limits.py") == []
+
+
+@needs_root
+@pytest.mark.parametrize("who", AS)
+def test_a_leased_file_does_not_stall_the_judge(root_dir: Path, who: str) -> None:
+    """truncate(2) of a file the command holds a lease on blocks whoever runs it until
+    the lease is broken (45 s): as the grader's UID, the supervisor in the judge's
+    process answers the command's truncate without blocking, so the judge keeps
+    watching the command and stops it at its timeout (5 s)."""
+    tests, case, out = root_dir / "tests", root_dir / "case", root_dir / "out"
+    tests.mkdir()
+    out.mkdir()
+    (case / "attacks").mkdir(parents=True)
+    shutil.copy(ATTACKS / "lease_truncate.py", case / "attacks")
+    (tests / "eval.yaml").write_text(
+        "judges:\n  - name: lease\n    builtin: command_succeeds\n"
+        "    arguments: {cmd: python3 attacks/lease_truncate.py, timeout: 5}\n"
+    )
+    give(AS[who], tests, out, case)
+    started = time.monotonic()
+    completed = run_grader(
+        AS[who],
+        ["grade", "--config", f"{tests}/eval.yaml", "--case", str(case), "--out", str(out)],
+        cwd=tests,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert time.monotonic() - started < 30
+    lease = json.loads((out / "judges.json").read_text())["per_judge"]["lease"]
+    assert (lease["value"], lease["rationale"]) == (False, "timed out after 5s"), lease
+    assert leftovers("lease_truncate.py") == []

@@ -7,6 +7,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,8 @@ from verifier.batch import BatchRequest, run_batch
 from verifier.batch.report import correlation, eligible_k, max_at_k, pass_at_k, task_figures
 from verifier.batch.writeback import mean_metric
 from verifier.errors import UsageError
+
+VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
 EVAL = """\
 judges:
@@ -152,6 +157,7 @@ def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, jo
     config.write_text(EVAL)
     summary = batch(config, job, tmp_path / "out", reward_keys=(), write_back=True)
     assert summary.written_back.written == ("mixed__001", "mixed__002", "same__001", "same__002")
+    assert summary.written_back.refused == ()
     failed = job / "same__002"
     result = json.loads((failed / "result.json").read_text())
     assert result["verifier_result"] == {"rewards": {"reward": 0.75}}
@@ -180,6 +186,30 @@ def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, jo
     # a second write-back keeps the first grading in original/
     batch(config, job, tmp_path / "out2", reward_keys=(), write_back=True, force=True)
     assert (original / "test-stdout.txt").read_text() == "the first grading\n"
+
+
+def test_a_trial_not_written_back_is_named_and_the_batch_exits_12(
+    tmp_path: Path, job: Path
+) -> None:
+    """One trial's collected work is gone, so it is not graded: the others are written
+    back, it is named with why, and the exit is 12, not 0 (a job that looks regraded
+    but is not)."""
+    config = tmp_path / "eval.yaml"
+    config.write_text(EVAL)
+    shutil.rmtree(job / "mixed__002" / "artifacts" / "app")
+    command = [VERIFIER, "batch", "--config", str(config), "--cases", str(job)]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path / "out"), "--write-back"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 12, done.stdout + done.stderr
+    line = done.stdout.splitlines()[-1]
+    assert line.startswith(f"batch: wrote back 3 trials into {job}; not 1: mixed__002: no reward: ")
+    result = json.loads((job / "mixed__002" / "result.json").read_text())
+    assert result["verifier_result"] == {"rewards": {"reward": 0.0}}  # Harbor's, as it was
+    assert not (job / "mixed__002" / "verifier" / "original").exists()
 
 
 def test_write_back_needs_a_finished_harbor_job(tmp_path: Path, job: Path) -> None:

@@ -221,18 +221,26 @@ def test_the_package_has_a_step_per_step(tmp_path: Path, suite: Path) -> None:
 MANIFEST = [{"source": "/app", "destination": "artifacts/app", "type": "directory"}]
 
 
-def test_batch_grades_each_step_of_a_harbor_trial(tmp_path: Path, suite: Path) -> None:
-    job = tmp_path / "job"
+AFTER = {  # the work dir after each step of a two-step trial
+    "plan": {"plan.md": "one two three\n"},
+    "build": {"plan.md": "one two three\n", "answer.txt": "41\n"},
+}
+
+
+def two_step_job(job: Path) -> Path:
+    """A Harbor job dir holding one finished two-step trial; the trial's dir."""
     trial = job / "two-steps__Abc"
-    after = {
-        "plan": {"plan.md": "one two three\n"},
-        "build": {"plan.md": "one two three\n", "answer.txt": "41\n"},
-    }
-    for step, files in after.items():
+    for step, files in AFTER.items():
         artifacts = trial / "steps" / step / "artifacts"
         write(artifacts / "app", files)
         (artifacts / "manifest.json").write_text(json.dumps(MANIFEST))
     write(job, {"config.json": json.dumps({"job_name": "job"})})
+    return trial
+
+
+def test_batch_grades_each_step_of_a_harbor_trial(tmp_path: Path, suite: Path) -> None:
+    job = tmp_path / "job"
+    trial = two_step_job(job)
     done = verifier(
         "batch", "--config", suite / "eval.yaml", "--cases", job, "--out", tmp_path / "out"
     )
@@ -240,7 +248,7 @@ def test_batch_grades_each_step_of_a_harbor_trial(tmp_path: Path, suite: Path) -
     summary = json.loads((tmp_path / "out" / ".batch" / "summary.json").read_text())
     rows = {row["case"]: row for row in summary["cases"]}
     assert set(rows) == {"two-steps__Abc/steps/plan", "two-steps__Abc/steps/build"}
-    for step in after:
+    for step in AFTER:
         out = tmp_path / "out" / "two-steps__Abc" / "steps" / step
         judges = json.loads((out / "judges.json").read_text())
         assert judges["step"] == step
@@ -256,3 +264,34 @@ def test_batch_grades_each_step_of_a_harbor_trial(tmp_path: Path, suite: Path) -
         )
     assert rows["two-steps__Abc/steps/plan"]["reward"] == 0.3
     assert rows["two-steps__Abc/steps/build"]["reward"] == 0.25  # kept_plan only: 1 / (2 + 1 + 1)
+
+
+def test_write_back_says_it_writes_no_multi_step_trial_and_exits_12(
+    tmp_path: Path, suite: Path
+) -> None:
+    """Which step's reward is a multi-step trial's is the task's reward strategy, which
+    the trial dir does not record: the trial is left as Harbor wrote it, named once
+    with why, and the batch exits 12."""
+    job = tmp_path / "job"
+    trial = two_step_job(job)
+    write(job, {"result.json": json.dumps({"finished_at": "2026-01-01T00:02:00"})})
+    write(trial, {"result.json": json.dumps({"trial_name": trial.name})})
+    done = verifier(
+        "batch",
+        "--config",
+        suite / "eval.yaml",
+        "--cases",
+        job,
+        "--out",
+        tmp_path / "out",
+        "--write-back",
+    )
+    assert done.returncode == 12, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"batch: wrote back 0 trials into {job}; not 1: two-steps__Abc: a multi-step trial: "
+        "--write-back writes single-step trials only (which step's reward is the trial's "
+        "is the task's multi_step_reward_strategy, which the trial dir does not record); "
+        "its steps' regrade is in OUT/<trial>/steps/"
+    )
+    assert json.loads((trial / "result.json").read_text()) == {"trial_name": trial.name}
+    assert (tmp_path / "out" / "two-steps__Abc" / "steps" / "build" / "reward.json").is_file()

@@ -10,7 +10,7 @@ import pytest
 
 from verifier.errors import UsageError
 from verifier.task import init_task
-from verifier.task.testing import read_package, resolve_env
+from verifier.task.testing import read_package, resolve_env, reward_matches
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 COMMAND = "name: t\njudges:\n  - name: a\n    builtin: command_succeeds\n    arguments: {command: 'true'}\n"
@@ -62,3 +62,22 @@ def test_verifier_env_is_filled_from_the_host_as_harbor_does() -> None:
 def test_a_dir_without_task_toml_is_no_package(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"no task\.toml"):
         read_package(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("reward", "expect", "matches"),
+    [
+        (2 / 3, 0.6667, True),  # a 2-of-3 solution: it printed "gets 0.6667, not 0.6667"
+        (1 / 3, 0.3333, True),
+        (2 / 3, 0.667, False),
+        (2 / 3, 0.6666, False),
+        (1.0, 1.0, True),
+        (0.99, 1.0, False),
+        (0.0, 0.0, True),
+        (0.5, 0.5001, False),
+    ],
+)
+def test_expect_is_compared_to_the_digits_task_test_prints(
+    reward: float, expect: float, matches: bool
+) -> None:
+    assert reward_matches(reward, expect) is matches

@@ -19,6 +19,7 @@ which the sandbox user and the non-root grader can run.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import json
 import marshal
@@ -51,6 +52,7 @@ from verifier.judges.builtins.runners import LAUNCHER, PYTEST_TAMPERED, PYTEST_T
 from verifier.results import Status
 
 NON_ROOT = 1000680000  # an OpenShift-style arbitrary UID, in group 0
+HARBOR_ARTIFACTS = Path("/logs/artifacts")  # the agent's, in a separate verifier's container
 BUILTINS_DOC = Path(__file__).resolve().parents[2] / "docs" / "builtins.md"
 
 BUGGY = """\
@@ -219,7 +221,8 @@ ATTACKS: dict[str, dict[str, str | bytes]] = {
 }
 # What the runner alone cannot stop: pytest loads a conftest.py as a plugin.
 GUARDS_ONLY = {"a conftest.py at the root", "a conftest.py in the tests dir"}
-# Caught by a guard of the recommended gate: the reward is 0.
+# Caught by a guard of the recommended gate: the reward is 0 (no_tamper: a plugin's hooks
+# in a module that is no conftest or test module).
 GATED = GUARDS_ONLY | {
     "a conftest.py turning failures into passes",
     "padding tests beside the trusted ones",
@@ -229,6 +232,7 @@ GATED = GUARDS_ONLY | {
     "a sitecustomize module",
     "a sitecustomize package",
     "a usercustomize module",
+    *(name for name, files in ATTACKS.items() if "evil_plugin.py" in files),
 }
 
 
@@ -616,9 +620,15 @@ def grade_as_non_root(task: Task, config: Path, case: Path) -> dict[str, Any]:
     [
         ("good fix", FIXED, {}, 1.0),
         ("partial fix", PARTIAL, {}, 2 / 3),
-        ("dist-info plugin", BUGGY, ATTACKS["a pytest11 entry point in a dist-info"], UNTOUCHED),
+        ("dist-info plugin", BUGGY, ATTACKS["a pytest11 entry point in a dist-info"], 0.0),
         ("pytest package", BUGGY, ATTACKS["a pytest/ package"], UNTOUCHED),
-        ("pyproject table", BUGGY, ATTACKS["pyproject.toml's pytest table"], UNTOUCHED),
+        ("pyproject table", BUGGY, ATTACKS["pyproject.toml's pytest table"], 0.0),
+        (
+            "a standard module shadowed",
+            BUGGY,
+            ATTACKS["a standard module the tests import"],
+            UNTOUCHED,
+        ),
         ("conftest", BUGGY, ATTACKS["a conftest.py at the root"], 0.0),
         ("padding", BUGGY, ATTACKS["padding tests beside the trusted ones"], 0.0),
     ],
@@ -1121,8 +1131,49 @@ def test_a_plugin_loaded_from_the_original_case_dir_does_not_load(task: Task, wh
     assert case == original
     an_hour_ago = time.time() - 3600  # left there before the run, like an installed module
     os.utime(case / "flip_left_behind.py", (an_hour_ago, an_hour_ago))
+    # The runner alone: the recommended gate's no_tamper refuses calc.py's gc.get_objects
+    # and pluginmanager before this could be seen (0).
     if who == "root":
-        reward, tests = graded(task.gate, case)
+        reward, tests = graded(task.alone, case)
+        assert graded(task.gate, case)[0] == 0.0
     else:
-        reward = grade_as_non_root(task, task.gate, case)["reward"]
+        reward = grade_as_non_root(task, task.alone, case)["reward"]
+    assert reward == pytest.approx(UNTOUCHED), who == "root" and tests
+
+
+@contextlib.contextmanager
+def harbor_artifacts(name: str) -> Iterator[Path]:
+    """A dir of the agent's in Harbor's /logs/artifacts, which Harbor re-creates in the
+    verifier's container beside the case (every UID may write it, as there); removed
+    after, with whatever of /logs this made."""
+    made = [path for path in (Path("/logs"), HARBOR_ARTIFACTS) if not path.exists()]
+    HARBOR_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for path in made:
+        path.chmod(0o777 if path == HARBOR_ARTIFACTS else 0o755)
+    place = HARBOR_ARTIFACTS / name
+    place.mkdir()
+    try:
+        yield place
+    finally:
+        shutil.rmtree(made[0] if made else place)
+
+
+@pytest.mark.parametrize("who", ["root", "non-root"])
+def test_a_plugin_left_in_harbors_artifacts_dir_does_not_load(task: Task, who: str) -> None:
+    """The agent's /logs/artifacts is as much its own as the case: what it left there
+    (before the run, like an installed module) is out of the commands' reach too."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make Harbor's /logs/artifacts")
+    name = f"artifacts-{who}-{os.getpid()}"
+    with harbor_artifacts(name) as left:
+        (left / "flip_left_behind.py").write_text(_LEFT_BEHIND)
+        an_hour_ago = time.time() - 3600
+        os.utime(left / "flip_left_behind.py", (an_hour_ago, an_hour_ago))
+        case = task.case(name, _FROM_THE_ORIGINAL.format(original=str(left)) + BUGGY)
+        # The runner alone: the recommended gate's no_tamper refuses calc.py's gc.get_objects
+        if who == "root":
+            reward, tests = graded(task.alone, case)
+            assert graded(task.gate, case)[0] == 0.0
+        else:
+            reward = grade_as_non_root(task, task.alone, case)["reward"]
     assert reward == pytest.approx(UNTOUCHED), who == "root" and tests

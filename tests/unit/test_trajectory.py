@@ -19,6 +19,7 @@ import pytest
 
 from verifier.case import check_case_dir, read_case
 from verifier.errors import ConfigError
+from verifier.trajectory import parse_trajectory
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "atif" / "trajectory.json"
 MakeCase = Callable[..., Path]
@@ -63,6 +64,124 @@ def test_without_final_metrics_the_steps_are_summed(make_case: MakeCase) -> None
     record, _ = record_of(make_case({"trajectory.json": json.dumps(document)}))
     assert record["cost_usd"] == pytest.approx(0.035)
     assert record["trajectory"]["input_tokens"] == 4300
+
+
+def _atif(*metrics: object, final: dict | None = None) -> str:
+    """An ATIF trail of one agent step per metrics (None: a step without metrics)."""
+    steps = [
+        {"step_id": index, "source": "agent", "message": "m", "metrics": step}
+        for index, step in enumerate(metrics, 1)
+    ]
+    document: dict = {"steps": [{k: v for k, v in s.items() if v is not None} for s in steps]}
+    if final is not None:
+        document["final_metrics"] = final
+    return json.dumps(document)
+
+
+HUGE = int("9" * 400)  # JSON reads it as a Python int no float holds
+NO_TOTAL = "the trajectory gives no final_metrics.total_cost_usd, and "
+
+
+@pytest.mark.parametrize(
+    ("trail", "problem"),
+    [
+        # every step carries metrics, but not one says what it cost: it was $0.00 here
+        (
+            _atif({"prompt_tokens": 10}, {"prompt_tokens": 20}),
+            NO_TOTAL + "2 of the 2 agent steps with metrics give no cost_usd that is a "
+            "finite number >= 0",
+        ),
+        # one step's cost left out: the others' sum would be too little
+        (
+            _atif({"cost_usd": 0.5}, {"prompt_tokens": 20}, None),
+            NO_TOTAL + "1 of the 2 agent steps with metrics give no cost_usd that is a "
+            "finite number >= 0",
+        ),
+        (
+            _atif({"cost_usd": HUGE}),
+            NO_TOTAL + "1 of the 1 agent steps with metrics give no cost_usd that is a "
+            "finite number >= 0",
+        ),
+        (
+            _atif("lots", {"cost_usd": 0.1}),
+            NO_TOTAL + "1 of the 2 agent steps with metrics give no cost_usd that is a "
+            "finite number >= 0",
+        ),
+        (
+            _atif({"cost_usd": 1e308}, {"cost_usd": 1e308}),
+            "the agent steps' cost_usd add up past any finite number",
+        ),
+        (
+            _atif(None, None),
+            "the trajectory gives no final_metrics.total_cost_usd and no metrics",
+        ),
+        # a broken total is never replaced by the steps' own figures
+        (
+            _atif({"cost_usd": 0.1}, final={"total_cost_usd": HUGE}),
+            "final_metrics.total_cost_usd is 99999999999999999999999999999999... "
+            "(400 characters), not a finite number >= 0",
+        ),
+        (
+            _atif({"cost_usd": 0.1}, final={"total_cost_usd": float("inf")}),
+            "final_metrics.total_cost_usd is Infinity, not a finite number >= 0",
+        ),
+        (
+            _atif({"cost_usd": 0.1}, final={"total_cost_usd": float("nan")}),
+            "final_metrics.total_cost_usd is NaN, not a finite number >= 0",
+        ),
+        (
+            _atif(final={"total_cost_usd": "0.01"}),
+            'final_metrics.total_cost_usd is "0.01", not a finite number >= 0',
+        ),
+        (
+            _atif(final={"total_cost_usd": -25.0}),
+            "final_metrics.total_cost_usd is -25.0, not a finite number >= 0",
+        ),
+        (
+            _atif(final={"total_cost_usd": True}),
+            "final_metrics.total_cost_usd is true, not a finite number >= 0",
+        ),
+    ],
+)
+def test_a_cost_the_trail_does_not_give_is_unknown_with_the_fact(
+    make_case: MakeCase, trail: str, problem: str
+) -> None:
+    record, warnings = record_of(make_case({"trajectory.json": trail}))
+    assert warnings == ()  # the trail reads: only its cost is unknown
+    assert (record["cost_usd"], record["trajectory"]["cost_problem"]) == (None, problem)
+
+
+def test_the_token_counts_follow_the_same_rules() -> None:
+    partial = _atif({"prompt_tokens": 10, "completion_tokens": 1}, {"prompt_tokens": 20})
+    read = parse_trajectory(partial, "trajectory.json")
+    assert (read.input_tokens, read.output_tokens) == (30, None)  # one step does not say: not 1
+    broken = _atif({"prompt_tokens": 10}, final={"total_prompt_tokens": float("nan")})
+    assert parse_trajectory(broken, "trajectory.json").input_tokens is None
+
+
+@pytest.mark.parametrize(
+    ("events", "problem"),
+    [
+        (
+            [{"type": "assistant", "text": "done"}],
+            "the events hold no `result` event, which gives the run's cost",
+        ),
+        (
+            [{"type": "result", "cost_usd": 0.01}, {"type": "result"}],
+            "the last `result` event's cost is absent, not a finite number >= 0",
+        ),
+        (
+            [{"type": "result", "cost_usd": 0.01}, {"type": "result", "cost_usd": HUGE}],
+            "the last `result` event's cost is 99999999999999999999999999999999... "
+            "(400 characters), not a finite number >= 0",
+        ),
+    ],
+)
+def test_an_event_logs_cost_is_its_last_result_events(
+    make_case: MakeCase, events: list, problem: str
+) -> None:
+    record, _ = record_of(make_case({"events.json": json.dumps(events)}))
+    assert (record["cost_usd"], record["trajectory"]["cost_problem"]) == (None, problem)
 
 
 def test_agent_eval_harness_events_json(make_case: MakeCase) -> None:
@@ -188,6 +307,36 @@ def test_by_default_only_harbors_agent_logs_are_read(make_case: MakeCase, tmp_pa
     assert record["trajectory"]["source"] == f"{logs}/trajectory.json"
     assert record["num_turns"] == 3 and record["trajectory_problem"] is None
     assert warnings == ()
+
+
+def test_a_relative_agent_logs_dir_is_the_working_dirs(tmp_path: Path) -> None:
+    """`--agent-logs logs` from the dir that holds it (it was "logs/trajectory.json:
+    leaves the case dir", so every trajectory judge scored 0), and a dir named through a
+    symlinked dir above it."""
+    (tmp_path / "real" / "logs").mkdir(parents=True)
+    shutil.copy(FIXTURE, tmp_path / "real" / "logs" / "trajectory.json")
+    (tmp_path / "link").symlink_to("real")
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "a.txt").write_text("a")
+    (tmp_path / "eval.yaml").write_text(
+        "judges:\n  - name: used\n    builtin: trajectory_tool_used\n"
+        "    arguments: {tool_name: Bash}\n"
+    )
+    for name, logs in (("relative", "logs"), ("through-a-symlink", f"{tmp_path}/link/logs")):
+        out = tmp_path / f"out-{name}"
+        command = [str(Path(sys.executable).with_name("verifier")), "grade", "--agent-logs", logs]
+        done = subprocess.run(
+            [*command, "--config", "../eval.yaml", "--case", "../case", "--out", str(out)],
+            cwd=tmp_path / "real",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        judges = json.loads((out / "judges.json").read_text())
+        assert judges["per_judge"]["used"]["rationale"] == (
+            "Bash was called 1 times (at least 1 wanted)"
+        )
 
 
 UNUSABLE = {

@@ -14,7 +14,10 @@ metric, pass@k, reward_stats, errors) are recomputed from every trial the way
 Harbor computes them (harbor/job.py, metrics/base.py, utils/pass_at_k.py).
 
 Multi-step trials are not written back: which step's reward is the trial's is the
-task's `multi_step_reward_strategy`, which the trial dir does not record.
+task's `multi_step_reward_strategy`, which the trial dir does not record. A trial not
+written back (multi-step, not graded, or its files not writable) is named with why,
+and the batch exits EXIT_NOT_WRITTEN_BACK: a job that only looks regraded would train
+on the old rewards.
 """
 
 from __future__ import annotations
@@ -68,32 +71,47 @@ def check_job(job: Path) -> None:
         raise UsageError(f"--write-back: the Harbor job in {job} has not finished")
 
 
+MULTI_STEP = (
+    "a multi-step trial: --write-back writes single-step trials only (which step's "
+    "reward is the trial's is the task's multi_step_reward_strategy, which the trial "
+    "dir does not record); its steps' regrade is in OUT/<trial>/steps/"
+)
+
+
 def write_back(
     job: Path, out: Path, cases: Sequence[Case], outcomes: Iterable[CaseOutcome], config: Path
 ) -> WriteBack:
     """Each rewarded single-step trial's files from OUT/<trial>/ into the trial; then the
-    job's stats. A trial that cannot be written is named in `refused`, never raised."""
-    by_name = {case.name: case for case in cases}
-    written, refused = [], []
-    for outcome in outcomes:
-        case = by_name.get(outcome.name)
-        if case is None or outcome.status is not CaseStatus.REWARDED:
+    job's stats. Every other trial among `cases` (this run's entries: a multi-step
+    trial, one whose case was not graded, one that cannot be written) is named in
+    `refused` with why, never raised."""
+    by_name = {outcome.name: outcome for outcome in outcomes}
+    written: list[str] = []
+    refused: dict[str, str] = {}  # trial -> why, in the order met
+    for case in cases:
+        outcome = by_name.get(case.name)
+        if case.skipped is not None:  # in a job dir, an entry that should be a trial
+            refused[case.name] = f"not a trial that can be read: {case.skipped}"
             continue
         if case.step is not None:
-            refused.append((outcome.name, "a step of a multi-step trial (not written back)"))
+            refused[case.name.split("/", 1)[0]] = MULTI_STEP
+            continue
+        if outcome is None or outcome.status is not CaseStatus.REWARDED:
+            why = (outcome.error if outcome else None) or "not graded in this run"
+            refused[case.name] = f"no reward: {why}"
             continue
         try:
             _write_trial(job / case.name, out / case.name, _stdout(config, out, outcome))
         except (OSError, ValueError, OutputError) as error:
-            refused.append((outcome.name, str(getattr(error, "message", error))))
+            refused[case.name] = str(getattr(error, "message", error))
             continue
-        written.append(outcome.name)
+        written.append(case.name)
     if written:
         try:
             update_job_stats(job)
         except (OSError, ValueError, OutputError) as error:
-            refused.append((job.name, f"the job's {RESULT}: {error}"))
-    return WriteBack(tuple(written), tuple(refused))
+            refused[job.name] = f"the job's {RESULT}: {error}"
+    return WriteBack(tuple(written), tuple(refused.items()))
 
 
 def _stdout(config: Path, out: Path, outcome: CaseOutcome) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from verifier.console import exit_without_teardown
+from verifier.console import exit_without_teardown, flush_output
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,7 +28,10 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] == ["batch"]:
         from verifier.cli.fast import run_batch
 
-        raise SystemExit(run_batch(args[1:]))
-    from verifier.cli.app import run
+        code = run_batch(args[1:])
+    else:
+        from verifier.cli.app import run
 
-    raise SystemExit(run(args))
+        code = run(args)
+    flush_output()  # here, not in the interpreter's exit: a reader gone is no error
+    raise SystemExit(code)

@@ -21,7 +21,7 @@ import typer
 
 from verifier import __version__
 from verifier.commands import batch, check_config, grade, kube, schema, task
-from verifier.console import guarded
+from verifier.console import end_by_closed_pipe, guarded, reader_gone
 from verifier.errors import EXIT_CONFIG, EXIT_OK
 from verifier.options import COMMANDS, OPTIONS, Command, Options, build_options
 
@@ -120,6 +120,7 @@ _register(app, "check", COMMANDS["check"], check_config.run)
 _register(app, "batch", COMMANDS["batch"], batch.run)
 _register(app, "schema", COMMANDS["schema"], schema.run)
 _register(task_app, "init", COMMANDS["task init"], task.run_init)
+_register(task_app, "import", COMMANDS["task import"], task.run_import)
 _register(task_app, "test", COMMANDS["task test"], task.run_test)
 _register(task_app, "kube", COMMANDS["task kube"], kube.run)
 
@@ -134,6 +135,10 @@ def run(args: list[str]) -> int:
     """The exit code of the command line args (after `verifier`)."""
     try:
         code = typer.main.get_command(app).main(args, prog_name="verifier", standalone_mode=False)
+    except SystemExit:  # click's own end of a help it could not print: EPIPE, exit 1
+        if reader_gone():
+            end_by_closed_pipe()
+        raise
     except click.exceptions.NoArgsIsHelpError as shown:  # `verifier`, `verifier task`
         print(shown.format_message())
         return EXIT_CONFIG

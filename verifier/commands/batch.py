@@ -9,6 +9,7 @@ from verifier.errors import (
     EXIT_BUDGET,
     EXIT_DISAGREES,
     EXIT_INTERRUPTED,
+    EXIT_NOT_WRITTEN_BACK,
     EXIT_OK,
     EXIT_TERMINATED,
 )
@@ -23,7 +24,8 @@ def run(options: Options) -> int:
     A batch stopped by SIGTERM (SIGINT) exits 143 (130) after writing the summary of
     the cases it finished; a rerun resumes the rest. One whose --max-cost-usd was spent
     before every case was graded exits 8, with the summary of what it graded; one
-    whose --min-agreement a labelled judge does not reach exits 7."""
+    whose --min-agreement a labelled judge does not reach exits 7; one whose
+    --write-back left a trial of the job as it was exits 12."""
     request = BatchRequest.from_options(options)
     summary = run_batch(request)
     print(f"batch: {summary.line()}")
@@ -47,4 +49,6 @@ def run(options: Options) -> int:
         return EXIT_BUDGET
     if calibration is not None and calibration.failing:
         return EXIT_DISAGREES
+    if summary.written_back is not None and summary.written_back.refused:
+        return EXIT_NOT_WRITTEN_BACK
     return EXIT_OK

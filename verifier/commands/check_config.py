@@ -18,6 +18,7 @@ from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError, UsageError
 from verifier.grading import check_eval
 from verifier.judges import describe_judge
 from verifier.options import Options, parse_seconds
+from verifier.task.settings import harbor_margin_s
 
 TASK_CONFIG = "task.toml"
 TASK_EVAL = Path("tests") / "eval.yaml"  # where `verifier task init` puts eval.yaml
@@ -38,7 +39,7 @@ def run(options: Options) -> int:
     path = given / TASK_EVAL if task is not None else given
     checked = check_eval(path)
     config = checked.config
-    dataset = survey(config.dataset) if config is not None and config.dataset else None
+    dataset = survey(checked.dataset) if checked.dataset else None
     problems = (*checked.problems, *(dataset.problems if dataset is not None else ()))
     if problems:
         return _invalid(path, problems, checked.warnings)
@@ -160,12 +161,6 @@ def _budget(
     return TimeBudget(step, float(timeout), seconds)
 
 
-def harbor_margin_s(timeout_s: float) -> float:
-    """What Harbor's own verify phase spends inside its timeout besides test.sh (chmod,
-    rm, the exec's start, reading the files back): a deadline keeps this much below it."""
-    return max(5.0, 0.05 * timeout_s)
-
-
 def time_warnings(config: EvalConfig, budget: TimeBudget) -> list[str]:
     """When the judges' timeouts can add up past the deadline or past Harbor's timeout.
 
@@ -195,19 +190,28 @@ def time_warnings(config: EvalConfig, budget: TimeBudget) -> list[str]:
         )
     if harbor is None:
         return warnings
-    if deadline is None and total > harbor - harbor_margin_s(harbor):
+    margin = harbor_margin_s(harbor)
+    lower = harbor - margin  # the latest deadline Harbor's timeout leaves room for
+    if deadline is None and total > lower:
         warnings.append(
             f"{judges}{of}, more than Harbor's [verifier] timeout_sec = {harbor:g} leaves "
             "them, and no VERIFIER_DEADLINE: when they run long, Harbor kills the verifier "
-            "and the trial has no reward; set [verifier] env VERIFIER_DEADLINE = "
-            f'"{harbor - harbor_margin_s(harbor):g}" (or raise timeout_sec)'
+            "and the trial has no reward; "
+            + (
+                f'set [verifier] env VERIFIER_DEADLINE = "{lower:g}" (or raise timeout_sec)'
+                if lower > 0
+                else f"raise timeout_sec above {margin:g} and set a VERIFIER_DEADLINE "
+                f"{margin:g}s below it"
+            )
         )
-    elif deadline is not None and deadline > harbor - harbor_margin_s(harbor):
+    elif deadline is not None and deadline > lower:
         warnings.append(
-            f"VERIFIER_DEADLINE = {deadline:g}{of} is not at least "
-            f"{harbor_margin_s(harbor):g}s below Harbor's [verifier] timeout_sec = {harbor:g}: "
-            "Harbor may kill the verifier before it writes the reward; set it to "
-            f"{harbor - harbor_margin_s(harbor):g} or less"
+            f"VERIFIER_DEADLINE = {deadline:g}{of} is not at least {margin:g}s below "
+            f"Harbor's [verifier] timeout_sec = {harbor:g} (what Harbor's own execs can "
+            "take on a loaded node): Harbor may kill the verifier before it writes the "
+            "reward; "
+            + (f"set it to {lower:g} or less, or " if lower > 0 else "")
+            + f"raise timeout_sec to {deadline + margin:g}"
         )
     return warnings
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
@@ -13,10 +12,11 @@ from verifier.judges.base import Pool
 from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
+from verifier.system import process_started
 
 
 def run(options: Options) -> int:
-    started = time.monotonic()
+    started = process_started()  # --deadline counts from the process's start
     with stopped_by_signals():
         try:
             limits = Limits.from_options(options).until(options.deadline, started)

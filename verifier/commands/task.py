@@ -11,16 +11,19 @@ import tomllib
 from pathlib import Path
 
 from verifier.console import warn, warn_all
-from verifier.errors import EXIT_OK, EXIT_TASK_TEST, ConfigErrors, UsageError
+from verifier.errors import EXIT_CONFIG, EXIT_OK, EXIT_TASK_TEST, ConfigErrors, UsageError
 from verifier.grading import check_eval, check_reward_keys
 from verifier.options import ALL_REWARD_KEYS, Options
 from verifier.task import init_task
 from verifier.task.from_dataset import init_dataset_tasks
+from verifier.task.harbor_task import TASK_TOML
+from verifier.task.importer import ImportOptions, import_many, import_task, summary_lines
 from verifier.task.manifest import MANIFEST
 from verifier.task.testing import (
     Engine,
     PackageFailed,
     default_engine,
+    describe_judges,
     read_package,
     test_package,
 )
@@ -72,6 +75,27 @@ def _note_network(package: Path) -> None:
         )
 
 
+def run_import(options: Options) -> int:
+    """One Harbor task into a package graded by this image, or each task of a dir."""
+    assert options.source is not None and options.dest is not None
+    arguments = ImportOptions(options.image, options.verifier_network, options.force)
+    if not (options.source / TASK_TOML).is_file() and options.source.is_dir():
+        outcomes = import_many(options.source, options.dest, arguments)
+        for line in summary_lines(outcomes):
+            print(line)
+        print(f"next: verifier task test {options.dest}/<task>, then")
+        print(f"  harbor run -p {options.dest} --agent oracle -e podman --no-delete")
+        return EXIT_OK if all(outcome.imported for outcome in outcomes) else EXIT_CONFIG
+    imported = import_task(options.source, options.dest, arguments)
+    print(f"imported Harbor task {imported.name} into {imported.dest}")
+    for note in imported.notes:
+        print(f"note: {note}")
+    print("next:")
+    print(f"  verifier task test {imported.dest}")
+    print(f"  harbor run -p {imported.dest} --agent oracle -e podman --no-delete")
+    return EXIT_OK
+
+
 def run_test(options: Options) -> int:
     """Build the package's images, grade the untouched environment and the solution."""
     assert options.dest is not None
@@ -84,6 +108,8 @@ def run_test(options: Options) -> int:
         )
     except PackageFailed as failure:
         print(f"task test: FAILED: {failure}", file=sys.stderr)
+        for line in describe_judges(failure.judges):
+            print(line, file=sys.stderr)
         return EXIT_TASK_TEST
     print(
         f"task test: ok (solution {solved.reward:.4g} = expected {options.expect:.4g}, "

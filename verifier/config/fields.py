@@ -11,13 +11,13 @@ typed records like every record of the package.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 import attrs
 
-from verifier.errors import ConfigError
+from verifier.errors import ConfigError, ConfigErrors
 from verifier.values import finite_float
 
 MAX_TIMEOUT_S = 24 * 3600.0
@@ -27,6 +27,28 @@ RELATIVE_PATH_PATTERN = (
     r"^(?!/)(?!(?:.*/)?\.\.(?:/|$))(?!(?:\.(?:/+|$))+$)"  # not absolute, no '..', not '.'
     r"(?=[\s\S]*\S)[^\u0000]*$"  # not blank, no NUL
 )
+
+
+class Problems:
+    """Collects independent config problems so `verifier check` can list them all (a
+    ConfigErrors adds each of its problems)."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def add(self, error: ConfigError) -> None:
+        self.errors.extend(getattr(error, "problems", (error,)))
+
+    def attempt(self, validate: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return validate(*args)
+        except ConfigError as error:
+            self.add(error)
+            return None
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise ConfigErrors(self.errors)
 
 
 @attrs.frozen

@@ -21,6 +21,7 @@ from verifier.config.fields import (
     Key,
     Locator,
     Number,
+    Problems,
     ScoreRangeField,
     Text,
     nullable,
@@ -28,7 +29,7 @@ from verifier.config.fields import (
     parse_keys,
 )
 from verifier.config.records import DEFAULT_TIMEOUT_S, JudgeConfig, JudgeKind, JudgeKinds
-from verifier.errors import ConfigError, did_you_mean
+from verifier.errors import ConfigError, ConfigErrors, did_you_mean
 from verifier.formula import FUNCTIONS
 
 RESERVED_NAMES = frozenset({"reward", *FUNCTIONS})
@@ -86,7 +87,7 @@ COMMON_KEYS: tuple[Key, ...] = (
 
 
 def parse_judges(
-    value: Any, at: Locator, kinds: JudgeKinds, warnings: list[str], problems: Any
+    value: Any, at: Locator, kinds: JudgeKinds, warnings: list[str], problems: Problems
 ) -> tuple[tuple[JudgeConfig, ...], set[str]]:
     """The valid judges, and the names of entries that failed (so that the reward block's
     references to them are not reported a second time)."""
@@ -117,33 +118,46 @@ def parse_judges(
 def parse_judge(
     entry: Any, position: Locator, kinds: JudgeKinds, warnings: list[str]
 ) -> JudgeConfig:
+    """One entry as a JudgeConfig; ConfigErrors naming every problem of the entry that
+    does not follow from another (each unknown key, each bad value), not just the
+    first."""
     if not isinstance(entry, dict):
         raise position.error("must be a mapping with a 'name'")
     name = JudgeName().parse(entry.get("name"), position.child("name"))
     at = Locator(position.source, f"{position.key} ({name})", position.base_dir)
-    JudgeName().refuse_reserved(name, at.child("name"))
+    problems = Problems()
+    problems.attempt(JudgeName().refuse_reserved, name, at.child("name"))
     kind = kinds.claiming(entry)
-    for ignored in _check_keys(entry, kind, kinds, at):
+    before = len(problems.errors)
+    for ignored in _check_keys(entry, kind, kinds, at, problems):
         warnings.append(
             f"{at.source}: {at.key}.{ignored}: ignored: this is a {kind.name} judge "  # type: ignore[union-attr]
             "(builtin > check > agent > llm_rubric/prompt/prompt_file > module)"
         )
-    if kind is None:
-        raise at.error(
-            "has no judge: set one of builtin, check, llm_rubric, prompt, prompt_file, "
-            "or module + function"
+    if kind is None and len(problems.errors) == before:  # else a misspelt key says why
+        problems.add(
+            at.error(
+                "has no judge: set one of builtin, check, llm_rubric, prompt, prompt_file, "
+                "or module + function"
+            )
         )
-    common = parse_keys(entry, COMMON_KEYS, at)
+    common = _parse_each(entry, COMMON_KEYS, at, problems)
     score_range = common.get("score_range")
     feedback_type = common.get("feedback_type")
     if feedback_type == "bool" and score_range is not None:
-        raise at.child("feedback_type").error(
-            "bool judges have no score_range; remove one of the two"
+        problems.add(
+            at.child("feedback_type").error(
+                "bool judges have no score_range; remove one of the two"
+            )
         )
     whole = score_range is None or all(bound.is_integer() for bound in score_range)
     if feedback_type == "int" and not whole:
-        raise at.child("score_range").error("an int judge needs whole-number bounds")
-    spec = kind.spec(parse_keys(entry, kind.keys, at), at)
+        problems.add(at.child("score_range").error("an int judge needs whole-number bounds"))
+    if kind is None:
+        raise ConfigErrors(problems.errors)
+    own = _parse_each(entry, kind.keys, at, problems)
+    problems.raise_if_any()  # the spec's rules between keys need every key read
+    spec = kind.spec(own, at)
     if score_range is None and feedback_type != "bool":
         score_range = kind.default_score_range(spec)
     if score_range is None and feedback_type is None:
@@ -167,12 +181,29 @@ def parse_judge(
     )
 
 
+def _parse_each(
+    entry: Mapping[str, Any], keys: Sequence[Key], at: Locator, problems: Problems
+) -> dict[str, Any]:
+    """parse_keys, each key on its own: a bad one is a problem, the others still read."""
+    parsed: dict[str, Any] = {}
+    for key in keys:
+        value = problems.attempt(parse_keys, entry, (key,), at)
+        if value is not None:
+            parsed.update(value)
+    return parsed
+
+
 def _check_keys(
-    entry: Mapping[str, Any], kind: JudgeKind | None, kinds: JudgeKinds, at: Locator
+    entry: Mapping[str, Any],
+    kind: JudgeKind | None,
+    kinds: JudgeKinds,
+    at: Locator,
+    problems: Problems,
 ) -> list[str]:
-    """Every key is a judge key (else an error); those of another kind than the judge's
-    are returned: the kind's precedence makes them ignored (eval-yaml.md). The other
-    kinds are asked only about a key that is not the judge's own."""
+    """Every key is a judge key (else a problem, one per unknown key); those of another
+    kind than the judge's are returned: the kind's precedence makes them ignored
+    (eval-yaml.md). The other kinds are asked only about a key that is not the judge's
+    own."""
     common = {key.name for key in COMMON_KEYS}
     own = {key.name for key in kind.keys} if kind is not None else set()
     foreign = [name for name in entry if name not in common and name not in own]
@@ -181,10 +212,11 @@ def _check_keys(
     everything = common.union(*({key.name for key in other.keys} for other in kinds.every()))
     for name in foreign:
         if name not in everything:
-            raise at.child(str(name)).error(
-                f"unknown judge key{did_you_mean(str(name), everything)}"
+            problems.add(
+                at.child(str(name)).error(f"unknown judge key{did_you_mean(str(name), everything)}")
             )
-    return foreign if kind is not None else []
+    known = [name for name in foreign if name in everything]
+    return known if kind is not None else []
 
 
 def judges_schema(kinds: Sequence[JudgeKind]) -> dict[str, Any]:

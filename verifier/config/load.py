@@ -9,18 +9,26 @@ single case is graded, and every independent problem is collected so that
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from verifier.config.fields import RELATIVE_PATH_PATTERN, Locator, RelativePath, Text, nullable
+from verifier.config.fields import (
+    RELATIVE_PATH_PATTERN,
+    Locator,
+    Problems,
+    RelativePath,
+    Text,
+    nullable,
+)
 from verifier.config.judges import judges_schema, parse_judges
 from verifier.config.records import NO_TASK_INPUT, EvalConfig, JudgeConfig, JudgeKinds, TaskInput
 from verifier.config.reward_block import parse_reward, reward_schema
 from verifier.errors import ConfigError, ConfigErrors, did_you_mean
 from verifier.references import ANNOTATION_PREFIX, TASK_INPUT_FILE
+from verifier.reward import DefaultReward
 from verifier.trajectory import FROM_AGENT_LOGS, FROM_CASE
 from verifier.yaml_io import read_yaml
 
@@ -91,29 +99,20 @@ class OutputEntry:
         }
 
 
-class Problems:
-    """Collects independent config problems so `verifier check` can list them all."""
+class IncompleteConfig(ConfigErrors):
+    """The problems of an eval.yaml that read far enough to look further: `partial` is
+    its config with what failed left out or at its default (the judges that parsed,
+    the default reward), for `verifier check` to prepare those judges and survey the
+    dataset in the same run (verifier.grading.check_eval), never for grading."""
 
-    def __init__(self) -> None:
-        self.errors: list[ConfigError] = []
-
-    def add(self, error: ConfigError) -> None:
-        self.errors.append(error)
-
-    def attempt(self, validate: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return validate(*args)
-        except ConfigError as error:
-            self.errors.append(error)
-            return None
-
-    def raise_if_any(self) -> None:
-        if self.errors:
-            raise ConfigErrors(self.errors)
+    def __init__(self, problems: Sequence[ConfigError], partial: EvalConfig) -> None:
+        super().__init__(problems)
+        self.partial = partial
 
 
 def load_config(path: Path, kinds: JudgeKinds) -> EvalConfig:
-    """Read and validate eval.yaml; raise ConfigErrors (exit 2) listing every problem found.
+    """Read and validate eval.yaml; raise IncompleteConfig (exit 2) listing every problem
+    found.
 
     `kinds` is the judge-kind registry (verifier.judges.kinds.KINDS).
     """
@@ -153,24 +152,26 @@ def load_config(path: Path, kinds: JudgeKinds) -> EvalConfig:
         problems.add(problem)
     if execution is not None and reward is not None:
         warnings.extend(_step_warnings(judges, execution, reward, at))
-    problems.raise_if_any()
     models = document.get("models")
     default_model = models.get("judge") if isinstance(models, dict) else None
-    return EvalConfig(
+    config = EvalConfig(  # what failed (its problem collected) is left at its default
         path=path.resolve(),
-        name=name,
+        name=name if isinstance(name, str) else path.resolve().parent.name,
         outputs=outputs,
         tool_outputs=tools,
         judges=judges,
-        reward=reward,
-        annotations=annotations,
+        reward=reward if reward is not None else DefaultReward(),
+        annotations=annotations if annotations is not None else {},
         default_model=default_model if isinstance(default_model, str) else None,
         warnings=tuple(warnings),
-        task_input=task_input,
+        task_input=task_input if task_input is not None else NO_TASK_INPUT,
         dataset=dataset,
         execution=execution,
-        trajectory=trajectory,
+        trajectory=trajectory if trajectory is not None else FROM_AGENT_LOGS,
     )
+    if problems.errors:
+        raise IncompleteConfig(problems.errors, config)
+    return config
 
 
 @attrs.frozen

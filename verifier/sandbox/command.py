@@ -37,6 +37,7 @@ from verifier.sandbox.capture import (
 from verifier.sandbox.dirs import CommandDirs, command_dirs, provided_names
 from verifier.sandbox.plan import CommandPlan, plan_command
 from verifier.sandbox.policy import SandboxPolicy
+from verifier.sandbox.views import View, view_mounts, views_refused
 
 if TYPE_CHECKING:
     import subprocess
@@ -60,7 +61,10 @@ class Command:
     $VERIFIER_RESULTS, read back (RETURNED_BYTES each) into CommandRun.returned; `stdin`:
     bytes it reads on its stdin, then EOF (a secret for a trusted helper to read before
     any code of the case runs), instead of no stdin at all; `separate_stdout`: keep
-    stdout apart (its last `stdout_bytes`) for judges that compare what it prints."""
+    stdout apart (its last `stdout_bytes`) for judges that compare what it prints;
+    `views`: its dirs shown at the paths it expects, in a mount namespace of its own
+    (verifier.sandbox.views), `start_at` the view path it starts in (with views, `cwd`
+    is not used); `home_from`: a dir of the image its HOME starts as a copy of."""
 
     argv: str | tuple[str, ...] = attrs.field(converter=_argv)
     timeout: float
@@ -71,6 +75,9 @@ class Command:
     stdin: bytes | None = attrs.field(default=None, repr=False)
     separate_stdout: bool = False
     stdout_bytes: int = STDOUT_BYTES
+    views: tuple[View, ...] = ()
+    start_at: str = ""
+    home_from: Path | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.stdin is not None and len(self.stdin) > _STDIN_BYTES:
@@ -141,22 +148,38 @@ class Sandbox:
             )
         uid = policy.uid if policy.as_root else None
         provided = provided_names(command.provided)
-        with command_dirs(policy.scratch, uid, provided, bool(command.returned)) as dirs:
+        problem = _views_problem(command, uid) if command.views else None
+        if problem is not None:
+            return CommandRun.not_run(problem, confinement, start_error=problem)
+        tmp = any(view.of == "tmp" for view in command.views)
+        with command_dirs(policy.scratch, uid, provided, bool(command.returned), tmp) as dirs:
             try:
                 copy_case(str(case_dir), str(dirs.case), uid, policy.hidden_ids)
             except (OSError, CaseCopyError) as error:
                 return CommandRun.not_run(
                     f"the case cannot be copied for the command: {error}", confinement
                 )
+            if command.home_from is not None:
+                try:
+                    dirs.home.rmdir()
+                    copy_case(str(command.home_from), str(dirs.home), uid, policy.hidden_ids)
+                except (OSError, CaseCopyError) as error:  # the image's: not the case's
+                    problem = f"its HOME cannot be made from {command.home_from}: {error}"
+                    return CommandRun.not_run(problem, confinement, start_error=problem)
             start, outside = (
-                resolve_inside(dirs.case, command.cwd) if command.cwd else (dirs.case, None)
+                resolve_inside(dirs.case, command.cwd)
+                if command.cwd and not command.views
+                else (dirs.case, None)
             )
             if start is None or not start.is_dir():
                 problem = (
                     f"its working dir {command.cwd} {outside or 'is not a directory in the case'}"
                 )
                 return CommandRun.not_run(problem, confinement)
-            plan = plan_command(policy, dirs, command.env, os.environ)
+            mounts = view_mounts(command.views, dirs)
+            plan = plan_command(
+                policy, dirs, command.env, os.environ, mounts, command.start_at or str(start)
+            )
             if probe is not None:
                 probe.before(dirs.case)
             run = _execute(command, plan, start, dirs, policy.side_by_side, confinement)
@@ -168,6 +191,14 @@ class Sandbox:
                 for name in command.returned
             }
         return attrs.evolve(run, collected=collected, returned=returned)
+
+
+def _views_problem(command: Command, uid: int | None) -> str | None:
+    """Why the command cannot have its views here (nothing of the case's doing), or None."""
+    for view in command.views:
+        if not os.path.isdir(view.at):
+            return f"its view {view.at} is not a directory of this image (nothing to show it at)"
+    return views_refused(uid)
 
 
 def _execute(

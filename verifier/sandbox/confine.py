@@ -8,6 +8,7 @@ the judge's process over a socket pair so that the command itself never holds it
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from verifier.processes import confine_with_landlock, die_with_parent, forbid_new_privileges
 from verifier.sandbox.plan import CommandPlan
+from verifier.sandbox.views import enter_views
 
 if TYPE_CHECKING:
     from verifier.sandbox.supervisor import Supervisor
@@ -57,7 +59,7 @@ class SupervisionHandover:
             _, descriptors, _, _ = socket.recv_fds(self._ours, 1, 1)
         finally:
             self._ours.close()
-        return Supervisor(descriptors[0], own_dirs, session if self.signals else None)
+        return Supervisor(descriptors[0], own_dirs, session, self.signals)
 
     def close(self) -> None:
         for end in (self._ours, self._theirs):
@@ -66,6 +68,9 @@ class SupervisionHandover:
 
 def confine(plan: CommandPlan, handover: SupervisionHandover | None) -> None:
     """Before exec, in the command's process (subprocess's preexec_fn)."""
+    # Its views are mounted before Landlock restricts it (a restricted process may not
+    # mount), after the rules hold their dirs (a view at /tmp may cover where they are).
+    views = functools.partial(enter_views, plan.mounts, plan.start) if plan.mounts else None
     forbid_new_privileges()
     die_with_parent()
     adjust = "/proc/self/oom_score_adj"  # the OOM killer takes the command before the grader
@@ -75,6 +80,10 @@ def confine(plan: CommandPlan, handover: SupervisionHandover | None) -> None:
     limit = plan.processes if hard == resource.RLIM_INFINITY else min(hard, plan.processes)
     resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
     if plan.landlock:
-        confine_with_landlock(plan.landlock, plan.writable, readable=plan.readable)
+        confine_with_landlock(
+            plan.landlock, plan.writable, readable=plan.readable, before_restricting=views
+        )
+    elif views is not None:
+        views()
     if handover is not None:
         handover.send_listener()

@@ -20,6 +20,7 @@ class CommandDirs:
     root: Path
     returned: bool  # whether it hands files back (then `results` exists)
     provided: bool  # whether it was handed files (then `given` exists)
+    tmp_made: bool = False  # whether it has a private /tmp of its own (then `tmp` exists)
 
     @property
     def home(self) -> Path:
@@ -39,30 +40,52 @@ class CommandDirs:
         return self.root / "results"
 
     @property
+    def tmp(self) -> Path:
+        """An empty dir of its own, shown at /tmp by a view (verifier.sandbox.views)."""
+        return self.root / "tmp"
+
+    @property
     def writable(self) -> tuple[str, ...]:
         """The dirs it may write beneath (and, when supervised, chmod beneath)."""
-        own = (self.case, self.home, *([self.results] if self.returned else []))
+        own = (
+            self.case,
+            self.home,
+            *([self.results] if self.returned else []),
+            *([self.tmp] if self.tmp_made else []),
+        )
         return tuple(map(str, own))
 
 
 @contextlib.contextmanager
 def command_dirs(
-    scratch: str, uid: int | None, provided: Mapping[PurePosixPath, Path], returned: bool
+    scratch: str,
+    uid: int | None,
+    provided: Mapping[PurePosixPath, Path],
+    returned: bool,
+    tmp: bool = False,
 ) -> Iterator[CommandDirs]:
     """A command's dirs in a fresh dir of `scratch`, owned by `uid` when given (the grader
-    is root), the provided files copied in; all of it removed afterwards. OSError when a
-    provided file cannot be read: the author's fault, not the case's."""
+    is root), the provided files copied in, and with `tmp` a private temp dir; all of it
+    removed afterwards. OSError when a provided file cannot be read: the author's fault,
+    not the case's."""
     import tempfile
 
     with tempfile.TemporaryDirectory(
         prefix="command-", dir=scratch, ignore_cleanup_errors=True
     ) as made:
-        dirs = CommandDirs(Path(made), returned=returned, provided=bool(provided))
+        dirs = CommandDirs(Path(made), returned=returned, provided=bool(provided), tmp_made=tmp)
         dirs.home.mkdir()
         if returned:
             dirs.results.mkdir(0o700)
+        if tmp:
+            dirs.tmp.mkdir(0o700)
         if uid is not None:
-            for path in (dirs.root, dirs.home, *([dirs.results] if returned else [])):
+            for path in (
+                dirs.root,
+                dirs.home,
+                *([dirs.results] if returned else []),
+                *([dirs.tmp] if tmp else []),
+            ):
                 os.chown(path, uid, uid)
         if provided:
             _provide(dirs.given, provided)

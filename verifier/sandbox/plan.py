@@ -12,6 +12,7 @@ import attrs
 from verifier.processes import JUDGE_TOKEN_ENV
 from verifier.sandbox.dirs import CommandDirs
 from verifier.sandbox.policy import SandboxPolicy
+from verifier.sandbox.views import Mount
 
 PROVIDED_ENV = "VERIFIER_PROVIDED"  # the dir of the trusted files it is handed
 RESULTS_ENV = "VERIFIER_RESULTS"  # the dir where it leaves the files it hands back
@@ -31,6 +32,8 @@ class CommandPlan:
     landlock: int  # the ABI to confine with (0: none)
     supervised: bool  # chmod and its family go through the supervisor
     signals_supervised: bool  # and its signals too (no Landlock signal scoping)
+    mounts: tuple[Mount, ...] = ()  # its views (verifier.sandbox.views), made before Landlock
+    start: str = ""  # with views: the view path it starts in
 
 
 def plan_command(
@@ -38,18 +41,28 @@ def plan_command(
     dirs: CommandDirs,
     env: Mapping[str, str],
     grader_environment: Mapping[str, str],
+    mounts: tuple[Mount, ...] = (),
+    start: str = "",
 ) -> CommandPlan:
     """The plan of a command run under `policy` in `dirs`, with the author's `env` over
-    the allow-list taken from `grader_environment`."""
+    the allow-list taken from `grader_environment`, and its views' `mounts`."""
     return CommandPlan(
         uid=policy.uid if policy.as_root else None,
         environment=command_environment(dirs, env, grader_environment, policy.hidden),
         writable=dirs.writable,
-        readable=(*policy.readable, *([str(dirs.given)] if dirs.provided else [])),
+        # A view's bind mount is its own root: a rule on its backing dir itself, not on a
+        # dir above it (Landlock's walk up leaves the mount at its root).
+        readable=(
+            *policy.readable,
+            *([str(dirs.given)] if dirs.provided else []),
+            *(mount.source for mount in mounts if mount.read_only),
+        ),
         processes=policy.processes,
         landlock=policy.landlock,
         supervised=policy.supervised,
         signals_supervised=policy.signals_supervised,
+        mounts=mounts,
+        start=start,
     )
 
 

@@ -36,6 +36,9 @@ from verifier.system import cgroup_pids_max
 SANDBOX_UID_ENV = "VERIFIER_SANDBOX_UID"
 DEFAULT_SANDBOX_UID = 65534  # nobody; a batch's other workers count down from it
 SECRET_MOUNTS = ("/run/secrets", "/var/run/secrets")  # Docker's, Kubernetes' tokens
+# What the agent left beside the case: Harbor re-creates the agent's /logs/artifacts in a
+# separate verifier's container, so a module planted there would pass for an installed one.
+AGENT_DIRS = ("/logs/artifacts",)
 MAX_PROCESSES = 4096  # a command's ceiling (per UID): a fork bomb's
 _SWITCH_USER_CAPABILITIES = (0, 6, 7)  # CAP_CHOWN, CAP_SETGID, CAP_SETUID
 _PROCESS_RESERVE = 128  # processes the grader keeps for itself below a finite limit
@@ -121,7 +124,10 @@ class SandboxPolicy:
             accepted = "accepted (--weak-sandbox)" if self.accept_weak else "refused"
             parts.append(f"WEAK sandbox {accepted}: {self.weakness}")
         if self.supervised:
-            parts.append("chmod, chown, ACLs and truncate only beneath its dirs")
+            parts.append(
+                "chmod, chown, ACLs and truncate only beneath its dirs, limits and "
+                "scheduling of its own processes only"
+            )
         if self.signals_supervised:
             parts.append("signals only to its own processes")
         return "; ".join(parts)
@@ -138,9 +144,9 @@ def plan_policy(
 ) -> SandboxPolicy:
     """The policy for commands that must not read `hidden` (nor SECRET_MOUNTS) nor,
     where Landlock can hide them, `case_dirs` (the original of the case a command gets a
-    private copy of: without Landlock its own modes decide, as nothing of the grader's
-    is in it); it makes the scratch dir (remove it with `discard_policy`; OSError when it
-    cannot).
+    private copy of) and AGENT_DIRS (without Landlock their own modes decide, as nothing
+    of the grader's is in them); it makes the scratch dir (remove it with
+    `discard_policy`; OSError when it cannot).
 
     `slots`: how many cases run side by side (a batch's workers); `lanes`: how many
     judges of a case. ValueError when $VERIFIER_SANDBOX_UID leaves no UID for one."""
@@ -153,7 +159,7 @@ def plan_policy(
             f"need the UIDs {base - count + 1}..{base}, all above 0"
         )
     scratch = _make_scratch(scratch_root, as_root)
-    cases = {_resolved(path) for path in case_dirs}
+    cases = {_resolved(path) for path in (*case_dirs, *AGENT_DIRS)}
     paths = {_resolved(path) for path in (*hidden, *SECRET_MOUNTS)} | cases
     paths.add(os.path.dirname(scratch))  # every grader's scratch, of this UID
     present = [path for path in paths if path is not None and os.path.lexists(path)]

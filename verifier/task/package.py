@@ -59,7 +59,7 @@ NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 _WORKDIR_RE = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 _IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 # Container paths the verifier or Harbor own: the agent's work must not land there.
-_RESERVED_DIRS = ("/tests", "/logs", "/solution", "/case", "/opt/verifier")
+_RESERVED_DIRS = ("/tests", "/logs", "/solution", "/case", "/opt/verifier", "/grading")
 
 
 @attrs.frozen

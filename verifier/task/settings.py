@@ -5,8 +5,9 @@
   can run: the sum of the timeouts of the judges a verifier grades (each step's own
   under `[steps.verifier]`), plus GRADE_SLACK_S for the grader's own work, is the
   deadline passed as VERIFIER_DEADLINE (the grade stops judges still running when it
-  nears and writes the reward before it); HARBOR_SLACK_S more is the timeout (the
-  container exec, test.sh and the interpreter's start).
+  nears and writes the reward before it); HARBOR_SLACK_S more is the timeout (what
+  Harbor's verify phase spends besides the grade: its execs of rm, chmod and
+  test.sh, and copying the files back; harbor_margin_s).
 - Network. No judge needs it unless it asks a model: then `no-network`. LLM judges
   need their endpoint: `allowlist` with its host when init can tell it (the judge's
   model, else $EVAL_JUDGE_MODEL, and the provider's base URL variable, else its
@@ -36,8 +37,17 @@ from verifier.judges.kinds import KINDS
 from verifier.judges.llm.from_spec import resolve_model
 
 GRADE_SLACK_S = 30.0
+# Harbor's verify phase past the deadline on a loaded node, doubled: bench/deadline.py
+# measured up to 28 s on 2 cores with 16 busy processes (podman-compose's execs of rm,
+# chmod and test.sh, the copy back), up to 3.3 s idle (docs/harbor.md).
 HARBOR_SLACK_S = 60.0
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's own, when eval.yaml cannot be read
+
+
+def harbor_margin_s(timeout_s: float) -> float:
+    """How far below Harbor's timeout a deadline must be for the reward to land before
+    Harbor kills the verifier on a loaded node: HARBOR_SLACK_S, or 5% of a long one."""
+    return max(HARBOR_SLACK_S, 0.05 * timeout_s)
 
 
 @attrs.frozen

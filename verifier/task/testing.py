@@ -13,7 +13,8 @@ container and nothing shared:
 The verifier runs /tests/test.sh with task.toml's [verifier] env (${HOST_VAR} from
 this environment, as Harbor resolves it) and user, without network unless task.toml
 gives the verifier one. The package passes when the solution's reward is the expected
-one (1.0 unless --expect) and the untouched case's is lower: a task whose untouched
+one (1.0 unless --expect; to the 4 significant digits shown) and the untouched case's
+is lower: a task whose untouched
 environment already scores is no task, and one whose solution cannot reach its reward
 teaches nothing.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import tempfile
 import tomllib
@@ -37,11 +39,16 @@ from verifier.errors import UsageError, VerifierError
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")  # Harbor's (harbor/utils/env.py)
 _BUILD_TIMEOUT_S = 1800.0
 _TAIL_LINES = 12
-_TOLERANCE = 1e-9
+_LOGS = "/logs/verifier"
 
 
 class PackageFailed(VerifierError):
-    """The package does not do what it should: a build, the solution, or a reward."""
+    """The package does not do what it should: a build, the solution, or a reward.
+    `judges`: the judges of the case that shows it, for the report."""
+
+    def __init__(self, message: str, judges: tuple[JudgeLine, ...] = ()) -> None:
+        super().__init__(message)
+        self.judges = judges
 
 
 @attrs.frozen
@@ -62,8 +69,20 @@ class Package:
     exec_workdir: str | None  # [environment].workdir
     agent_user: str | None
     verifier_user: str | None
+    verifier_workdir: str | None  # [verifier.environment].workdir: Harbor's exec dir
     verifier_network: bool  # whether the verifier's network mode lets it reach out
     steps: tuple[Step, ...]
+
+
+@attrs.frozen
+class JudgeLine:
+    """One judge of a graded case, from judges.json."""
+
+    name: str
+    value: object
+    status: str
+    rationale: str
+    error: str
 
 
 @attrs.frozen
@@ -71,6 +90,7 @@ class Graded:
     label: str
     reward: float
     output: str  # test.sh's output
+    judges: tuple[JudgeLine, ...] = ()
 
 
 def read_package(dest: Path) -> Package:
@@ -118,6 +138,7 @@ def read_package(dest: Path) -> Package:
         exec_workdir=environment.get("workdir"),
         agent_user=_user(agent.get("user")),
         verifier_user=_user(verifier.get("user")),
+        verifier_workdir=_table(verifier, "environment").get("workdir"),
         verifier_network=network != "no-network",
         steps=tuple(steps),
     )
@@ -196,6 +217,12 @@ class Engine:
         )
 
 
+def reward_matches(reward: float, expect: float) -> bool:
+    """Whether the solution's reward is --expect to the 4 significant digits `task test`
+    prints them with: a 2-of-3 solution's 0.666...7 is the 0.6667 it shows."""
+    return f"{reward:.4g}" == f"{expect:.4g}"
+
+
 def test_package(
     package: Package,
     engine: Engine,
@@ -245,15 +272,16 @@ def test_package(
     finally:
         for image in built:
             engine("rmi", "--force", image)
-    if abs(solved.reward - expect) > _TOLERANCE:
+    if not reward_matches(solved.reward, expect):
         raise PackageFailed(
-            f"the solution gets {solved.reward:.4g}, not the expected {expect:.4g}: "
-            f"{_tail(solved.output)}"
+            f"the solution gets {solved.reward:.4g}, not the expected {expect:.4g}",
+            solved.judges,
         )
     if untouched.reward >= solved.reward:
         raise PackageFailed(
             f"the untouched environment gets {untouched.reward:.4g}, as much as the solution: "
-            "an agent that does nothing is rewarded"
+            "an agent that does nothing is rewarded",
+            untouched.judges,
         )
     return untouched, solved
 
@@ -266,7 +294,8 @@ def _run_agent(package: Package, engine: Engine, image: str, root: Path, run_id:
     user = ["--user", package.agent_user] if package.agent_user else []
     workdir = ["--workdir", package.exec_workdir] if package.exec_workdir else []
     # `sleep infinity` as PID 1 ignores SIGTERM: with the default stop signal, podman's
-    # `rm --force` below would wait out its 10 s stop timeout before it kills.
+    # `rm --force` below would wait out its 10 s stop timeout before it kills. The
+    # image's ENTRYPOINT stays, as Harbor's compose keeps it (what it sets up is there).
     engine.checked(
         "starting the environment",
         "run",
@@ -277,8 +306,6 @@ def _run_agent(package: Package, engine: Engine, image: str, root: Path, run_id:
         *workdir,
         "--stop-signal",
         "KILL",
-        "--entrypoint",
-        "",
         image,
         "sh",
         "-c",
@@ -358,40 +385,140 @@ def _grade(
     label: str,
     environ: Mapping[str, str],
 ) -> Graded:
+    """Grade `case` as Harbor's separate verifier does (trial/trial.py,
+    verifier/verifier.py): a container of the verifier's image kept alive with `sleep
+    infinity` (its ENTRYPOINT as it is), /logs/verifier emptied, the case re-created at
+    the work dir (emptied first, then copied in: the image's own files there are gone),
+    then, as [verifier].user with [verifier] env, `(/tests/test.sh) > test-stdout.txt`
+    from the image's working dir (or [verifier.environment] workdir)."""
     out.mkdir()
     out.chmod(0o777)  # whoever the verifier's user is
     env = resolve_env(step.verifier_env, environ, str(package.dest / "task.toml"))
     flags = [item for key, value in env.items() for item in ("--env", f"{key}={value}")]
     user = ["--user", package.verifier_user] if package.verifier_user else []
+    workdir = ["--workdir", package.verifier_workdir] if package.verifier_workdir else []
     network = (
         (["--network", engine.network] if engine.network else [])
         if (package.verifier_network)
         else ["--network", "none"]
     )
-    run = engine(
+    container = f"verifier-task-test-{uuid.uuid4().hex[:10]}"
+    engine.checked(
+        f"starting the verifier ({label})",
         "run",
-        "--rm",
+        "-d",
+        "--name",
+        container,
         *network,
-        *user,
-        *flags,
-        "-v",
-        f"{case}:{package.workdir}",
+        "--stop-signal",
+        "KILL",
         "-v",
         f"{out}:/logs/verifier",
-        "--entrypoint",
-        "",
         image,
-        "bash",
-        "/tests/test.sh",
-        timeout=step.timeout_s,
+        "sh",
+        "-c",
+        "sleep infinity",
     )
-    output = run.stdout + run.stderr
+    try:
+        as_root = ("exec", "--user", "root", *workdir, container, "bash", "-c")
+        engine.checked(
+            f"{label}: Harbor's reset of /logs/verifier and {package.workdir} in the verifier's "
+            "container",
+            *as_root,
+            f"{_emptied('/logs/verifier')} && {_emptied(package.workdir)}",
+        )
+        engine.checked(
+            f"{label}: Harbor's upload of the case into {package.workdir} in the verifier's "
+            "container",
+            "cp",
+            f"{case}/.",
+            f"{container}:{package.workdir}",
+        )
+        engine.checked(
+            f"{label}: Harbor's chmod of /tests/test.sh in the verifier's container",
+            *as_root,
+            "chmod +x /tests/test.sh && rm -f /logs/verifier/reward.txt /logs/verifier/reward.json",
+        )
+        run = engine(
+            "exec",
+            *user,
+            *workdir,
+            *flags,
+            container,
+            "bash",
+            "-c",
+            f"(/tests/test.sh) > {_LOGS}/test-stdout.txt 2>&1",
+            timeout=step.timeout_s,
+        )
+    finally:
+        engine("rm", "--force", container)
+    stdout = out / "test-stdout.txt"
+    if not stdout.is_file():  # the exec itself failed, as Harbor's would
+        raise PackageFailed(
+            f"{label}: Harbor's exec of /tests/test.sh fails in the verifier's container: "
+            f"{_tail(run.stdout + run.stderr)}"
+        )
+    output = stdout.read_text(encoding="utf-8", errors="replace")
+    judges = read_judges(out / "judges.json")
     try:
         rewards = json.loads((out / "reward.json").read_text(encoding="utf-8"))
         reward = float(rewards["reward"])
     except (OSError, ValueError, KeyError, TypeError):
-        raise PackageFailed(f"{label}: the verifier wrote no reward: {_tail(output)}") from None
-    return Graded(label, reward, output)
+        raise PackageFailed(
+            f"{label}: the verifier wrote no reward: {_tail(output)}", judges
+        ) from None
+    return Graded(label, reward, output, judges)
+
+
+def _emptied(path: str) -> str:
+    """Harbor's `empty_dirs` (environments/base.py): the dir made empty, not replaced."""
+    quoted = shlex.quote(path)
+    not_a_dir = f"[ -L {quoted} ] || {{ [ -e {quoted} ] && [ ! -d {quoted} ]; }}"
+    return (
+        f"if {not_a_dir}; then rm -rf {quoted}; fi && mkdir -p {quoted}"
+        f" && find {quoted} -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} + && chmod 777 {quoted}"
+    )
+
+
+def read_judges(path: Path) -> tuple[JudgeLine, ...]:
+    """Each judge of judges.json as task test reports it on failure (none when the
+    file is missing or unusable: the grade wrote no outputs)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ()
+    per_judge = document.get("per_judge") if isinstance(document, dict) else None
+    if not isinstance(per_judge, dict):
+        return ()
+    lines = []
+    for name, entry in per_judge.items():
+        if not isinstance(entry, dict):
+            continue
+        lines.append(
+            JudgeLine(
+                name=str(name),
+                value=entry.get("value"),
+                status=str(entry.get("status", "")),
+                rationale=str(entry.get("rationale") or ""),
+                error=str(entry.get("error") or ""),
+            )
+        )
+    return tuple(lines)
+
+
+def describe_judges(judges: tuple[JudgeLine, ...], tail_lines: int = _TAIL_LINES) -> list[str]:
+    """Each judge's value (or status), error, and the end of its rationale, where a
+    command judge puts the decisive tail of its output."""
+    lines = []
+    for judge in judges:
+        value = json.dumps(judge.value)
+        shown = value if judge.status == "ok" else f"{judge.status} ({value})"
+        lines.append(f"  {judge.name}: {shown}")
+        if judge.error:
+            lines.append(f"    error: {judge.error}")
+        rationale = [line for line in judge.rationale.splitlines() if line.strip()]
+        lines += [f"    {line}" for line in rationale[-tail_lines:]]
+    return lines
 
 
 def _tail(text: str, lines: int = _TAIL_LINES) -> str:

@@ -75,6 +75,11 @@ def test_the_sandbox_handed_to_a_slot_and_lane_carries_that_copy() -> None:
             False,
         ),
         ({"as_root": False, "supervised": True}, "the grader's UID", False),
+        (
+            {"as_root": False, "supervised": True, "landlock": 7},
+            "limits and scheduling of its own processes only",
+            False,
+        ),
     ],
 )
 def test_a_policy_describes_its_confinement(changes: dict, said: str, refused: bool) -> None:

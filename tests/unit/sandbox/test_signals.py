@@ -53,10 +53,54 @@ ATTACK = textwrap.dedent("""
     if [ "$2" = everyone ]; then  # USR1 ends the grader's processes, and not this shell
         trap '' USR1; kill -USR1 -1 2>/dev/null; trap - USR1
     fi
+    python3 sigio.py "$judge"
     sleep 30 & child=$!
     kill "$child"; wait "$child" 2>/dev/null; echo "own child: $?"
     setsid sleep 30 & kill "$!" && echo "own child in a session of its own: killed"
     echo done
+""")
+
+# SIGIO, which no kill call sends: a socket whose owner (F_SETOWN, or FIOSETOWN and
+# SIOCSPGRP, ioctls of sockets) is sent a signal of its choosing when data arrives.
+SIGIO = textwrap.dedent("""
+    import fcntl, os, signal, socket, struct, sys, time
+    judge = int(sys.argv[1])
+    group = os.getpgid(judge)
+    setown = lambda fd, pid: fcntl.fcntl(fd, fcntl.F_SETOWN, pid)
+    ioctl = lambda request: lambda fd, pid: fcntl.ioctl(fd, request, struct.pack("i", pid))
+    routes = {"F_SETOWN": setown, "FIOSETOWN": ioctl(0x8901), "SIOCSPGRP": ioctl(0x8902)}
+    kept = []
+
+    def arm(route, owner, signum):
+        a, b = socket.socketpair()
+        route(a.fileno(), owner)
+        fcntl.fcntl(a, fcntl.F_SETSIG, signum)
+        fcntl.fcntl(a, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)
+        b.send(b"x")
+        kept.append((a, b))
+
+    def state():
+        with open(f"/proc/{judge}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+
+    for name, route in routes.items():
+        for owner, whom in ((judge, "the judge"), (-group, "the judge's group")):
+            try:
+                arm(route, owner, signal.SIGSTOP)
+            except OSError:
+                continue
+            time.sleep(0.2)
+            if state() == "T":
+                print(f"stopped {whom} through SIGIO ({name})")
+                arm(route, owner, signal.SIGCONT)
+    got = []
+    signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
+    arm(setown, os.getpid(), signal.SIGUSR1)
+    time.sleep(0.2)
+    print("own SIGIO:", "received" if got else "lost")
+    for a, b in kept:  # the owned end first: closing the other would signal its owner
+        a.close()
+        b.close()
 """)
 
 
@@ -65,6 +109,7 @@ def drive(root: Path, abi: int, supervised: bool) -> dict:
     case.mkdir()
     (case / "attack.sh").write_text(ATTACK)
     (case / "attack.sh").chmod(0o644)
+    (case / "sigio.py").write_text(SIGIO)
     give(NONROOT, case)
     python, environment = world_verifier()
     mode = "supervised" if supervised else "unsupervised"
@@ -92,9 +137,9 @@ def test_the_command_cannot_signal_the_grader_but_signals_its_own(root_dir: Path
     run = drive(root_dir, abi, supervised=True)
     if abi < 6:
         assert "signals only to its own processes" in run["confinement"]
-    assert run["tail"] == ("own child: 143\nown child in a session of its own: killed\ndone\n"), (
-        run["tail"]
-    )
+    assert run["tail"] == (
+        "own SIGIO: received\nown child: 143\nown child in a session of its own: killed\ndone\n"
+    ), run["tail"]
     assert run["helper"] is True
 
 
@@ -102,5 +147,11 @@ def test_the_command_cannot_signal_the_grader_but_signals_its_own(root_dir: Path
 def test_without_either_the_same_command_signals_the_grader(root_dir: Path) -> None:
     """The control: the attacks work where nothing answers them."""
     run = drive(root_dir, 4, supervised=False)
-    for line in ("stopped the helper", "stopped the judge's group", "stopped the judge"):
+    for line in (
+        "stopped the helper",
+        "stopped the judge's group",
+        "stopped the judge",
+        "stopped the judge through SIGIO (F_SETOWN)",
+        "stopped the judge's group through SIGIO (FIOSETOWN)",
+    ):
         assert line in run["tail"], run["tail"]

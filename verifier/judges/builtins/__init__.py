@@ -25,6 +25,7 @@ from verifier.judges.builtins import (
     model_graded,
     pass_rate,
     process,
+    script,
     xlsx,
 )
 from verifier.judges.builtins.registry import (
@@ -35,6 +36,7 @@ from verifier.judges.builtins.registry import (
     ValueWithRationale,
     builtin,
 )
+from verifier.judges.builtins.runners import run_by_hand
 
 __all__ = [
     "BUILTINS",
@@ -50,9 +52,11 @@ __all__ = [
     "files",
     "find_builtin",
     "guards",
+    "hand_run_warnings",
     "model_graded",
     "pass_rate",
     "process",
+    "script",
     "xlsx",
 ]
 
@@ -92,3 +96,35 @@ def builtin_reference_files(name: str, arguments: Mapping[str, Any]) -> list[str
 
 def all_builtins() -> Sequence[Builtin]:
     return tuple(BUILTINS.values())
+
+
+# What a hand-written test command leaves open, per runner: the fix is `runner:`.
+_OPEN_BY_HAND = {
+    "pytest": "the repo's pytest.ini, tox.ini, setup.cfg or pyproject.toml (addopts), a "
+    "`pytest/` package or a plugin's `*.dist-info` in it change what runs and what is reported",
+    "go": "a report file the test binaries can overwrite, a go.work or a go.mod toolchain "
+    "line in the repo change what runs and what is reported",
+}
+
+
+def hand_run_warnings(config: EvalConfig) -> list[str]:
+    """A warning for each command builtin whose `command` runs pytest or go test by hand:
+    the natural thing to write, and not hardened; `runner:` is."""
+    warnings = []
+    for judge in config.judges:
+        found = find_builtin(judge.spec.name) if judge.kind == "builtin" else None
+        key = next((key for key in ("command", "cmd") if key in judge.arguments), None)
+        if found is None or key is None or found.category not in ("tests", "process"):
+            continue
+        runner = run_by_hand(judge.arguments[key])
+        if runner is None:
+            continue
+        builtin = found.qualified_name if found.category == "tests" else "tests/all_passed"
+        program = "go test" if runner == "go" else runner
+        warnings.append(
+            f"{config.path}: {judge.key}.arguments.{key} runs {program} "
+            f"by hand: {_OPEN_BY_HAND[runner]}; let the verifier run the tests hardened: "
+            f"`builtin: {builtin}` with `runner: {runner}` and `tests:` (docs/builtins.md, "
+            "the hardened runners)"
+        )
+    return warnings

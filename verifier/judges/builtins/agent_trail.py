@@ -25,6 +25,7 @@ from verifier.judges.builtins.registry import (
     builtin,
 )
 from verifier.trajectory import read_trajectory
+from verifier.values import finite_float
 
 TRAJECTORY_PATH = Key(
     "path",
@@ -125,10 +126,15 @@ def trajectory_turn_count(
     Key("max_cost_usd", Number(minimum=0, problem="must be a number >= 0"), default=1.0),
 )
 def cost_budget(context: BuiltinContext, max_cost_usd: float) -> ValueWithRationale:
-    """agent-eval-harness's efficiency/cost_budget, verdicts word for word."""
-    cost = context.record.get("cost_usd")
-    if cost is None:
-        return False, "No cost data available"
+    """agent-eval-harness's efficiency/cost_budget, verdicts word for word, with the
+    fact after "No cost data available": a cost the trail leaves out or gives as no
+    finite number >= 0 is no cost data (verifier.trajectory), never $0."""
+    trajectory, problem = record_trajectory(context)
+    if trajectory is None:
+        return False, f"No cost data available: {problem}"
+    cost = finite_float(trajectory.get("cost_usd"))
+    if cost is None or cost < 0:
+        return False, f"No cost data available: {trajectory.get('cost_problem')}"
     if cost <= max_cost_usd:
         return True, f"Cost ${cost:.2f} within budget ${max_cost_usd:.2f}"
     return False, f"Cost ${cost:.2f} exceeds budget ${max_cost_usd:.2f}"

@@ -33,6 +33,23 @@ class CasePath:
 
 
 @attrs.frozen
+class ImagePath:
+    """An absolute path in the verifier's image (or as a command sees it): normalized,
+    no '..', not the root itself."""
+
+    description: str = "an absolute path"
+
+    def parse(self, value: Any, at: Locator) -> str:
+        path = PurePosixPath(value) if isinstance(value, str) and "\0" not in value else None
+        if path is None or not path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
+            raise at.error("must be an absolute path below / (no '..')")
+        return str(path)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "pattern": "^/[^\\u0000]+$", "description": self.description}
+
+
+@attrs.frozen
 class Pattern:
     description: str = "a Python regular expression"
 

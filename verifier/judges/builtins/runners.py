@@ -27,6 +27,7 @@ report (if any) ignored and the toolchain not probed: whoever exits so, the case
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -46,6 +47,21 @@ _PYTEST_PROBE_CODES = (3, 4)  # pytest's internal error and usage error, and the
 # The launcher's TAMPERED exit, and the line it prints before it (its TAMPERED_MARK).
 PYTEST_TAMPERED = 7
 PYTEST_TAMPERED_MARK = "pytest_launcher: the run was tampered with: "
+
+
+# A runner's program as a word of a command line (`python -m pytest`, `/usr/bin/pytest-3`,
+# `cd app && go test ./...`), not a name inside another word (`pytest.xml`, `tests/go`).
+_BY_HAND = {
+    "pytest": re.compile(r"(?:^|[\s;&|(`'\"/])(?:pytest|py\.test|pytest-3)(?=$|[\s;&|)`'\"])"),
+    "go": re.compile(r"(?:^|[\s;&|(`'\"/])go\s+test(?=$|[\s;&|)`'\"])"),
+}
+
+
+def run_by_hand(command: str | Sequence[str]) -> str | None:
+    """The runner (`pytest`, `go`) a hand-written command runs the tests with, if any:
+    the command `runner:` would harden."""
+    text = command if isinstance(command, str) else " ".join(command)
+    return next((runner for runner, pattern in _BY_HAND.items() if pattern.search(text)), None)
 
 
 @attrs.frozen

@@ -1,0 +1,127 @@
+"""A command's own view of the file system: its dirs at the paths it expects.
+
+A Harbor task's test.sh was written for /tests (the task's tests), /app (the agent's
+work), /logs/verifier (where it writes its reward) and /tmp. Those paths are the
+grader's in the verifier's container (the case, the out dir) or shared; so a command
+that asks for views gets a mount namespace of its own (processes.own_mount_namespace:
+inside a user namespace mapping only its own UID) where each view path shows one of
+its own dirs: its private copy of the case, the dir it hands files back in, a private
+/tmp, its HOME, or a dir of the trusted files it was handed (read-only). The mounts
+are made in its process before Landlock (a Landlock domain may not mount), which then
+confines it as any command: it writes only beneath its own dirs, whatever path it
+reaches them by, and what is hidden stays hidden. It also runs as PID 1 of a PID
+namespace of its own: when it ends, everything it left running is killed by the
+kernel at once, before the files it hands back are read (a process left behind by
+the code under test cannot rewrite them in the moment the end takes to be seen).
+
+Where user namespaces are refused (docker's and Kubernetes' default seccomp profiles),
+a command with views cannot run: `views_refused` says why before anything is staged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+import attrs
+
+from verifier.processes import bind_mount, libc, own_mount_namespace, run_as_init
+from verifier.sandbox.dirs import CommandDirs
+
+OWN_DIRS = ("case", "results", "tmp", "home")  # rw; `provided/<name>`: read-only
+
+
+@attrs.frozen
+class View:
+    """`at`: the absolute path the command sees; `of`: what it shows there: `case` (its
+    private copy of the case), `results` (the dir it hands files back in), `tmp` (an
+    empty private dir), `home` (its HOME), or `provided/<name>` (a dir of the files it
+    was handed, read-only)."""
+
+    at: str
+    of: str
+
+    def __attrs_post_init__(self) -> None:
+        path = PurePosixPath(self.at)
+        if not path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
+            raise ValueError(f"view {self.at!r}: an absolute path below / (no '..')")
+        if self.of not in OWN_DIRS and not self.of.startswith("provided/"):
+            raise ValueError(f"view of {self.of!r}: one of {', '.join(OWN_DIRS)}, provided/NAME")
+
+
+@attrs.frozen
+class Mount:
+    source: str  # the backing dir
+    target: str  # the view's path
+    read_only: bool
+
+
+def view_mounts(views: Sequence[View], dirs: CommandDirs) -> tuple[Mount, ...]:
+    """The bind mounts that make `views` from the command's `dirs`, outermost first (a
+    view inside another is mounted over it)."""
+    backing = {"case": dirs.case, "results": dirs.results, "tmp": dirs.tmp, "home": dirs.home}
+    mounts = []
+    for view in sorted(views, key=lambda view: len(PurePosixPath(view.at).parts)):
+        if view.of.startswith("provided/"):
+            source = dirs.given / view.of.removeprefix("provided/")
+            mounts.append(Mount(str(source), view.at, read_only=True))
+        else:
+            mounts.append(Mount(str(backing[view.of]), view.at, read_only=False))
+    return tuple(mounts)
+
+
+def enter_views(mounts: Sequence[Mount], start: str) -> None:
+    """In the command's process, before Landlock: its own mount namespace, each view
+    mounted, and its working dir `start` (a view path, or else a dir as it was). The
+    backing dirs are held open first (in the new namespace: a bind mount's source must
+    be one of its mounts): a view (/tmp) may cover the path they lie at."""
+    own_mount_namespace()
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+    sources = [os.open(mount.source, flags) for mount in mounts]
+    in_view = any(_beneath(start, mount.target) for mount in mounts)
+    start_dir = None if in_view else os.open(start, flags)
+    for source, mount in zip(sources, mounts, strict=True):
+        bind_mount(f"/proc/self/fd/{source}", mount.target, read_only=mount.read_only)
+        os.close(source)
+    if start_dir is None:
+        os.chdir(start)
+    else:
+        os.fchdir(start_dir)
+        os.close(start_dir)
+    run_as_init()
+
+
+def _beneath(path: str, place: str) -> bool:
+    return path == place or path.startswith(place.rstrip("/") + "/")
+
+
+def views_refused(uid: int | None) -> str | None:
+    """Why a command running as `uid` (None: this process's) could not have views here,
+    or None: a throwaway child tries to make its own mount namespace. The C library is
+    loaded first, here: the child (and the command's process after it) imports nothing,
+    as the sandbox's user may not be able to read the interpreter's modules."""
+    libc()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's outcome is its exit status
+        code = 255  # anything but an OSError: it must never go on as the judge's copy
+        try:
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            own_mount_namespace()
+            code = 0
+        except OSError as error:
+            code = error.errno or 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0:
+        return None
+    return (
+        f"user namespaces are refused here ({os.strerror(code) if code > 0 else 'killed'}): "
+        "a seccomp profile (docker's default, Kubernetes' RuntimeDefault) or the kernel "
+        "(user.max_user_namespaces, an AppArmor restriction) forbids them"
+    )

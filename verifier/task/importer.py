@@ -1,0 +1,432 @@
+"""`verifier task import SRC DEST`: an existing Harbor task, graded by this image.
+
+SRC is a Harbor task dir (verifier.task.harbor_task), or a dir of them (a dataset).
+DEST is SRC as it was, plus what a separate verifier graded by this image needs:
+
+    DEST/task.toml                 SRC's, every key kept, with `artifacts` (the agent's work
+                                   dir first), `[verifier] environment_mode = "separate"`,
+                                   `[verifier.environment]` (the resources the tests had),
+                                   `user = "root"`, a network mode, and `[verifier] env`
+                                   with the case, a deadline inside `timeout_sec` and
+                                   `VERIFIER_REWARD_JSON = "reward"` (reward.json's one key,
+                                   as the task's own test.sh wrote it: pass@k works)
+    DEST/instruction.md, environment/, solution/, ...   as they were
+    DEST/tests/task-tests/         SRC's tests/ as it was: the trusted /tests of its script
+    DEST/tests/eval.yaml           one judge, `tests/script`: test.sh run unchanged
+    DEST/tests/Dockerfile          the image the tests ran in (the agent's environment, or
+                                   the task's own verifier image), the installs test.sh did
+                                   at test time done once here (tests/test-time-installs.sh,
+                                   verifier.task.test_script), then the verifier's layer
+                                   with eval.yaml and the task's tests in /grading
+    DEST/tests/environment/        that image's build context, as `task init --environment`
+    DEST/.verifier-task-init.json  what import wrote (verifier.task.record)
+
+Importing again over DEST rewrites what import wrote and keeps every file its author
+changed since, naming each (as `task init --force`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import attrs
+import yaml
+
+from verifier.console import warn_all
+from verifier.errors import UsageError, VerifierError
+from verifier.options import DEFAULT_IMAGE
+from verifier.task.environment import (
+    CONTEXT_IN_TESTS,
+    DOCKERIGNORE,
+    context_copy,
+    verifier_dockerfile,
+)
+from verifier.task.harbor_task import (
+    TASK_TOML,
+    TEST_SCRIPT,
+    TESTS_DIR,
+    HarborTask,
+    read_harbor_task,
+)
+from verifier.task.manifest import MANIFEST, manifest_text
+from verifier.task.package import check_arguments, check_dest, safe_name
+from verifier.task.record import PackageWriter, describe_kept
+from verifier.task.settings import GRADE_SLACK_S, HARBOR_SLACK_S
+from verifier.task.test_script import ScriptPlan, plan_script
+from verifier.task.tests_dir import copyable_files
+from verifier.task.toml_write import dumps
+
+TASK_TESTS = "task-tests"  # tests/task-tests/: the task's own tests/, its script's /tests
+CONFIG_DIR = "/grading"  # eval.yaml and task-tests/ in the verifier's image
+IMAGE_ENV = f"{CONFIG_DIR}/image.env"  # the environment's ENV, as its builds saw it
+INSTALLS = "test-time-installs.sh"  # tests/: what test.sh installs, run at build time
+JUDGE = "tests"
+DEFAULT_TIMEOUT_S = 600.0  # Harbor's [verifier] timeout_sec
+_NETWORKS = ("auto", "no-network", "public")
+# Resources of [environment] the tests had in shared mode: the verifier's container
+# gets the same ([verifier.environment], the same schema).
+_RESOURCES = ("cpus", "memory_mb", "storage_mb", "gpus", "gpu_types", "tpu", "env")
+# Kept root's: the kernel's file systems, and the image's password hashes.
+_UNTOUCHED = " -o ".join(
+    f"-path {path}" for path in ("/proc", "/sys", "/dev", "/etc/shadow", "/etc/gshadow")
+)
+# What a build's `env` shows that is the builder's, not the image's.
+_BUILD_ONLY = "HOSTNAME|HOME|PWD|OLDPWD|SHLVL|_"
+
+
+@attrs.frozen
+class ImportOptions:
+    image: str = DEFAULT_IMAGE  # the verifier image the package's Dockerfile copies from
+    verifier_network: str = "auto"  # auto | no-network | public
+    force: bool = False  # write into a non-empty DEST (keeping what its author changed)
+
+
+@attrs.frozen
+class Imported:
+    dest: Path
+    name: str
+    notes: tuple[str, ...]  # what grades, but may need the author's eye
+
+
+@attrs.frozen
+class Times:
+    """How the task's own [verifier] timeout_sec is shared out."""
+
+    timeout_s: float  # Harbor's, as the task has it
+    deadline_s: float  # VERIFIER_DEADLINE: the reward is written before it
+    judge_s: float  # the judge's timeout
+    script_s: float  # test.sh's own
+
+
+def import_times(timeout_s: float) -> Times:
+    """Inside the task's timeout: Harbor's exec (HARBOR_SLACK_S), the grade's own work
+    (GRADE_SLACK_S) and the copies the script's sandbox makes (a tenth of the judge's
+    time, at most 10 s), each at most a quarter of what is left for a short timeout."""
+    deadline = math.floor(max(timeout_s - HARBOR_SLACK_S, timeout_s * 0.75))
+    judge = math.floor(max(deadline - GRADE_SLACK_S, deadline * 0.75))
+    script = math.floor(judge - min(10.0, judge * 0.1))
+    return Times(float(timeout_s), float(deadline), float(judge), float(script))
+
+
+def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions()) -> Imported:
+    """Write the package for the Harbor task at `source` into `dest` (module docstring).
+    UsageError when the task cannot be imported, `dest` is not empty (without
+    `force`), or test.sh fetches something at test time that import cannot do at build
+    time and the verifier would have no network."""
+    source, dest = Path(source), Path(dest)
+    if options.verifier_network not in _NETWORKS:
+        raise UsageError(
+            f"--verifier-network {options.verifier_network!r}: use {', '.join(_NETWORKS)}"
+        )
+    if dest.resolve() == source.resolve() or source.resolve().is_relative_to(dest.resolve()):
+        raise UsageError(f"{dest}: the package must not hold {source}: give another DEST")
+    task = read_harbor_task(source)
+    check_arguments(task.workdir, options.image, None)  # a work dir the package can use
+    tests = task.root / TESTS_DIR
+    others = [path for _, path in copyable_files(tests, []) if path != task.script]
+    plan = plan_script(task.script, others)
+    network = _network(task, plan, options.verifier_network)
+    times = import_times(_timeout(task))
+    notes = list(task.notes)
+    if plan.fetches and network == "public":
+        notes += [
+            f"{task.script}:{line.number}: fetches at test time ({line.text[:60]}): the "
+            "verifier keeps the network for it"
+            for line in plan.fetches
+        ]
+    notes += [
+        f"{task.script}:{line.number}: `{line.text[:60]}` needs root, and the script runs "
+        "as the sandbox's user: that line fails at test time"
+        for line in plan.as_root
+    ]
+    check_dest(dest, options.force)
+    writer = PackageWriter(dest)
+    for relative, path in copyable_files(source, [], skipped={dest.resolve()}):
+        if relative == PurePosixPath(TASK_TOML):
+            continue
+        if relative.parts[0] == TESTS_DIR:
+            writer.copy(
+                f"{TESTS_DIR}/{TASK_TESTS}/{relative.relative_to(TESTS_DIR)}", path, _x(path)
+            )
+        else:
+            writer.copy(relative, path, _x(path))
+    environment = task.toolchain.environment
+    for file in context_copy(environment):
+        if task.toolchain.docker_image is None:
+            writer.copy(f"{TESTS_DIR}/{file.relative}", file.source, _x(file.source))
+    if environment.ignore.patterns:
+        writer.write_text(
+            f"{TESTS_DIR}/{DOCKERIGNORE}", environment.ignore.relocated(CONTEXT_IN_TESTS)
+        )
+    if plan.build_time:
+        writer.write_text(f"{TESTS_DIR}/{INSTALLS}", _installs_script(task, plan), True)
+    writer.write_text(f"{TESTS_DIR}/eval.yaml", eval_yaml(task, plan, times, network))
+    writer.write_text(f"{TESTS_DIR}/Dockerfile", _dockerfile(task, plan, options.image))
+    config = separate_config(task, times, network)
+    writer.write_text(TASK_TOML, _task_toml_header(task) + dumps(config))
+    kept = writer.finish()
+    warn_all(environment.warnings)
+    warn_all(describe_kept(dest, kept))
+    return Imported(dest, task.name, tuple(notes))
+
+
+def _x(path: Path) -> bool:
+    return bool(path.stat().st_mode & 0o111)
+
+
+def _timeout(task: HarborTask) -> float:
+    value = task.config.get("verifier", {}).get("timeout_sec", DEFAULT_TIMEOUT_S)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UsageError(
+            f"{task.root / TASK_TOML}: [verifier] timeout_sec {value!r}: must be a positive number"
+        )
+    return float(value)
+
+
+def _network(task: HarborTask, plan: ScriptPlan, asked: str) -> str:
+    """The verifier's network: asked for, else the task's own [verifier] network_mode,
+    else none; UsageError when test.sh still fetches at test time without one."""
+    own = task.config.get("verifier", {}).get("network_mode")
+    mode = asked if asked != "auto" else own if isinstance(own, str) else "no-network"
+    if mode != "public" and plan.fetches:
+        first = plan.fetches[0]
+        raise UsageError(
+            f"{task.script}:{first.number}: `{first.text[:80]}` fetches at test time, which "
+            "import cannot do when the image is built: install it in the environment's "
+            "Dockerfile, or keep the verifier's network (--verifier-network public)"
+        )
+    return mode
+
+
+def separate_config(task: HarborTask, times: Times, network: str) -> dict[str, Any]:
+    """task.toml's data: every key of the task's, and what separate mode needs."""
+    config = copy.deepcopy(task.config)
+    artifacts = [entry for entry in config.get("artifacts") or [] if _source(entry) != task.workdir]
+    config["artifacts"] = [task.workdir, *artifacts]
+    verifier = config.setdefault("verifier", {})
+    verifier["timeout_sec"] = times.timeout_s
+    verifier["env"] = {
+        **verifier.get("env", {}),
+        "VERIFIER_CASE": task.workdir,
+        "VERIFIER_DEADLINE": _seconds(times.deadline_s),
+        "VERIFIER_REWARD_JSON": "reward",
+    }
+    verifier["environment_mode"] = "separate"
+    verifier["user"] = "root"  # the grader; the script runs in its sandbox (eval.yaml)
+    verifier["network_mode"] = network
+    if network != "allowlist":
+        verifier.pop("allowed_hosts", None)
+    own = verifier.get("environment") if isinstance(verifier.get("environment"), dict) else {}
+    agent_environment = config.get("environment", {})
+    resources = {key: agent_environment[key] for key in _RESOURCES if key in agent_environment}
+    environment = {**({} if task.separate else resources), **own}
+    environment.pop("docker_image", None)  # tests/Dockerfile is the verifier's image now
+    environment.setdefault("build_timeout_sec", agent_environment.get("build_timeout_sec", 600.0))
+    verifier["environment"] = environment
+    metadata = config.setdefault("metadata", {})
+    metadata.setdefault("verifier", "harbor-verifier")
+    return config
+
+
+def _source(entry: object) -> object:
+    return entry.get("source") if isinstance(entry, dict) else entry
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def _task_toml_header(task: HarborTask) -> str:
+    return (
+        f"# {task.name}, imported by `verifier task import` from {task.root.name}/: every key of\n"
+        "# its task.toml, and the separate verifier graded by harbor-verifier ([verifier],\n"
+        "# [verifier.environment], artifacts). Its tests run unchanged: tests/eval.yaml.\n"
+    )
+
+
+def eval_yaml(task: HarborTask, plan: ScriptPlan, times: Times, network: str) -> str:
+    """tests/eval.yaml: the task's own test.sh as the one judge, the reward its value."""
+    verifier = task.config.get("verifier", {})
+    passed = sorted({*verifier.get("env", {}), *task.config.get("environment", {}).get("env", {})})
+    arguments: dict[str, Any] = {
+        "tests": TASK_TESTS,
+        "script": TEST_SCRIPT,
+        "case_at": task.workdir,
+        "cwd": task.script_cwd,
+        "reward_files": list(plan.reward_files),
+    }
+    if plan.ctrf:
+        arguments["ctrf"] = plan.ctrf
+    if plan.uses_home:
+        arguments["home"] = "/root"
+    arguments["image_env"] = IMAGE_ENV
+    if passed:
+        arguments["pass_env"] = passed
+    if plan.uses_uv and network == "no-network":
+        arguments["env"] = {"UV_OFFLINE": "1"}
+    user = verifier.get("user")
+    if user is not None and str(user) not in ("root", "0"):
+        arguments["user"] = str(user)
+    arguments["timeout"] = times.script_s
+    document = {
+        "name": task.name,
+        "judges": [
+            {
+                "name": JUDGE,
+                "builtin": "tests/script",
+                "arguments": arguments,
+                "timeout": times.judge_s,
+            }
+        ],
+        "reward": {"judge": JUDGE, "on_error": "fail"},
+    }
+    header = (
+        f"# {task.name}, imported by `verifier task import`: the task's own tests/test.sh\n"
+        f"# (here {TASK_TESTS}/{TEST_SCRIPT}), unchanged, is the judge; its reward is the reward.\n"
+        '# See docs/harbor.md, "Importing an existing task".\n'
+    )
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _installs_script(task: HarborTask, plan: ScriptPlan) -> str:
+    lines = "\n".join(plan.build_time)
+    moved = ", ".join(str(line.number) for line in plan.moved)
+    return (
+        "#!/bin/bash\n"
+        f"# What {task.root.name}/tests/test.sh installs each time it runs (its lines {moved}),\n"
+        "# done once when the verifier's image is built, as root with HOME=/root (the\n"
+        "# script's HOME starts as a copy of /root). Generated by `verifier task import`:\n"
+        "# edit it when a line needs another form at build time.\n"
+        "set -eux\n"
+        "export DEBIAN_FRONTEND=noninteractive HOME=/root\n"
+        "cd /\n"
+        f"{lines}\n"
+    )
+
+
+def _dockerfile(task: HarborTask, plan: ScriptPlan, image: str) -> str:
+    before = ["# --- what tests/test.sh installs when it runs, done once here ---", "USER root"]
+    if plan.build_time:
+        before += [
+            f"COPY {INSTALLS} /tmp/verifier-{INSTALLS}",
+            f"RUN bash /tmp/verifier-{INSTALLS} && rm -f /tmp/verifier-{INSTALLS}",
+        ]
+    before += [
+        "# Files of the image only root may read (an answer key, a root-owned config): the",
+        "# task's test.sh read them as root, here it runs as the sandbox's user. They are the",
+        "# image's own, never the agent's (the case is only what Harbor copies in), so they",
+        "# are made readable to it; the verifier's config, added below, stays root's.",
+        f"RUN find / -xdev \\( {_UNTOUCHED} \\) -prune -o \\( -type d ! -perm -o=rx -o "
+        "-type f ! -perm -o=r \\) -exec chmod o+rX {} +",
+        "# The environment's variables (its ENV), for the task's script: it runs with them.",
+        f"RUN mkdir -p {CONFIG_DIR} && env | grep -Ev '^({_build_only(task)})=' > {IMAGE_ENV}",
+    ]
+    entries = ["eval.yaml", *(f"{TASK_TESTS}/{path}" for path in _task_tests(task))]
+    return verifier_dockerfile(
+        task.toolchain.environment,
+        image,
+        task.workdir,
+        entries,
+        config_dir=CONFIG_DIR,
+        before_verifier=before,
+        source_label=task.toolchain.label,
+    )
+
+
+def _build_only(task: HarborTask) -> str:
+    """The names a build's `env` shows that a container of the image does not have: the
+    builder's own, and the Dockerfile's ARGs (build arguments, not ENV)."""
+    arguments = [
+        instruction.arguments.split("=", 1)[0].strip()
+        for instruction in task.toolchain.environment.dockerfile.instructions
+        if instruction.keyword == "ARG"
+    ]
+    names = [name for name in arguments if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)]
+    return "|".join([_BUILD_ONLY, *sorted(set(names))])
+
+
+def _task_tests(task: HarborTask) -> list[str]:
+    return [relative.as_posix() for relative, _ in copyable_files(task.root / TESTS_DIR, [])]
+
+
+# --- a dataset: many tasks ----------------------------------------------------------------
+
+
+@attrs.frozen
+class Outcome:
+    source: Path
+    imported: Imported | None
+    problem: str | None  # why it was not imported
+
+
+def import_many(
+    source: Path, dest: Path, options: ImportOptions = ImportOptions()
+) -> list[Outcome]:
+    """Every task dir under `source` (a subdir with task.toml) into DEST/<its name>; a
+    task that cannot be imported is an Outcome with its problem, the others go on.
+    DEST/dataset.toml when `source` has one."""
+    source, dest = Path(source), Path(dest)
+    tasks = sorted(path for path in source.iterdir() if (path / TASK_TOML).is_file())
+    if not tasks:
+        raise UsageError(f"{source}: no task.toml, and no subdir with one: not a task or dataset")
+    check_dest(dest, options.force)
+    outcomes = []
+    for task in tasks:
+        try:
+            imported = import_task(
+                task, dest / safe_name(task.name), attrs.evolve(options, force=True)
+            )
+        except VerifierError as problem:
+            outcomes.append(Outcome(task, None, problem.message))
+        else:
+            outcomes.append(Outcome(task, imported, None))
+    if (source / MANIFEST).is_file():
+        _write_manifest(source, dest)
+    return outcomes
+
+
+def _write_manifest(source: Path, dest: Path) -> None:
+    try:
+        with (source / MANIFEST).open("rb") as handle:
+            dataset = tomllib.load(handle).get("dataset", {})
+    except (OSError, ValueError):
+        dataset = {}
+    name = (
+        dataset.get("name")
+        if isinstance(dataset.get("name"), str)
+        else f"local/{safe_name(source.name)}"
+    )
+    description = str(dataset.get("description", f"{source.name}, imported"))
+    writer = PackageWriter(dest)
+    writer.write_text(
+        MANIFEST,
+        manifest_text(
+            dest, name, description, generated_by=f"`verifier task import` from {source}"
+        ),
+    )
+    warn_all(describe_kept(dest, writer.finish()))
+
+
+def summary_lines(outcomes: Iterable[Outcome]) -> list[str]:
+    """What a dataset import says: each task imported cleanly, with notes, or not."""
+    outcomes = list(outcomes)
+    clean = [o for o in outcomes if o.imported is not None and not o.imported.notes]
+    noted = [o for o in outcomes if o.imported is not None and o.imported.notes]
+    failed = [o for o in outcomes if o.imported is None]
+    lines = [
+        f"imported {len(clean) + len(noted)} of {len(outcomes)} tasks: {len(clean)} cleanly, "
+        f"{len(noted)} with notes; {len(failed)} need the author"
+    ]
+    lines += [f"  ok     {o.source.name}" for o in clean]
+    for outcome in noted:
+        assert outcome.imported is not None
+        lines.append(f"  notes  {outcome.source.name}:")
+        lines += [f"           {note}" for note in outcome.imported.notes]
+    lines += [f"  FAILED {o.source.name}: {o.problem}" for o in failed]
+    return lines
