@@ -150,9 +150,12 @@ def arena() -> Iterator[Arena]:
 
 
 def calc_of(attack: str) -> str:
-    """The attack's calc.py: a preamble before the buggy functions, or whole."""
+    """The attack's calc.py: a preamble before the buggy functions, its own `add` before
+    the buggy `sub` and `mul`, or whole."""
     text = (ATTACKS / f"{attack}.py").read_text()
-    return text if "def add(" in text else text + "\n\n" + BUGGY
+    if "def add(" not in text:
+        return text + "\n\n" + BUGGY
+    return text if "def sub(" in text else text + "\n\n" + BUGGY.split("\n\n\n", 1)[1]
 
 
 MATRIX = [
