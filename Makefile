@@ -7,7 +7,8 @@
 #   make test-fast   the tests not marked slow, integration or harbor (no image is built;
 #                    about four minutes on 2 cores); it lists its slowest tests at the end
 #   make bench       figures: grading time and memory, batch throughput (CPU and LLM judges),
-#                    image size and time, how late a reward lands past its deadline
+#                    the hardened pytest runner beside plain pytest, image size and time,
+#                    how late a reward lands past its deadline
 #   make lint        ruff check + ruff format --check + import-linter (the layers) + mypy
 #   make cli-docs    rewrite docs/cli.md's reference from the CLI's declarations
 #
@@ -69,7 +70,8 @@ CREATED := $(or $(shell git log -1 --format=%cI 2>/dev/null),unknown)
 PODMAN_ONLY = $(if $(filter podman,$(1)),$(2))
 
 .PHONY: help venv prerequisites harbor-venv base-image image demo test test-fast bench \
-	bench-grade bench-batch bench-llm-batch bench-image bench-deadline lint cli-docs clean
+	bench-grade bench-batch bench-llm-batch bench-pass-rate bench-image bench-deadline lint \
+	cli-docs clean
 
 help:
 	@sed -n 's/^#   //p' $(MAKEFILE_LIST)
@@ -235,7 +237,7 @@ test-fast: venv
 	$(VENV)/bin/pytest $(TESTS) -m "not integration and not harbor and not slow" \
 	    --durations=10 $(PYTEST_ARGS)
 
-bench: bench-grade bench-batch bench-llm-batch bench-image bench-deadline
+bench: bench-grade bench-batch bench-llm-batch bench-pass-rate bench-image bench-deadline
 
 bench-grade: venv
 	$(VENV)/bin/python bench/grade.py
@@ -245,6 +247,9 @@ bench-batch: venv
 
 bench-llm-batch: venv
 	$(VENV)/bin/python bench/llm_batch.py
+
+bench-pass-rate: venv
+	$(VENV)/bin/python bench/pass_rate.py
 
 bench-image: venv image
 	$(VENV)/bin/python bench/image.py --image $(IMAGE) $(BENCH_IMAGE_ARGS)

@@ -435,6 +435,13 @@ def test_referenced_files_include_the_lists(write_config: WriteConfig) -> None:
             "needs exactly one of report, runner (got report, runner)",
         ),
         ("{runner: nose}", {}, "'nose' must be pytest or go"),
+        (
+            "{runner: pytest, native_modules: [../lib]}",
+            {},
+            "native_modules: '../lib' must be a path inside the repo, relative to its root",
+        ),
+        ("{runner: go, native_modules: [lib]}", {}, "native_modules: does not go with runner: go"),
+        ("{report: r.xml, native_modules: [lib]}", {}, "native_modules: is an argument of"),
         ("{runner: pytest, args: -x}", {}, "args: must be a list of non-empty strings"),
     ],
 )

@@ -134,6 +134,13 @@ for _where in (os.environ.get("VERIFIER_RESULTS"), "."):
             pass
 os._exit(0)
 """
+# A conftest.py (pytest loads it as a plugin) that makes every collected test a no-op
+# before the runner pins the tests: what no runner can tell from an honest conftest.
+NO_OP_CONFTEST = """\
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.obj = lambda *args, **kwargs: None
+"""
 PADDING = "".join(f"def test_padding_{index}():\n    pass\n\n\n" for index in range(997))
 PLUGIN_INI = "[pytest]\naddopts = -p evil_plugin\n"
 DIST_METADATA = "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n"
@@ -208,14 +215,16 @@ ATTACKS: dict[str, dict[str, str | bytes]] = {
     },
     "a pytest.ini in the tests dir": {"tests/pytest.ini": PLUGIN_INI, "evil_plugin.py": FLIP},
     "an unchecked-hash .pyc of a trusted helper": {},  # filled in by the fixture
-    "a conftest.py at the root": {"conftest.py": FLIP},
-    "a conftest.py in the tests dir": {"tests/conftest.py": FLIP},
+    "a conftest.py at the root": {"conftest.py": NO_OP_CONFTEST},
+    "a conftest.py in the tests dir": {"tests/conftest.py": NO_OP_CONFTEST},
+    "a conftest.py turning failures into passes": {"tests/conftest.py": FLIP},
 }
 # What the runner alone cannot stop: pytest loads a conftest.py as a plugin.
 GUARDS_ONLY = {"a conftest.py at the root", "a conftest.py in the tests dir"}
 # Caught by a guard of the recommended gate: the reward is 0 (no_tamper: a plugin's hooks
 # in a module that is no conftest or test module).
 GATED = GUARDS_ONLY | {
+    "a conftest.py turning failures into passes",
     "padding tests beside the trusted ones",
     "a pytest.ini in the tests dir",
     "an unchecked-hash .pyc of a trusted helper",
@@ -379,6 +388,9 @@ def test_an_attack_scores_no_higher_than_the_untouched_repo(task: Task, attack: 
     alone, tests = graded(task.alone, case)
     if attack in GUARDS_ONLY:
         assert alone == 1.0  # the conftest worked: that is what the guard is for
+    elif attack == "a conftest.py turning failures into passes":  # the runner voids it too
+        assert alone == 0.0, tests["rationale"]
+        assert "passed, but its test body failed" in tests["rationale"], tests["rationale"]
     else:
         assert alone == pytest.approx(UNTOUCHED), tests["rationale"]
         assert tests["tests"]["passed"] == 1
@@ -401,6 +413,7 @@ REAL = [
     "an unchecked-hash .pyc of a trusted helper",
     "a conftest.py at the root",
     "a conftest.py in the tests dir",
+    "a conftest.py turning failures into passes",
 ]
 
 
@@ -853,6 +866,9 @@ def test_code_under_test_that_rewrites_pytest_counts_nothing(task: Task, attack:
         calc = IN_PROCESS_CALLS[attack] + "\n\n" + _BUGGY_SUB_MUL
     reward, tests = graded(task.gate, task.case(f"in-process {attack}", calc))
     assert reward == 0.0, tests["rationale"]
+    if attack == "the test module's expected helper rebound":  # its frame's globals are
+        assert "0 of 3 listed tests passed" in tests["rationale"]  # read only: it fails
+        return
     assert tests["rationale"].startswith(
         "the code under test tampered with the verifier's pytest run, so no test counts (exit 7): "
     ), tests["rationale"]

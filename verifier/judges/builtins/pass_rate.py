@@ -66,6 +66,7 @@ from verifier.judges.builtins.reports import (
 from verifier.judges.builtins.runners import (
     PYTEST_TAMPERED_MARK,
     RUNNERS,
+    PytestOptions,
     RunnerPlan,
     ini_problem,
     plan_runner,
@@ -177,6 +178,14 @@ PLUGINS = Key(
         "off), e.g. pytest_timeout"
     ),
 )
+NATIVE_MODULES = Key(
+    "native_modules",
+    Words(
+        description="runner pytest: the repo's files or dirs whose native extension "
+        "modules may load (modules built in place); any other one the tests load voids "
+        "the run"
+    ),
+)
 ARGUMENTS = (
     REPORT,
     FORMAT,
@@ -194,10 +203,11 @@ ARGUMENTS = (
     ARGS,
     INI,
     PLUGINS,
+    NATIVE_MODULES,
 )
 ONE_SOURCE = (("report", "runner"),)
-_RUNNER_ONLY = ("executable", "paths", "args", "ini", "plugins")
-_PYTEST_ONLY = ("ini", "plugins")
+_RUNNER_ONLY = ("executable", "paths", "args", "ini", "plugins", "native_modules")
+_PYTEST_ONLY = ("ini", "plugins", "native_modules")
 _ID_SHAPES = {
     "pytest": ("::", "a pytest node id (path::name)"),
     "go": ("/", "a go test id (Package/TestName)"),
@@ -241,6 +251,11 @@ def check_arguments(given: Mapping[str, Any], bound: dict[str, Any], at: Locator
         for name in ("format", "command", "provide", *(_PYTEST_ONLY if runner == "go" else ())):
             if name in given:
                 raise at.child(name).error(f"does not go with runner: {runner}")
+    for native in bound["native_modules"] or ():
+        if native.startswith("/") or ".." in native.split("/"):
+            raise at.child("native_modules").error(
+                f"{native!r} must be a path inside the repo, relative to its root"
+            )
     clash = overlap(bound)
     if clash is not None:
         test, first, second = clash
@@ -303,6 +318,7 @@ def grade_tests(
     args: tuple[str, ...] | None,
     ini: PurePosixPath | None,
     plugins: tuple[str, ...] | None,
+    native_modules: tuple[str, ...] | None,
     provide: dict[str, Any] | None,
 ) -> Graded:
     """Get the report (run the runner or the command when there is one), and judge it."""
@@ -310,8 +326,12 @@ def grade_tests(
     listed = TrustedTests.of(lists)
     judge = functools.partial(judge_reading, min_tests=min_tests, listed=listed)
     if runner is not None:
-        trusted_ini = context.config_dir / ini if ini is not None else None
-        plan = plan_runner(runner, executable, paths, args, trusted_ini, plugins, listed)
+        options = PytestOptions(
+            ini=context.config_dir / ini if ini is not None else None,
+            plugins=plugins or (),
+            native_modules=native_modules or (),
+        )
+        plan = plan_runner(runner, executable, paths, args, options, listed)
         return run_tests(context.command_sandbox, context.case_dir, plan, timeout, env, judge)
     assert report is not None  # one of report and runner: Builtin.bind
     if command is None:

@@ -32,25 +32,50 @@ What the case cannot change, and how:
   then ends the run before this script could write the real one) does not verify.
 
 The code under test runs in this process, so it could rewrite pytest from inside (the
-well-known tricks: register a plugin that turns failures into passes, patch TestReport
-or the runner, add an implementation to a hook, swap a test's code). Integrity pins,
-before any code of the case runs, what the outcomes rest on: the functions (their
-code, defaults and closures), classes and modules of pytest, pluggy, the author's
-plugins and this script, the builtins and the standard modules the report is written
-with; before the first conftest, pluggy's hook callers and implementations; when
-collection ends, each collected test's function and the callables bound in the test
-modules, and the helpers they imported from beside them checked (check_helpers).
-When each test is torn down (what honest tests monkeypatch is restored by then) it
-checks pytest's core, the hooks and that test; after the run, all of it. A hook
-implemented by anything but pytest, pluggy, a plugin, a module installed in the
-toolchain, a conftest, a test module, or a module a conftest's or test module's
-`pytest_plugins` names (each defined in the source of a file there before the run), or
-any pinned object that changed, voids the run: no report is written, the facts go to
-stderr after TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a
-failure. This raises the bar; it is no proof: code written against this very script
-(its records, its signing key in the interpreter's memory), standard or installed
-modules the tests use rewritten before they use them, and values that compare equal to
-anything remain (docs/builtins.md, "Limits").
+well-known tricks: a trace function that flips each failed report as pluggy hands it
+to the hooks, a plugin that turns failures into passes, TestReport or the runner
+patched, a test's code swapped, a value equal to anything). Four layers, each set up
+before any code of the case runs:
+
+- The audit hook (Audit; sys.addaudithook: nothing removes it). Code of the case (a
+  file in the working dir that is not a trusted test, a conftest or a helper beside the
+  tests) that installs a trace or profile function (sys.settrace, sys.setprofile,
+  threading's, sys.monitoring), reaches frames (sys._current_frames, a traceback's,
+  generator's or coroutine's frame) or every live object (gc.get_objects,
+  get_referrers, get_referents), uses ctypes, or sets a function's code, or a trusted
+  function's defaults or a trusted object's class, is refused (the call raises) and the
+  fact kept; so is any native module loaded from the working dir but those the author
+  names (--native). sys._getframe gives code of the case a FrameView (code, line, read
+  only globals: what libraries name their module with), never a frame. Who did it is
+  the calling frame, past the standard functions that only hand things on.
+- The run's records (Run) live behind the audit hook: the plugin pytest calls
+  (Forwarder) keeps nothing and hands each hook's arguments to it through sys.audit,
+  taken only from the Forwarder's own code called under pytest (no code of the case on
+  the stack). Nothing the case reaches through pytest's objects (its config is in a
+  class attribute) holds an outcome, a fact or the signing key (main() alone does).
+- Report states are checked when written: a call that passed must have a body that ran
+  and raised nothing; a report's outcome must not change between pytest making it and
+  logging it, nor after; a test with no call reported did not pass.
+- Integrity pins what the outcomes rest on: the functions (their code, defaults and
+  closures), classes and modules of pytest, pluggy, the author's plugins and this
+  script, the builtins and the standard modules the report is written with; before the
+  first conftest, pluggy's hook callers and implementations; when collection ends,
+  each collected test's function and the callables bound in the test modules, and the
+  helpers they imported from beside them checked (check_helpers). When each test is
+  torn down (what honest tests monkeypatch is restored by then) it checks pytest's
+  core, the hooks and that test; after the run, all of it. A hook implemented by
+  anything but pytest, pluggy, a plugin, a module installed in the toolchain, a
+  conftest, a test module, or a module a conftest's or test module's `pytest_plugins`
+  names (each defined in the source of a file there before the run), or any pinned
+  object that changed, voids the run.
+
+A fact of any layer voids the run: no report is written, the facts go to stderr after
+TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a failure. And each
+`assert` of a test module compares through Assertions: a value of the case that claims
+equality (or an ordering) with a decoy too is compared by the other side's rules.
+This raises the bar; it is no proof: code written against this very script, standard
+or installed modules the tests use rewritten before they use them, and what standard
+or installed code hands on to the case remain (docs/builtins.md, "Limits").
 
 What it cannot stop, and the recommended gate's guards must: a `conftest.py` (pytest
 imports it as a plugin).
@@ -64,16 +89,20 @@ fault of the toolchain (an error) from what the case did (a failure).
 import ast
 import builtins
 import contextlib
+import functools
 import hashlib
 import hmac
 import importlib
 import importlib.machinery
 import json
+import operator
 import os
 import sys
 import tempfile
 import time
 import types
+from _thread import get_ident as _get_ident
+from itertools import repeat
 
 PROBE_FAILED = 3
 TAMPERED = 7  # the code under test tampered with the run: no report is written
@@ -118,12 +147,122 @@ _CORE = (
     "pluggy",
 )  # pinned and checked at each test
 _MAX_FOUND = 20  # facts of tampering named
+_audit = sys.audit
+_real_getframe = sys._getframe  # the launcher's own (a test may take sys._getframe away)
+# What the audit hook looks at (besides the Forwarder's events): all else returns at once.
+_WATCHED = (
+    "import",
+    "object.__getattr__",
+    "object.__setattr__",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys._getframe",
+    "sys._current_frames",
+    "sys._current_exceptions",
+    "sys.monitoring.register_callback",
+    "sys.addaudithook",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "ctypes.addressof",
+    "ctypes.call_function",
+    "ctypes.cdata",
+    "ctypes.cdata/buffer",
+    "ctypes.create_string_buffer",
+    "ctypes.create_unicode_buffer",
+    "ctypes.dlopen",
+    "ctypes.dlsym",
+    "ctypes.dlsym/handle",
+    "ctypes.get_errno",
+    "ctypes.get_last_error",
+    "ctypes.PyObj_FromPtr",
+    "ctypes.set_errno",
+    "ctypes.set_exception",
+    "ctypes.set_last_error",
+    "ctypes.string_at",
+    "ctypes.wstring_at",
+    "pytest_launcher.of_case",
+    "pytest_launcher.getframe",
+)
+_FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+_REPLACED_ATTRIBUTES = frozenset(
+    ("__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__")
+)
+_AUDIT_WORDS = {
+    "gc.get_objects": "reached every live object (gc.get_objects)",
+    "gc.get_referrers": "reached live objects (gc.get_referrers)",
+    "gc.get_referents": "reached live objects (gc.get_referents)",
+    "sys.monitoring.register_callback": "installed a monitoring callback (sys.monitoring)",
+    "sys.addaudithook": "added an audit hook",
+}
+# Read through type's own descriptors: a metaclass of the case's cannot answer for them.
+_type_mro = type.__dict__["__mro__"].__get__
+_type_dict = type.__dict__["__dict__"].__get__
+_type_flags = type.__dict__["__flags__"].__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_CONTENTS = operator.attrgetter("cell_contents")
+_IMPLEMENTED = operator.attrgetter("function")
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
+_MAX_DEPTH = 50  # containers compared element by element, nested
+_SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None)))
+_SYMBOLS = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
+_ORDERINGS = {  # symbol: (its method, the reflected one, the operator)
+    "<": ("__lt__", "__gt__", operator.lt),
+    "<=": ("__le__", "__ge__", operator.le),
+    ">": ("__gt__", "__lt__", operator.gt),
+    ">=": ("__ge__", "__le__", operator.ge),
+}
+_RELATIONS = {
+    "==": operator.eq,
+    "!=": lambda value, decoy: not operator.ne(value, decoy),  # claims equality
+    **{symbol: relation for symbol, (_, _, relation) in _ORDERINGS.items()},
+}
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_LEAST = {int: -(10**100), float: float("-inf"), str: "", bytes: b"", tuple: (), list: []}
+_GREATEST = {int: 10**100, float: float("inf")}
+_PLAIN = {  # a builtin base: its value of an instance of a subclass, by its own methods
+    int: int.__int__,
+    float: float.__float__,
+    complex: lambda value: complex(
+        complex.__dict__["real"].__get__(value), complex.__dict__["imag"].__get__(value)
+    ),
+    str: str.__str__,
+    bytes: lambda value: bytes.__getitem__(value, slice(None)),
+    tuple: lambda value: tuple.__getitem__(value, slice(None)),
+    list: lambda value: list.__getitem__(value, slice(None)),
+    dict: dict.copy,
+    set: set.copy,
+    frozenset: frozenset.copy,
+}
+# Values that compare equal to much by design: (module, class, the name a test uses).
+_MATCHERS = (
+    ("unittest.mock", "_ANY", "ANY"),
+    ("unittest.mock", "NonCallableMock", "Mock"),
+    ("_pytest.python_api", "ApproxBase", "approx"),
+    ("_pytest.approx", "ApproxBase", "approx"),
+)
 
 
 def main(argv):
     signer = _take_signer()
     options, pytest_args = _parse(argv)
     workdir = os.getcwd()
+    if options["probe"]:
+        return _probe(workdir, options, pytest_args)
+    found = []  # facts of tampering: behind the audit hook, as is all of the run's state
+    provenance = Provenance(workdir)
+    run = Run(workdir, bool(options["ini"]), provenance, found)
+    audit = Audit(provenance, tuple(options["native"]), found, sys._getframe(), run)
+    sys.addaudithook(audit.hook())  # first, before anything of the case: it stays
     _isolate(workdir)
     try:
         pytest = _import_trusted()
@@ -131,8 +270,56 @@ def main(argv):
     except Exception as error:  # the toolchain cannot run pytest: no case is involved yet
         sys.stderr.write(f"the toolchain cannot import pytest or its plugins: {error!r}\n")
         return PROBE_FAILED
+    sys._getframe = _getframe
+    pytest_args = _fresh_rewrite_cache(pytest_args)
+    for path in _given_paths(pytest_args, workdir):
+        provenance.trust_tests(path)
+    run.assertions = _strict_assertions(Assertions())
+    forwarder = Forwarder(pytest)
+    run.integrity = Integrity(workdir, plugins, found, audit.touched)
+    report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
+    # Taken before the case runs: what it may rebind later is checked, never called.
+    finish, document, say, write = run.finish, run.document, os.write, _write
+    own = (finish.__func__.__code__, document.__func__.__code__)
+    sys.meta_path.append(_CaseRoot(workdir))
+    code = pytest.main([*_fixed(workdir, options), *pytest_args], plugins=[forwarder, *plugins])
+    finish()
+    if finish.__func__.__code__ is not own[0] or document.__func__.__code__ is not own[1]:
+        found.append("the launcher's own checks were rewritten")
+    if found:  # nothing the case could have rebound writes it: the facts go to stderr
+        say(2, ("\n" + TAMPERED_MARK + "; ".join(found[:_MAX_FOUND]) + "\n").encode())
+        return TAMPERED
+    data = document(pytest, code)
+    if signer is not None:
+        mac = signer.copy()
+        mac.update(data)
+        write(report + ".sig", mac.hexdigest().encode("ascii"))
+    write(report, data)
+    return int(code)
+
+
+def _probe(workdir, options, pytest_args):
+    """The same imports and arguments in an empty dir, collecting nothing. No testpaths:
+    in an empty dir they match nothing, and pytest warns of that (an error under the
+    ini's `filterwarnings = error`)."""
+    _isolate(workdir)
+    try:
+        pytest = _import_trusted()
+        plugins = [importlib.import_module(name) for name in options["plugins"]]
+    except Exception as error:
+        sys.stderr.write(f"the toolchain cannot import pytest or its plugins: {error!r}\n")
+        return PROBE_FAILED
+    probe = [*_fixed(workdir, options), "--collect-only", "-o", "testpaths=", *pytest_args]
+    code = pytest.main(probe, plugins=plugins)
+    if int(code) in (0, 5):  # 5: no tests collected, as in an empty dir
+        return 0
+    sys.stderr.write(f"pytest refused to run with these arguments (exit {int(code)})\n")
+    return PROBE_FAILED
+
+
+def _fixed(workdir, options):
     ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), options["ini"])
-    fixed = [
+    return [
         "-c",
         ini if options["ini"] else os.devnull,
         "--rootdir",
@@ -144,33 +331,18 @@ def main(argv):
         "no:cacheprovider",
         "--color=no",
     ]
-    if options["probe"]:
-        # No testpaths: in an empty dir they match nothing, and pytest warns of that
-        # (an error under the ini's `filterwarnings = error`).
-        probe = [*fixed, "--collect-only", "-o", "testpaths=", *pytest_args]
-        code = pytest.main(probe, plugins=plugins)
-        if int(code) in (0, 5):  # 5: no tests collected, as in an empty dir
-            return 0
-        sys.stderr.write(f"pytest refused to run with these arguments (exit {int(code)})\n")
-        return PROBE_FAILED
-    pytest_args = _fresh_rewrite_cache(pytest_args)
-    found = []
-    integrity = Integrity(workdir, plugins, found)
-    reporter = Reporter(workdir, bool(options["ini"]), signer, integrity)
-    report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
-    # Taken before the case runs: what it may rebind later is checked, never called.
-    check, write, say = integrity.check_all, reporter.write, os.write
-    own = (check.__func__.__code__, write.__func__.__code__)
-    sys.meta_path.append(_CaseRoot(workdir))
-    code = pytest.main([*fixed, *pytest_args], plugins=[reporter, *plugins])
-    check()
-    if check.__func__.__code__ is not own[0] or write.__func__.__code__ is not own[1]:
-        found.append("the launcher's own checks were rewritten")
-    if found:  # nothing the case could have rebound writes it: the facts go to stderr
-        say(2, ("\n" + TAMPERED_MARK + "; ".join(found[:_MAX_FOUND]) + "\n").encode())
-        return TAMPERED
-    write(report, pytest, code)
-    return int(code)
+
+
+def _given_paths(pytest_args, workdir):
+    """The files and dirs among pytest's arguments (a node id's file): the tests."""
+    paths = []
+    for argument in pytest_args:
+        if argument.startswith("-"):
+            continue
+        path = os.path.join(workdir, argument.split("::", 1)[0])
+        if _within(path, workdir) and os.path.exists(path):
+            paths.append(path)
+    return paths
 
 
 def _take_signer():
@@ -193,9 +365,9 @@ def _take_signer():
 
 
 def _parse(argv):
-    """--report NAME, --ini NAME, --plugin MODULE (repeated), --probe, then `--` and
-    pytest's own arguments."""
-    options = {"report": "ctrf.json", "ini": "", "plugins": [], "probe": False}
+    """--report NAME, --ini NAME, --plugin MODULE (repeated), --native GLOB (repeated),
+    --probe, then `--` and pytest's own arguments."""
+    options = {"report": "ctrf.json", "ini": "", "plugins": [], "native": [], "probe": False}
     rest = list(argv)
     while rest:
         item = rest.pop(0)
@@ -203,10 +375,12 @@ def _parse(argv):
             break
         if item == "--probe":
             options["probe"] = True
-        elif item in ("--report", "--ini", "--plugin") and rest:
+        elif item in ("--report", "--ini", "--plugin", "--native") and rest:
             value = rest.pop(0)
             if item == "--plugin":
                 options["plugins"].append(value)
+            elif item == "--native":
+                options["native"].append(value)
             else:
                 options[item[2:]] = value
         else:
@@ -305,6 +479,718 @@ def _import_trusted():
     return pytest
 
 
+class Provenance:
+    """Whose code a file holds: the case's (in the working dir), or trusted: the test
+    files pytest collects (or is given) and what lies beside and beneath them (unless
+    that is the root: tests inside a package of the code trust that package's tests dir,
+    not the package), conftest.py files, and everything outside the working dir."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.prefix = workdir.rstrip(os.sep) + os.sep
+        self.test_files = set()
+        self.test_dirs = []  # prefixes, each ending with os.sep
+
+    def trust_tests(self, path):
+        """A test file of the run (given, or collected as a test module): it, and its dir
+        with what is beneath it (its helpers), unless that is the root. A dir given as a
+        path is trusted through the test modules collected in it (it may hold the code)."""
+        path = os.path.abspath(path)
+        if not os.path.isfile(path):
+            return
+        self.test_files.add(path)
+        directory = os.path.dirname(path)
+        if directory != self.workdir and _within(directory, self.workdir):
+            prefix = directory.rstrip(os.sep) + os.sep
+            if prefix not in self.test_dirs:
+                self.test_dirs.append(prefix)
+
+    def of_case(self, filename):
+        """A code object's filename (or a module's file) is the case's. A name that is not
+        a path (None, relative) counts as the case's: only the case adds such entries."""
+        if type(filename) is not str or not filename.startswith(os.sep):
+            return True
+        if not filename.startswith(self.prefix):
+            return False
+        if filename in self.test_files or filename.endswith(os.sep + "conftest.py"):
+            return False
+        return not any(filename.startswith(prefix) for prefix in self.test_dirs)
+
+
+def _pseudo(filename):
+    """A code object's filename that names no file: compiled from a string, frozen."""
+    return type(filename) is str and filename.startswith("<")
+
+
+class FrameView:
+    """What code of the case gets from sys._getframe (and inspect.currentframe): a
+    frame's code, line and module globals (read only), and a view of its caller; never
+    the frame itself (its locals, their objects, its trace)."""
+
+    __slots__ = ("f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno")
+
+    def __init__(self, frame, back):
+        self.f_back = back
+        self.f_builtins = types.MappingProxyType(frame.f_builtins)
+        self.f_code = frame.f_code
+        self.f_globals = types.MappingProxyType(frame.f_globals)
+        self.f_lasti = frame.f_lasti
+        self.f_lineno = frame.f_lineno
+
+
+def _view(frame):
+    chain = []
+    while frame is not None:
+        chain.append(frame)
+        frame = frame.f_back
+    view = None
+    for frame in reversed(chain):
+        view = FrameView(frame, view)
+    return view
+
+
+def _getframe(depth=0):
+    """sys._getframe while the case can run: the frame for trusted code, a FrameView for
+    code of the case (the audit hook answers; it refuses the real one to the case)."""
+    depth = operator.index(depth)
+    answer = []
+    _audit("pytest_launcher.getframe", depth, answer)
+    if not answer or answer[0] is None:
+        raise ValueError("call stack is not deep enough")
+    return answer[0]
+
+
+class Audit:
+    """The audit hook (sys.addaudithook: no code can remove it), installed before
+    anything of the case can run. Code of the case that installs a trace or profile
+    function, reaches a frame or every live object, loads ctypes, replaces a function's
+    code, or loads a native module from the working dir (unless the author allows it)
+    is refused (the call raises) and the fact kept: the run is void.
+
+    Who did it is the frame that called the audited function, past the standard
+    library's functions that only hand frames or tracers on (inspect.currentframe,
+    traceback.walk_tb, threading.settrace_all_threads, bdb, ctypes, the import system)
+    and past code that names no file (compiled from a string): standard or installed
+    code doing these things for honest code (logging, namedtuple, typing, pytest's own
+    tracebacks) is not the case's."""
+
+    def __init__(self, provenance, native, facts, main, run):
+        self.provenance = provenance
+        self.native = native  # the repo's files and dirs whose native modules may load
+        self.facts = facts
+        self.main = main  # the launcher's main(): pytest's calls of the Forwarder are under it
+        self.run = run
+        self.touched = {}  # id -> each function whose code or defaults were set since
+        self.known = {}  # id -> a code object found not to be the case's (accept)
+        stdlib = os.path.dirname(os.__file__) + os.sep
+
+        def files(*names):
+            return frozenset(stdlib + name for name in names)
+
+        self.trace_files = files(
+            "threading.py", "bdb.py", "pdb.py", "trace.py", "cProfile.py", "profile.py"
+        )
+        self.import_files = files("importlib" + os.sep + "__init__.py")
+        self.ctypes_dir = stdlib + "ctypes" + os.sep
+        inspect, traceback = stdlib + "inspect.py", stdlib + "traceback.py"
+        logging = stdlib + "logging" + os.sep + "__init__.py"
+        # Functions that hand the frames they reach to their caller.
+        self.frame_functions = frozenset(
+            [
+                (inspect, "currentframe"),
+                (inspect, "stack"),
+                (inspect, "trace"),
+                (inspect, "getinnerframes"),
+                (traceback, "walk_stack"),
+                (traceback, "walk_tb"),
+                (logging, "<lambda>"),  # logging.currentframe
+            ]
+        )
+
+    def hook(self):
+        """The hook function: a closure over this object and what it calls, so that
+        nothing the case can reach from a module rebinds them."""
+        watched = _AUDITED
+        frame_attributes, replaced_attributes = _FRAME_ATTRIBUTES, _REPLACED_ATTRIBUTES
+        judge, accept, run, frame_for = self.judge, self.accept, self.run, self.frame_for
+        of_case = self.provenance.of_case
+        forwarded = dict(_FORWARDED)
+        unchecked = _UNCHECKED
+        handlers = {event: getattr(run, event.split(".", 1)[1]) for event in forwarded}
+        facts = self.facts
+        busy = set()
+        get_ident = _get_ident
+        getframe = sys._getframe
+
+        def audit(event, args):
+            if event not in watched:
+                return
+            if event == "object.__getattr__":  # reading __code__ and the like: often
+                if args[1] not in frame_attributes:
+                    return
+            elif event == "object.__setattr__":
+                if args[1] not in replaced_attributes:
+                    return
+            elif event == "import":  # a native module has a file; ctypes is by name
+                if args[1] is None and args[0] not in ("ctypes", "_ctypes"):
+                    return
+            elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
+                args[1].append(of_case(args[0]))
+                return
+            elif event in unchecked:  # what these say can only lower the outcomes
+                try:
+                    handlers[event](*args)
+                except Exception as error:
+                    fact = f"the launcher could not record {event}: {error!r}"[:500]
+                    if len(facts) < _MAX_FOUND and fact not in facts:
+                        facts.append(fact)
+                return
+            ident = get_ident()
+            if ident in busy:  # an event of the hook's own making
+                return
+            busy.add(ident)
+            try:
+                if event == "pytest_launcher.getframe":  # _getframe asks (depth, answer)
+                    args[1].append(frame_for(args[0], getframe(1)))
+                    return
+                if event in forwarded:
+                    fact = accept(event, forwarded[event], getframe(1))
+                else:
+                    fact = judge(event, args, getframe(1))
+            finally:
+                busy.discard(ident)
+            if fact is None and event in forwarded:
+                try:  # outside `busy`: what code of the case does in there is audited
+                    handlers[event](*args)
+                except Exception as error:
+                    fact = f"the launcher could not record {event}: {error!r}"[:500]
+                else:
+                    return
+            if fact is not None:
+                if len(facts) < _MAX_FOUND and fact not in facts:
+                    facts.append(fact)
+                if event in forwarded:
+                    return  # not taken; the run is void
+                raise (ImportError if event == "import" else RuntimeError)(
+                    "pytest_launcher: refused: " + fact
+                )
+
+        return audit
+
+    def frame_for(self, depth, frame):
+        """sys._getframe(depth) for whoever asked (through _getframe, or sys.audit
+        itself): the frame, or for code of the case a FrameView of it; None when the
+        stack is not that deep."""
+        asker = frame.f_back if frame.f_code is _getframe.__code__ else frame
+        target = asker
+        for _ in range(depth if type(depth) is int else 0):
+            target = target.f_back if target is not None else None
+        if target is None:
+            return None
+        culprit = self.culprit(asker, skip_functions=self.frame_functions)
+        if culprit is not None and self.provenance.of_case(culprit.f_code.co_filename):
+            return _view(target)
+        return target
+
+    def accept(self, event, code, frame):
+        """None when pytest called the Forwarder: the event comes from its function for
+        it, and every frame between it and main() names a file that is not the case's."""
+        if frame is None or frame.f_code is not code:
+            return f"an event of the launcher's records was forged ({event})"
+        frame = frame.f_back
+        known = self.known
+        while frame is not None and frame is not self.main:
+            code = frame.f_code
+            if known.get(id(code)) is not code:
+                filename = code.co_filename
+                if self.provenance.of_case(filename) and not filename.startswith("<frozen "):
+                    culprit = _short(self, filename) if type(filename) is str else "the case"
+                    return f"{culprit} called pytest's hooks itself ({event})"
+                known[id(code)] = code  # trusted code stays trusted
+            frame = frame.f_back
+        if frame is None:
+            return f"pytest's hooks were called outside its run ({event})"
+        return None
+
+    def judge(self, event, args, frame):
+        """The fact of tampering this event is, or None."""
+        if event == "import":
+            return self.judge_import(args, frame)
+        if event == "object.__getattr__":
+            if args[1] not in _FRAME_ATTRIBUTES:
+                return None
+            culprit = self.culprit(frame, skip_files=(), skip_functions=self.frame_functions)
+            return self.fact(culprit, f"reached a frame ({args[1]})")
+        if event == "object.__setattr__":
+            return self.judge_setattr(args, frame)
+        if event in ("sys.settrace", "sys.setprofile"):
+            culprit = self.culprit(frame, skip_files=self.trace_files)
+            if culprit is None:  # a new thread starts with what threading.settrace was given
+                return self.judge_thread_hook(event)
+            return self.fact(culprit, f"installed a trace or profile function ({event})")
+        if event.startswith("ctypes."):
+            culprit = self.culprit(frame, skip_dir=self.ctypes_dir)
+            return self.fact(culprit, f"used ctypes ({event})")
+        if event in ("sys._getframe", "sys._current_frames", "sys._current_exceptions"):
+            culprit = self.culprit(frame, skip_functions=self.frame_functions)
+            return self.fact(culprit, f"reached a frame ({event})")
+        culprit = self.culprit(frame)
+        return self.fact(culprit, _AUDIT_WORDS.get(event, event))
+
+    def judge_thread_hook(self, event):
+        threading = sys.modules.get("threading")
+        if type(threading) is not _MODULE:
+            return None
+        name = "_trace_hook" if event == "sys.settrace" else "_profile_hook"
+        filename = _callable_file(vars(threading).get(name))
+        if filename is None or not self.provenance.of_case(filename):
+            return None
+        return f"{_short(self, filename)} installed a trace or profile function ({event}, threads)"
+
+    def judge_import(self, args, frame):
+        name, filename = args[0], args[1]
+        if type(filename) is str and _within(filename, self.provenance.workdir):
+            workdir = self.provenance.workdir
+            relative = os.path.relpath(filename, workdir)
+            if not any(_within(filename, os.path.join(workdir, path)) for path in self.native):
+                return (
+                    f"the native module {relative} of the repo was loaded (an author "
+                    "whose repo holds extension modules built in place names them in "
+                    "`native_modules`)"
+                )
+            return None
+        if name in ("ctypes", "_ctypes"):
+            culprit = self.culprit(frame, skip_dir=self.ctypes_dir)
+            return self.fact(culprit, "imported ctypes")
+        return None
+
+    def judge_setattr(self, args, frame):
+        target, name = args[0], args[1]
+        if name in ("__code__", "__defaults__", "__kwdefaults__") and type(target) is _FUNCTION:
+            self.touched[id(target)] = target  # by anyone: the pins compare these alone
+        if name == "__code__":
+            return self.fact(self.culprit(frame), "replaced a function's code (__code__)")
+        if name in ("__defaults__", "__kwdefaults__") and type(target) is _FUNCTION:
+            if self.provenance.of_case(target.__code__.co_filename):
+                return None
+            return self.fact(self.culprit(frame), f"changed a trusted function's {name}")
+        if name in ("__class__", "__bases__"):
+            owner = target if name == "__bases__" else type(target)
+            if _class_of_case(self.provenance, owner):
+                return None
+            return self.fact(self.culprit(frame), f"changed the {name} of a trusted object")
+        return None
+
+    def culprit(self, frame, skip_files=(), skip_functions=(), skip_dir=None):
+        """The first frame from `frame` outwards that is not the import system's, not a
+        function that only hands things on (skipped), and names a file: None when there
+        is none."""
+        while frame is not None:
+            code = frame.f_code
+            filename = code.co_filename
+            if type(filename) is not str:
+                return frame
+            skip = (
+                _pseudo(filename)
+                or filename in self.import_files
+                or filename in skip_files
+                or (skip_dir is not None and filename.startswith(skip_dir))
+                or (filename, code.co_name) in skip_functions
+            )
+            if not skip:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def fact(self, culprit, what):
+        if culprit is None:
+            return None
+        filename = culprit.f_code.co_filename
+        if not self.provenance.of_case(filename):
+            return None
+        return f"{_short(self, filename)}:{culprit.f_lineno} {what}"
+
+
+def _short(audit, filename):
+    """A file of the case, relative to the working dir."""
+    if type(filename) is str and _within(filename, audit.provenance.workdir):
+        return os.path.relpath(filename, audit.provenance.workdir)
+    return repr(filename)[:200]
+
+
+def _callable_file(value):
+    """The file of a function's (or bound method's) code; of another callable, its
+    class's module; None for None."""
+    if value is None:
+        return None
+    for _ in range(3):
+        if type(value) is _METHOD:
+            value = value.__func__
+        if type(value) is _FUNCTION:
+            return value.__code__.co_filename
+        if type(value) is functools.partial:
+            value = value.func
+            continue
+        break
+    kind = type(value)
+    if not _type_flags(kind) & _HEAPTYPE:
+        return os.__file__  # a type defined in C (coverage's tracer): trusted
+    return _module_file(kind)
+
+
+def _module_file(kind):
+    """The file of the module a class says it is of ("" when it names none that has one)."""
+    name = _type_dict(kind).get("__module__")
+    module = sys.modules.get(name) if type(name) is str else None
+    path = vars(module).get("__file__") if type(module) is _MODULE else None
+    return path if type(path) is str else ""
+
+
+def _class_of_case(provenance, kind):
+    """A class the case defined (a class defined in C is not)."""
+    return bool(_type_flags(kind) & _HEAPTYPE) and provenance.of_case(_module_file(kind))
+
+
+class Assertions:
+    """The comparisons of a trusted test's `assert` (pytest's assertion rewriter, made to
+    call `compare`): a value whose equality (or ordering, or hash) the case's code
+    defines, compared with a value whose equality it does not (an int, a str, a
+    Fraction, a list of them, a value of the tests' own), is compared by that value's
+    rules, never asked itself; a value of a builtin type's subclass first becomes that
+    builtin's value. Values of the case compared with each other are compared as Python
+    does, and so is everything else. Inside lists, tuples, dicts and sets (and their
+    subclasses that keep the builtin's equality) each element is compared so.
+
+    `unittest.mock.ANY`, a Mock and pytest's approx are taken as the tests' own only in
+    a test module whose source names them (ANY, Mock, approx); elsewhere the code under
+    test made them, and they count as the case's."""
+
+    def __init__(self):
+        self.notes = []  # what a strict comparison decided, for the failing test's message
+        self.sources = {}  # test file -> its text
+
+    def compare(self, symbol, left, right):
+        """What pytest's rewritten `assert` evaluates for `left <symbol> right`."""
+        self.test_file = _real_getframe(1).f_code.co_filename
+        if symbol in ("==", "!="):
+            strict = self.equal(left, right, 0, symbol)
+            if strict is None:
+                return left == right if symbol == "==" else left != right
+            return strict if symbol == "==" else not strict
+        if symbol in ("in", "not in"):
+            strict = self.contains(right, left, 0)
+            if strict is None:
+                return left in right if symbol == "in" else left not in right
+            return strict if symbol == "in" else not strict
+        strict = self.order(symbol, left, right)
+        return _ORDERINGS[symbol][2](left, right) if strict is None else strict
+
+    def of_case(self, value, *names):
+        """Whether the case's code defines any of the special methods `names` for value
+        (the first class of its type's mro that has it), or value is a matcher the test
+        module does not name."""
+        kind = type(value)
+        for name in names:
+            for klass in _type_mro(kind):
+                namespace = _type_dict(klass)
+                if name in namespace:
+                    if _type_flags(klass) & _HEAPTYPE and self.defined_by_case(
+                        klass, namespace[name]
+                    ):
+                        return True
+                    break
+        return self.unnamed_matcher(kind)
+
+    def defined_by_case(self, klass, value):
+        if type(value) in (staticmethod, classmethod):
+            value = value.__func__
+        filename = None
+        if type(value) is _FUNCTION:
+            filename = value.__code__.co_filename
+        if filename is None or _pseudo(filename):  # compiled from a string: its class's
+            filename = _module_file(klass)
+        answer = []
+        _audit("pytest_launcher.of_case", filename, answer)
+        return answer == [True]
+
+    def unnamed_matcher(self, kind):
+        mro = _type_mro(kind)
+        for module, name, word in _MATCHERS:
+            found = sys.modules.get(module)
+            found = vars(found).get(name) if type(found) is _MODULE else None
+            if type(found) is type and found in mro:
+                return word not in self.source()
+        return False
+
+    def source(self):
+        filename = self.test_file
+        if filename not in self.sources:
+            try:
+                with open(filename, encoding="utf-8", errors="replace") as handle:
+                    self.sources[filename] = handle.read()
+            except (OSError, TypeError, ValueError):
+                self.sources[filename] = ""
+        return self.sources[filename]
+
+    def equal(self, left, right, depth, symbol="=="):
+        """None: Python's == stands (nothing of the case's is asked, or the value of the
+        case's that is tells a decoy from the other value); else whether they are equal
+        by the rules of the value the case did not define."""
+        if depth > _MAX_DEPTH:
+            return None
+        left_case = self.of_case(left, "__eq__", "__ne__")
+        right_case = self.of_case(right, "__eq__", "__ne__")
+        if left_case != right_case:
+            value, other = (left, right) if left_case else (right, left)
+            if not self.claims_anything(value, other, symbol):
+                return None
+            self.note(value, other, "__eq__" if symbol == "==" else "__ne__")
+            plain = _plain(value)
+            if plain is not value:
+                found = self.equal(plain, other, depth + 1)
+                return bool(plain == other) if found is None else found
+            if self.of_case(value, "__class__", "__getattribute__"):
+                return False  # it could pass for another type inside that type's __eq__
+            return _lookup(type(other), "__eq__")(other, value) is True
+        if left_case:
+            return None  # the case's values compared with each other
+        kinds = (_kind(left), _kind(right))
+        if kinds[0] is None or kinds[1] is None or kinds[0] != kinds[1]:
+            return None
+        if kinds[0] in (list, tuple):
+            return self.equal_sequences(_exact(left, kinds[0]), _exact(right, kinds[1]), depth)
+        return self.equal_keyed(left, right, kinds[0], depth)
+
+    def claims_anything(self, value, other, symbol):
+        """Whether value says it stands in the relation (value <symbol> x) to a decoy:
+        a fresh object, or a value of other's type that is not other (one past it, or
+        past every value for an ordering). A value that equals anything, or any int,
+        does; a value of the case's that compares honestly with other's type does not."""
+        relation = _RELATIONS[symbol]
+        for decoy in _decoys(other, symbol):
+            try:
+                if relation(value, decoy):
+                    return True
+            except Exception:  # refusing to compare with a decoy is honest
+                continue
+        return False
+
+    def equal_sequences(self, left, right, depth):
+        if all(type(item) in _SCALARS for item in left) and all(
+            type(item) in _SCALARS for item in right
+        ):
+            return None
+        if len(left) != len(right):
+            return False
+        return all(self.same(a, b, depth + 1) for a, b in zip(left, right))  # noqa: B905
+
+    def equal_keyed(self, left, right, kind, depth):
+        """Dicts (and sets): by lookup while no key is the case's, else pair by pair."""
+        if kind is dict:
+            left_items, right_items = list(dict.items(left)), list(dict.items(right))
+        else:
+            left_items = [(item, None) for item in _exact(left, kind)]
+            right_items = [(item, None) for item in _exact(right, kind)]
+        keys = [key for key, _ in left_items + right_items]
+        values = [value for _, value in left_items + right_items]
+        plain_keys = all(self.trusted_key(key) for key in keys)
+        if plain_keys and all(type(value) in _SCALARS for value in values):
+            return None
+        if len(left_items) != len(right_items):
+            return False
+        if plain_keys:
+            other = dict(right_items)
+            return all(
+                key in other and self.same(value, other[key], depth + 1)
+                for key, value in left_items
+            )
+        remaining = list(right_items)
+        for key, value in left_items:
+            for index, (other_key, other_value) in enumerate(remaining):
+                if self.same(key, other_key, depth + 1) and self.same(
+                    value, other_value, depth + 1
+                ):
+                    del remaining[index]
+                    break
+            else:
+                return False
+        return True
+
+    def trusted_key(self, key):
+        if type(key) in _SCALARS:
+            return True
+        if self.of_case(key, "__eq__", "__hash__"):
+            return False
+        if _kind(key) in (tuple, frozenset):
+            return all(self.trusted_key(item) for item in key)
+        return True
+
+    def same(self, left, right, depth):
+        """As Python compares two elements of a container: the same object, or equal."""
+        if left is right:
+            return True
+        found = self.equal(left, right, depth)
+        return bool(left == right) if found is None else found
+
+    def contains(self, container, item, depth):
+        """`item in container` for a list, tuple, set or dict (its keys): element by
+        element once the item or an element is the case's. Another container (a str,
+        one of the case's own) answers by its own rules."""
+        kind = _kind(container)
+        if kind is None:
+            return None
+        items = list(dict.keys(container)) if kind is dict else _exact(container, kind)
+        if self.trusted_key(item) and all(type(element) in _SCALARS for element in items):
+            return None
+        return any(self.same(item, element, depth + 1) for element in items)
+
+    def order(self, symbol, left, right):
+        forward, reflected, _ = _ORDERINGS[symbol]
+        left_case = self.of_case(left, forward)
+        right_case = self.of_case(right, reflected)
+        if left_case == right_case:
+            return None
+        value, other = (left, right) if left_case else (right, left)
+        seen = symbol if left_case else _MIRRORED[symbol]  # as the value sees it
+        if not self.claims_anything(value, other, seen):
+            return None
+        self.note(value, other, forward if left_case else reflected)
+        plain = _plain(value)
+        if plain is not value:
+            pair = (plain, right) if left_case else (left, plain)
+            found = self.order(symbol, *pair)
+            return bool(_ORDERINGS[symbol][2](*pair)) if found is None else found
+        if self.of_case(value, "__class__", "__getattribute__"):
+            return False
+        if left_case:
+            return _lookup(type(right), reflected)(right, left) is True
+        return _lookup(type(left), forward)(left, right) is True
+
+    def note(self, value, other, method):
+        other = _type_name(type(other))
+        note = (
+            f"the verifier compared {_type_name(type(value))} (of the code under test) "
+            f"with {other} by {other}'s rules, not asking its {method}"
+        )
+        if len(self.notes) < 3 and note not in self.notes:
+            self.notes.append(note)
+
+
+class _Decoy:
+    """A value nothing honest equals or orders against."""
+
+    __slots__ = ()
+
+
+def _decoys(other, symbol):
+    """Values that `value <symbol> decoy` holds for only when value claims it of
+    anything: a fresh object; for ==, != a value of other's type that is not other; for
+    an ordering, of other's type, one beyond every value that ordering allows."""
+    decoys = [_Decoy()]
+    kind = type(other)
+    if symbol in ("==", "!="):
+        if kind is bool:
+            decoys.append(not other)
+        elif kind in (int, float, complex) or _numeric(kind):
+            with contextlib.suppress(Exception):
+                decoys += [other + 1, -other - 7]
+        elif kind in (str, bytes, tuple, list):
+            decoys.append(other + kind((_Decoy(),) if kind in (tuple, list) else "\x00"))
+        elif kind in (set, frozenset):
+            decoys.append(other | {_Decoy()})
+        elif kind is dict:
+            decoys.append({**other, _Decoy(): None})
+    elif symbol in ("<", "<=") and kind in _LEAST:
+        decoys.append(_LEAST[kind])
+    elif symbol in (">", ">=") and kind in _GREATEST:
+        decoys.append(_GREATEST[kind])
+    return decoys
+
+
+def _numeric(kind):
+    """fractions.Fraction or decimal.Decimal (values one can add 1 to)."""
+    for module, name in (("fractions", "Fraction"), ("decimal", "Decimal")):
+        found = sys.modules.get(module)
+        if type(found) is _MODULE and vars(found).get(name) is kind:
+            return True
+    return False
+
+
+def _lookup(kind, name):
+    """The special method `name` of a type, as Python finds it (its mro's dicts)."""
+    for klass in _type_mro(kind):
+        namespace = _type_dict(klass)
+        if name in namespace:
+            return namespace[name]
+    return lambda *arguments: NotImplemented
+
+
+def _kind(value):
+    """list, tuple, dict, set or frozenset when value compares as that builtin does
+    (an instance of it, or of a subclass that keeps its __eq__); else None."""
+    for klass in _type_mro(type(value)):
+        if "__eq__" in _type_dict(klass):
+            if klass in (list, tuple, dict):
+                return klass
+            return set if klass in (set, frozenset) else None
+    return None
+
+
+def _exact(value, kind):
+    """The items of a list, tuple or set (of a subclass too) as the builtin holds them."""
+    if kind in (list, tuple):
+        return kind.__getitem__(value, slice(None))
+    if set in _type_mro(type(value)):
+        return list(set.__iter__(value))
+    return list(frozenset.__iter__(value))
+
+
+def _plain(value):
+    """The value of a builtin type the case's subclass of it holds (its own methods not
+    asked), or value itself."""
+    for klass in _type_mro(type(value))[1:]:
+        if klass in _PLAIN:
+            return _PLAIN[klass](value)
+    return value
+
+
+def _type_name(kind):
+    module, name = _type_dict(kind).get("__module__"), _type_qualname(kind)
+    if type(module) is str and module != "builtins":
+        return f"{module}.{name}"
+    return name
+
+
+def _strict_assertions(assertions):
+    """pytest's assertion rewriter made to compare through `assertions.compare` (an
+    `is` stays as it is); without a rewriter (pytest before 6: --assert=plain) nothing."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return assertions
+    rewriter = rewrite.AssertionRewriter
+    original = rewriter.visit_Compare
+    symbols = _SYMBOLS
+
+    def visit_Compare(self, comp):
+        start = len(self.statements)
+        result = original(self, comp)
+        for statement in self.statements[start:]:
+            value = getattr(statement, "value", None)
+            if type(statement) is not ast.Assign or type(value) is not ast.Compare:
+                continue
+            if len(value.ops) != 1 or type(value.ops[0]) not in symbols:
+                continue
+            symbol = ast.Constant(symbols[type(value.ops[0])])
+            call = self.helper("_verifier_compare", symbol, value.left, value.comparators[0])
+            statement.value = ast.copy_location(call, value)
+        return result
+
+    rewriter.visit_Compare = visit_Compare
+    rewrite._verifier_compare = assertions.compare
+    return assertions
+
+
 class Integrity:
     """What the outcomes and the report rest on, pinned by identity before any code of
     the case runs; checked at each test's report and after the run. `found` says what
@@ -314,10 +1200,11 @@ class Integrity:
     that no object of the case is asked anything (an `__eq__` or a `__class__` could
     lie)."""
 
-    def __init__(self, workdir, plugins, found):
+    def __init__(self, workdir, plugins, found, touched):
         self.workdir = workdir
         self.started = time.time_ns()  # what was written after this, the case wrote
         self.found = found
+        self.touched = touched  # the functions whose code or defaults were set: see holds()
         # (what, namespace, name, value), (what, function, its code, defaults, kwdefaults,
         # closure cells' contents), (what, object, its type, its mro): checked when each
         # test is torn down (index 0: pytest's core and hooks, this script; what honest
@@ -326,9 +1213,13 @@ class Integrity:
         self.bindings = ([], [])
         self.functions = ([], [])
         self.objects = ([], [])
+        self.bulk = [None, None]  # each index's pins gathered for holds()
         self.trusted = set()  # ids of the pinned functions (kept alive): trusted hooks
         self.impls = []  # (hook, implementation, its function) before any conftest
         self.impl_ids = set()
+        self.vetted = {}  # id -> (a later implementation found trusted, its function)
+        self.seen = {}  # hook name -> its implementations, all good at the last check
+        self.pinned_hooks = {}  # hook name -> its implementations before any conftest
         self.relay = None
         self.kinds = (set(), set())  # the types of pluggy's hook callers and implementations
         self.tests = {}  # node id -> (item, its function, that function's code)
@@ -405,6 +1296,7 @@ class Integrity:
                 self.kinds[1].add(type(implementation))
                 self.impls.append((name, implementation, implementation.function))
                 self.impl_ids.add(id(implementation))
+                self.pinned_hooks.setdefault(name, []).append(implementation)
 
     def pin_tests(self, items):
         """When collection ends: each test's function and code, and the callables bound
@@ -444,7 +1336,7 @@ class Integrity:
                 self.find(f"{module.__name__} imported {name}, which is not {helper}")
             elif origin == helper and bound in _definitions(helper):
                 value = vars(module).get(bound)
-                if not _defined_in(value, helper, name):
+                if not _defined_in(value, helper, name, self.workdir):
                     self.find(f"{module.__name__}.{bound} is not the one {name} defines")
 
     def installed(self, path):
@@ -468,6 +1360,10 @@ class Integrity:
             self.check_item(*pinned)
 
     def check(self, index):
+        """Every pin of the index: all of them at once by identity (C loops), then, only
+        when one broke, one by one to name it."""
+        if self.holds(index):
+            return
         for what, namespace, name, value in self.bindings[index]:
             if namespace.get(name, _ABSENT) is not value:
                 self.find(f"{what}.{name} was replaced")
@@ -483,35 +1379,128 @@ class Integrity:
             if type(value) is not kind or value.__mro__ is not mro:
                 self.find(f"the class {what} was changed")
 
+    def holds(self, index):
+        """Whether every pin of the index holds, compared in bulk (a pin added since the
+        last call rebuilds the bulk form first)."""
+        sizes = tuple(len(pins[index]) for pins in (self.bindings, self.functions, self.objects))
+        if self.bulk[index] is None or self.bulk[index][0] != sizes:
+            self.bulk[index] = (sizes, self.gather(index))
+        spaces, functions, classes = self.bulk[index][1]
+        for namespace, names, values in spaces:
+            if any(map(operator.is_not, map(namespace.get, names, repeat(_ABSENT)), values)):
+                return False
+        pinned, cells, contents = functions
+        try:
+            if any(map(operator.is_not, map(_CONTENTS, cells), contents)):
+                return False
+        except ValueError:  # a cell emptied since
+            return False
+        # Setting a function's code or defaults raises an audit event, which notes the
+        # function (reading them raises one too, which makes comparing them all dear):
+        # only those can have changed.
+        for function in list(self.touched.values()):
+            held = pinned.get(id(function))
+            if held is not None and (
+                function.__code__ is not held[0]
+                or function.__defaults__ is not held[1]
+                or function.__kwdefaults__ is not held[2]
+            ):
+                return False
+        kinds, values, mros = classes
+        return not (
+            any(map(operator.is_not, map(type, values), kinds))
+            or any(map(operator.is_not, map(_type_mro, values), mros))
+        )
+
+    def gather(self, index):
+        """The pins of the index as parallel tuples: per namespace (names, values); the
+        functions' (code, defaults, kwdefaults) by id, and their closure cells (an empty
+        one is held empty by keeping it out: reading it raises); the classes' types and
+        mros."""
+        spaces = {}
+        for _, namespace, name, value in self.bindings[index]:
+            entry = spaces.setdefault(id(namespace), (namespace, [], []))
+            entry[1].append(name)
+            entry[2].append(value)
+        functions = self.functions[index]
+        cells = [
+            (cell, value)
+            for _, function, _, _, _, contents in functions
+            for cell, value in zip(function.__closure__ or (), contents)  # noqa: B905
+            if value is not _ABSENT
+        ]
+        objects = self.objects[index]
+        return (
+            tuple(
+                (namespace, tuple(names), tuple(values))
+                for namespace, names, values in spaces.values()
+            ),
+            (
+                {id(entry[1]): entry[2:5] for entry in functions},
+                tuple(cell for cell, _ in cells),
+                tuple(value for _, value in cells),
+            ),
+            (
+                tuple(entry[2] for entry in objects),
+                tuple(entry[1] for entry in objects),
+                tuple(entry[3] for entry in objects),
+            ),
+        )
+
     def check_hooks(self, ended):
         """Each implementation of each hook: pytest's own as pinned, and any later one
-        pytest's, pluggy's, a plugin's, a conftest's or a declared plugin module's."""
+        pytest's, pluggy's, a plugin's, a conftest's or a declared plugin module's. A
+        hook whose implementations are those found good at the last check is passed."""
         if self.relay is None:
             return
-        present = set()
         for name, caller in list(vars(self.relay).items()):
             if type(caller) not in self.kinds[0]:
                 self.find(f"pytest's hook {name} was replaced")
                 continue
-            for implementation in caller.get_hookimpls():
-                present.add(id(implementation))
-                if id(implementation) in self.impl_ids:
-                    continue
-                if type(implementation) not in self.kinds[1] or not self.trusted_hook(
-                    implementation.function
-                ):
-                    self.find(
-                        f"pytest's hook {name} has an implementation the code of the "
-                        f"case added ({_plugin_name(implementation)})"
-                    )
-        for name, implementation, function in self.impls:
-            if implementation.function is not function:
-                self.find(f"an implementation of pytest's hook {name} was replaced")
-            elif not ended and id(implementation) not in present:
+            implementations = caller.get_hookimpls()
+            known = self.seen.get(name)
+            if (
+                known is not None
+                and len(known) == len(implementations)
+                and all(map(operator.is_, known, implementations))
+            ):
+                continue
+            if self.check_hook(name, implementations, ended):
+                self.seen[name] = tuple(implementations)
+        pinned = [implementation for _, implementation, _ in self.impls]
+        functions = tuple(function for _, _, function in self.impls)
+        if any(map(operator.is_not, map(_IMPLEMENTED, pinned), functions)):
+            for name, implementation, function in self.impls:
+                if implementation.function is not function:
+                    self.find(f"an implementation of pytest's hook {name} was replaced")
+
+    def check_hook(self, name, implementations, ended):
+        """Whether one hook's implementations are all good (each fact found else)."""
+        good = True
+        present = set(map(id, implementations))
+        for implementation in implementations:
+            if id(implementation) in self.impl_ids:
+                continue
+            function = implementation.function
+            vetted = self.vetted.get(id(implementation))
+            if vetted is not None and vetted[0] is implementation and vetted[1] is function:
+                continue  # found trusted at an earlier check, and unchanged
+            if type(implementation) in self.kinds[1] and self.trusted_hook(function):
+                self.vetted[id(implementation)] = (implementation, function)
+            else:
+                good = False
+                self.find(
+                    f"pytest's hook {name} has an implementation the code of the "
+                    f"case added ({_plugin_name(implementation)})"
+                )
+        for implementation in self.pinned_hooks.get(name, ()):
+            if not ended and id(implementation) not in present:
+                good = False
                 self.find(
                     f"an implementation of pytest's hook {name} was removed "
                     f"({_plugin_name(implementation)})"
                 )
+        return good
 
     def trusted_hook(self, function):
         """pytest's, pluggy's or a plugin's function (pinned), or one defined in the
@@ -632,18 +1621,27 @@ def _definitions(path):
     return {node.name for node in tree.body if type(node) in kinds}
 
 
-def _defined_in(value, path, name):
-    """A function compiled from path (through the __wrapped__ of its decorators), or a
-    class of the module name."""
+def _defined_in(value, path, name, workdir):
+    """A function compiled from path, or one that wraps it (its decorators' wrappers,
+    through their __wrapped__ and closures, none of them code of the repo: a decorator
+    of an installed package, such as hypothesis' composite, makes one); or a class of the
+    module name."""
     if issubclass(type(value), type):
         return value.__dict__.get("__module__") == name
-    for _ in range(10):
-        function = _function(value)
-        if type(function) is not _FUNCTION:
+    pending = [value]
+    for _ in range(20):
+        if not pending:
             return False
-        if function.__code__.co_filename == path:
+        function = _function(pending.pop(0))
+        if type(function) is not _FUNCTION:
+            continue
+        filename = function.__code__.co_filename
+        if filename == path:
             return True
-        value = vars(function).get("__wrapped__")
+        if type(filename) is str and not _pseudo(filename) and _within(filename, workdir):
+            return False  # code of the repo stands between
+        pending.append(vars(function).get("__wrapped__"))
+        pending.extend(_cell_contents(cell) for cell in function.__closure__ or ())
     return False
 
 
@@ -679,23 +1677,98 @@ def _plugin_name(implementation):
     return name[:100] if type(name) is str else "a plugin"
 
 
-class Reporter:
-    """A pytest plugin: each test's outcome by node id (the worst of its phases), each
-    module that failed to collect, then the report in CTRF."""
+class Forwarder:
+    """The plugin pytest calls. It keeps nothing: each hook hands its arguments to the
+    audit hook (sys.audit), which alone holds the run's records (Run), so that no code of
+    the case reaches them through pytest's objects. The audit hook takes an event only
+    from these functions' own code, called by pytest (no code of the case on the stack)."""
 
-    def __init__(self, workdir, trusted_ini, signer, integrity):
-        self.workdir = workdir
-        self.trusted_ini = trusted_ini
-        self.signer = signer
-        self.integrity = integrity
-        self.tests = {}
-        self.start = _now_ms()
+    def __init__(self, pytest):
+        wrapper = pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        for name in _WRAPPERS:
+            wrapper(vars(Forwarder)[name])
 
     def pytest_load_initial_conftests(self, early_config):
+        _audit("pytest_launcher.load_initial_conftests", early_config)
+
+    def pytest_pycollect_makemodule(self, parent):
+        outcome = yield
+        _audit("pytest_launcher.pycollect_makemodule", outcome)
+
+    def pytest_collection_finish(self, session):
+        _audit("pytest_launcher.collection_finish", session)
+
+    def pytest_collectreport(self, report):
+        _audit("pytest_launcher.collectreport", report)
+
+    def pytest_runtest_logstart(self, nodeid):
+        _audit("pytest_launcher.runtest_logstart", nodeid)
+
+    def pytest_runtest_call(self, item):
+        _audit("pytest_launcher.runtest_call", item, None)
+        outcome = yield
+        _audit("pytest_launcher.runtest_call", item, outcome)
+
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        _audit("pytest_launcher.runtest_makereport", item, outcome)
+
+    def pytest_runtest_logreport(self, report):
+        _audit("pytest_launcher.runtest_logreport", report)
+
+
+_WRAPPERS = ("pytest_pycollect_makemodule", "pytest_runtest_call", "pytest_runtest_makereport")
+_FORWARDED = {
+    "pytest_launcher." + name[len("pytest_") :]: vars(Forwarder)[name].__code__
+    for name in vars(Forwarder)
+    if name.startswith("pytest_")
+}
+_AUDITED = frozenset(_WATCHED) | frozenset(_FORWARDED)
+# Forwarded events taken from anyone (the stack is not walked for these, the commonest):
+# a report logged or made, a test started, a module that failed to collect can only
+# lower an outcome, since a passed call counts only after a body that passed, which
+# runtest_call, taken from pytest alone, says.
+_UNCHECKED = frozenset(
+    "pytest_launcher." + name
+    for name in ("runtest_logreport", "runtest_makereport", "runtest_logstart", "collectreport")
+)
+
+
+class Run:
+    """The run's records, reached only through the audit hook: each test's outcome by
+    node id (the worst of its phases), each module that failed to collect, and what
+    each test's body did.
+
+    Report states are checked when pytest makes and logs them: a test whose call phase
+    passed must have had a body that ran and raised nothing (a failure turned into a
+    pass after the body ended voids the run), and a report's outcome must not change
+    between being made and being logged, nor after."""
+
+    def __init__(self, workdir, trusted_ini, provenance, found):
+        self.workdir = workdir
+        self.trusted_ini = trusted_ini
+        self.provenance = provenance
+        self.found = found
+        self.integrity = None
+        self.assertions = None
+        self.tests = {}
+        self.bodies = {}  # node id -> its body's outcome; "running" while it runs
+        self.made = {}  # (node id, phase) -> (the report pytest made, its outcome)
+        self.notes = {}  # node id -> what its assertions' strict comparisons decided
+        self.outcomes = None  # pytest's Skipped and XFailed
+        self.start = _now_ms()
+
+    def find(self, fact):
+        if fact not in self.found and len(self.found) < _MAX_FOUND:
+            self.found.append(fact)
+
+    def load_initial_conftests(self, early_config):
         """Before any conftest: pytest's hooks as its own plugins left them pinned; and
         `pythonpath` of the trusted ini, which is relative to the ini (not in the repo),
         pointed at the working dir."""
         self.integrity.pin_hooks(early_config.pluginmanager)
+        outcomes = sys.modules.get("_pytest.outcomes")
+        self.outcomes = (outcomes.Skipped, getattr(outcomes, "XFailed", outcomes.Skipped))
         inipath = getattr(early_config, "inipath", None)
         if not self.trusted_ini or inipath is None:
             return
@@ -704,39 +1777,108 @@ class Reporter:
             if _within(entry, base):
                 sys.path[index] = os.path.join(self.workdir, os.path.relpath(entry, base))
 
-    def pytest_collection_finish(self, session):
+    def pycollect_makemodule(self, outcome):
+        """A file pytest collects as a test module is trusted before it is imported."""
+        module = None if outcome.excinfo is not None else outcome.get_result()
+        path = getattr(module, "path", None) or getattr(module, "fspath", None)
+        if path is not None:
+            self.provenance.trust_tests(str(path))
+
+    def collection_finish(self, session):
         self.integrity.pin_tests(session.items)
 
-    def pytest_runtest_logreport(self, report):
-        if report.when == "teardown":
-            self.integrity.check_test(report.nodeid)
+    def runtest_logstart(self, nodeid):
+        self.bodies.pop(nodeid, None)
+
+    def runtest_call(self, item, outcome):
+        """Before the test's body (outcome None), and when it ended."""
+        if outcome is None:
+            self.bodies[item.nodeid] = "running"
+            return
+        excinfo = outcome.excinfo
+        if excinfo is None:
+            body = "passed"
+        elif issubclass(excinfo[0], self.outcomes):
+            body = "skipped"
+        else:
+            body = "failed"
+        self.bodies[item.nodeid] = body
+
+    def runtest_makereport(self, item, outcome):
+        if outcome.excinfo is not None:
+            return
+        report = outcome.get_result()
+        nodeid, when, state = _state(report)
+        body = self.bodies.get(nodeid)
+        if when == "call" and state == "passed" and body not in ("passed", "running"):
+            self.find(f"{nodeid} passed, but its test body {body or 'never ran'}")
+        self.made[(nodeid, when)] = (report, state)
+        notes = self.assertions.notes
+        if notes and state == "failed":
+            self.notes.setdefault(nodeid, list(notes))
+        del notes[:]
+
+    def runtest_logreport(self, report):
+        nodeid, when, state = _state(report)
+        if when == "teardown":
+            self.integrity.check_test(nodeid)
+        made = self.made.get((nodeid, when))
+        if made is not None and made[0] is report:
+            if made[1] != state:
+                self.find(f"the outcome of {nodeid} ({when}) changed after it was made")
+        elif (  # a report pytest did not make here
+            when == "call"
+            and state == "passed"
+            and self.bodies.get(nodeid) not in ("passed", "running")
+        ):
+            self.find(f"{nodeid} was reported passed, but its test body did not pass")
+        self.check_tracers()
         outcome, raw = _outcome(report)
         entry = self.tests.setdefault(
-            report.nodeid, {"name": report.nodeid, "outcome": "passed", "duration": 0.0}
+            nodeid, {"name": nodeid, "outcome": "passed", "duration": 0.0, "phases": set()}
         )
+        entry["phases"].add(when)
         entry["duration"] += float(getattr(report, "duration", 0.0) or 0.0) * 1000
         if _ORDER.index(outcome) > _ORDER.index(entry["outcome"]):
             entry["outcome"] = outcome
             if raw:
                 entry["rawStatus"] = raw
-            _describe(entry, report)
+            _describe(entry, report, self.notes.get(nodeid, ()))
         elif raw and outcome == entry["outcome"]:
             entry["rawStatus"] = raw
 
-    def pytest_collectreport(self, report):
+    def check_tracers(self):
+        """No trace or profile function of the case's is installed in this thread."""
+        for current in (sys.gettrace(), sys.getprofile()):
+            if current is not None and self.provenance.of_case(_callable_file(current)):
+                self.find("a trace or profile function of the case's is installed")
+
+    def collectreport(self, report):
         if report.failed:
             name = report.nodeid or "(collection)"
-            entry = {"name": name, "outcome": "errored", "duration": 0.0}
+            entry = {"name": name, "outcome": "errored", "duration": 0.0, "phases": {"call"}}
             entry["rawStatus"] = "error"
             _describe(entry, report)
             self.tests[name] = entry
 
-    def write(self, path, pytest, code):
-        """The CTRF document and its signature, each written whole (renamed into place)."""
+    def finish(self):
+        """After the run: everything pinned, and every report as it was made."""
+        self.integrity.check_all()
+        for (nodeid, when), (report, state) in list(self.made.items()):
+            if vars(report).get("outcome") != state:
+                self.find(f"the outcome of {nodeid} ({when}) changed after it was made")
+
+    def document(self, pytest, code):
+        """The CTRF document. A test whose call was never reported (only its setup and
+        teardown were) did not run: it failed."""
         tests = []
         summary = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "pending": 0, "other": 0}
         for entry in self.tests.values():
             outcome = entry.pop("outcome")
+            phases = entry.pop("phases")
+            if outcome == "passed" and "call" not in phases:
+                outcome = "errored"
+                entry["message"] = "no outcome of its call was reported"
             status = "failed" if outcome == "errored" else outcome
             if outcome == "errored":
                 entry["rawStatus"] = "error"
@@ -756,12 +1898,14 @@ class Reporter:
                 "extra": {"exitCode": int(code)},
             },
         }
-        data = json.dumps(document).encode("utf-8")
-        if self.signer is not None:
-            mac = self.signer.copy()
-            mac.update(data)
-            _write(path + ".sig", mac.hexdigest().encode("ascii"))
-        _write(path, data)
+        return json.dumps(document).encode("utf-8")
+
+
+def _state(report):
+    """(node id, phase, outcome): the last two as the report holds them (pytest 9 makes
+    the node id a property)."""
+    state = vars(report)
+    return report.nodeid, state.get("when"), state.get("outcome")
 
 
 def _write(path, data):
@@ -773,22 +1917,24 @@ def _write(path, data):
 
 
 def _outcome(report):
-    """(passed, failed, errored or skipped; pytest's own word when it differs)."""
-    xfail = hasattr(report, "wasxfail")
-    if report.when == "call":
-        if report.passed:
+    """(passed, failed, errored or skipped; pytest's own word when it differs), from the
+    report's own state (not properties a class could be given)."""
+    state = vars(report)
+    outcome, xfail = state.get("outcome"), "wasxfail" in state
+    if state.get("when") == "call":
+        if outcome == "passed":
             return "passed", "xpassed" if xfail else None
-        if report.skipped:
+        if outcome == "skipped":
             return "skipped", "xfailed" if xfail else None
         return "failed", None
-    if report.failed:  # setup or teardown
-        return "errored", "error"
-    if report.skipped:
+    if outcome == "skipped":
         return "skipped", None
-    return "passed", None
+    if outcome == "passed":
+        return "passed", None
+    return "errored", "error"  # setup or teardown
 
 
-def _describe(entry, report):
+def _describe(entry, report, notes=()):
     longrepr = getattr(report, "longrepr", None)
     if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)
         entry["message"] = str(longrepr[2])[:_MESSAGE_CHARS]
@@ -798,6 +1944,8 @@ def _describe(entry, report):
         return
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     message = getattr(crash, "message", None) or text.strip().splitlines()[-1]
+    if notes:
+        message = f"{'; '.join(notes)}: {message}"
     entry["message"] = message[:_MESSAGE_CHARS]
     entry["trace"] = text[-_TRACE_CHARS:]
 

@@ -83,17 +83,26 @@ class RunnerPlan:
         return f"the verifier's {self.name} run"
 
 
+@attrs.frozen
+class PytestOptions:
+    """What only the pytest runner takes: the trusted ini, the toolchain's plugin modules,
+    and the repo's paths (files or dirs) whose native extension modules may load."""
+
+    ini: Path | None = None
+    plugins: tuple[str, ...] = ()
+    native_modules: tuple[str, ...] = ()
+
+
 def plan_runner(
     name: str,
     executable: str | None,
     paths: Sequence[str] | None,
     args: Sequence[str] | None,
-    ini: Path | None,
-    plugins: Sequence[str] | None,
+    options: PytestOptions,
     tests: TrustedTests | None,
 ) -> RunnerPlan:
     if name == "pytest":
-        return pytest_plan(executable or "python3", paths, args or (), ini, plugins or (), tests)
+        return pytest_plan(executable or "python3", paths, args or (), options, tests)
     return go_plan(executable or "go", paths, args or ())
 
 
@@ -101,25 +110,27 @@ def pytest_plan(
     python: str,
     paths: Sequence[str] | None,
     args: Sequence[str],
-    ini: Path | None,
-    plugins: Sequence[str],
+    options: PytestOptions,
     tests: TrustedTests | None,
 ) -> RunnerPlan:
-    """The launcher, with the trusted ini (or none), the plugins, then `args` and the
-    paths: those given, else the files the listed tests are in, else none (pytest then
-    runs the ini's testpaths, or the whole repo)."""
+    """The launcher, with the trusted ini (or none), the plugins, the native modules it
+    may load, then `args` and the paths: those given, else the files the listed tests
+    are in, else none (pytest then runs the ini's testpaths, or the whole repo)."""
     if paths is None:
         paths = sorted({pytest_file(test) for test in tests.ids}) if tests else ()
-    options = ["--ini", ini.name] if ini is not None else []
-    for plugin in plugins:
-        options += ["--plugin", plugin]
+    ini = options.ini
+    flags = ["--ini", ini.name] if ini is not None else []
+    for plugin in options.plugins:
+        flags += ["--plugin", plugin]
+    for native in options.native_modules:
+        flags += ["--native", native]
     launcher = (python, "-I", "-c", _BOOTSTRAP)
     provided = {LAUNCHER.name: LAUNCHER, **({ini.name: ini} if ini is not None else {})}
     return RunnerPlan(
         name="pytest",
         programs=(python,),
-        command=(*launcher, "--report", "ctrf.json", *options, "--", *args, *paths),
-        probe=(*launcher, "--probe", *options, "--", *args),
+        command=(*launcher, "--report", "ctrf.json", *flags, "--", *args, *paths),
+        probe=(*launcher, "--probe", *flags, "--", *args),
         provided=provided,
         report="ctrf.json",
         format="ctrf",
