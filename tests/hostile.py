@@ -118,6 +118,20 @@ def run_grader(
     )
 
 
+def idle_uid(start: int = NONROOT + 1) -> int:
+    """An arbitrary UID that owns no process on this machine: RLIMIT_NPROC counts a UID's
+    processes machine-wide (zombies under a PID 1 that never reaps them included), so a
+    test of that limit needs a UID of its own."""
+    owners = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                owners.add(entry.stat().st_uid)
+            except OSError:
+                continue
+    return next(uid for uid in range(start, start + 10_000) if uid not in owners)
+
+
 def give(uid: int | None, *paths: Path) -> None:
     """Hand paths (recursively) to uid, group 0 (uid None: leave them as they are)."""
     if uid is None:

@@ -772,7 +772,13 @@ def test_a_coding_task_job_grades_the_walkthrough_task_right(
         assert owner == (run_as_user or 1001) and owner != 0
     assert {case: reward["reward"] for case, reward in rewards.items()} == pytest.approx(expected)
     assert rewards["untouched"] == pytest.approx(
-        {"reward": 1 / 3, "tests_intact": 1.0, "nothing_planted": 1.0, "tests": 1 / 3}
+        {
+            "reward": 1 / 3,
+            "tests_intact": 1.0,
+            "nothing_planted": 1.0,
+            "no_tamper": 1.0,
+            "tests": 1 / 3,
+        }
     )
     assert messages["untouched"].startswith("reward=0.3333  [")
     assert messages["solution"].startswith("reward=1.0000  [")

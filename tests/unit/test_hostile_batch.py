@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import NONROOT, REPO, give, leftovers, run_grader
+from tests.hostile import NONROOT, REPO, give, idle_uid, leftovers, run_grader
 
 BATCH = REPO / "tests" / "fixtures" / "hostile" / "batch"
 AS = {"root": None, "non-root": NONROOT}
@@ -205,10 +205,11 @@ def test_a_grader_that_cannot_fork_stops_with_exit_11_and_no_reward(root_dir: Pa
     for directory in (tests, case, out):
         directory.mkdir()
     (tests / "eval.yaml").write_text("judges:\n  - {name: a, check: 'return True'}\n")
-    give(NONROOT, tests, case, out)
+    uid = idle_uid()
+    give(uid, tests, case, out)
     started = time.monotonic()
     completed = run_grader(
-        NONROOT,
+        uid,
         ["grade", "--config", str(tests / "eval.yaml"), "--case", str(case), "--out", str(out)],
         nproc=1,
     )
