@@ -1,6 +1,6 @@
 """Runs harbor-rewardkit's own criteria on rows of inputs and prints what each returns.
 
-Run by tests/unit/test_rewardkit_parity.py with the Python of Harbor's venv, where
+Run by tests/unit/judges/builtins/test_rewardkit_parity.py with the Python of Harbor's venv, where
 `.ci/harbor-venv.sh` installs harbor-rewardkit (it needs Python >= 3.12, the
 verifier's own tests may run on 3.11). Reads a JSON list of rows from stdin, each
 {"criterion": name, "kwargs": {...}, "files": {relative path: text, or {"base64": ...}}};

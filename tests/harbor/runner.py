@@ -32,7 +32,7 @@ JOB_TIMEOUT_S = 1800
 # such a trial fails at start ("network_mode='no-network' is not supported by
 # EnvironmentType.PODMAN environment"). The packages under test are made with
 # --verifier-network public for that reason alone; task.toml's derived modes are
-# checked in tests/unit/test_task_settings.py.
+# checked in tests/unit/task/test_settings.py.
 VERIFIER_NETWORK = "public"
 
 

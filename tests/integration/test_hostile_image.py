@@ -1,7 +1,7 @@
 """Hostile agents against the image: as OpenShift's restricted-v2 runs it (an arbitrary
 UID, read-only root, no capabilities) and as root the way Harbor execs /tests/test.sh.
 
-The attacks are tests/unit/test_hostile.py's ATTACK, written as a case would hold it.
+The attacks are tests/unit/sandbox/test_hostile_commands.py's ATTACK, written as a case would hold it.
 After grading, a script inside the same container waits, then lists every process
 still running (the container's PID namespace holds them all) and shows reward.json.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import Engine, Mount, RunOptions, shared_dir, shared_file
-from tests.unit.test_hostile import ATTACK, KEY, SHORT_TOKEN, hostile_eval
+from tests.unit.sandbox.test_hostile_commands import ATTACK, KEY, SHORT_TOKEN, hostile_eval
 
 pytestmark = pytest.mark.integration
 

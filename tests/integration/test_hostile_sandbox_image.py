@@ -1,4 +1,4 @@
-"""The hostile arena and the hostile batch (tests/unit/test_hostile_sandbox.py,
+"""The hostile arena and the hostile batch (tests/unit/sandbox/test_hostile.py,
 test_hostile_batch.py) in the image, on docker, podman's API and podman's command line:
 as OpenShift's restricted-v2 runs it (an arbitrary UID, read-only root, no
 capabilities) and as root; with a Docker secret mounted at /run/secrets; where
@@ -33,8 +33,8 @@ from tests.integration.conftest import (
     shared_dir,
     shared_file,
 )
-from tests.unit.test_hostile_batch import BATCH, rewards
-from tests.unit.test_hostile_sandbox import ATTACKS, HONEST, arena_eval
+from tests.unit.batch.test_hostile import BATCH, rewards
+from tests.unit.sandbox.test_hostile import ATTACKS, HONEST, arena_eval
 
 pytestmark = pytest.mark.integration
 

@@ -56,7 +56,7 @@ def test_missing_declared_output_gives_null_content(make_case: MakeCase) -> None
 def test_binary_and_undecodable_files_are_placeholders(make_case: MakeCase) -> None:
     """As the eval.yaml contract has it: `{"_binary": true, "path", "name"}` for a file
     with a NUL byte and for one that is not valid UTF-8 (a check reading it as text
-    raises over the case's data, and is false: tests/unit/test_hostile_gate.py)."""
+    raises over the case's data, and is false: tests/unit/judges/builtins/test_hostile_gate.py)."""
     case = make_case({"img.png": b"\x89PNG\x00\x01", "latin.txt": b"caf\xe9\n"})
     reading = record_of(case)
     files = reading.record["files"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_batch import batch, make_corpus, rows, write_kind
+from tests.unit.batch.test_run import batch, make_corpus, rows, write_kind
 from verifier.batch import BatchRequest, Case, discover_cases, run_batch
 from verifier.batch.grader import case_fingerprint
 from verifier.errors import UsageError
