@@ -202,7 +202,7 @@ def test_the_verifier_image_starts_with_an_empty_workdir_and_a_closed_tests(
 
 def test_a_toolchain_in_the_work_dir_of_the_built_image_fails(cli: str, tmp_path: Path) -> None:
     """The case takes the work dir's place when the tests run: a venv there, on PATH, is
-    the agent's (verifier.task.toolchain). `task init` refuses such a Dockerfile; one
+    the agent's (verifier.task.workdir_toolchain). `task init` refuses such a Dockerfile; one
     edited afterwards, or a base image that does it, is caught in the built image."""
     dest = package(tmp_path)
     dockerfile = dest / "environment" / "Dockerfile"

@@ -52,7 +52,7 @@ from verifier.task.protect import environment_files, guard_missing, protected_fi
 from verifier.task.record import describe_kept
 from verifier.task.settings import verifier_settings
 from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
-from verifier.task.toolchain import refuse_toolchain_in_workdir
+from verifier.task.workdir_toolchain import refuse_toolchain_in_workdir
 from verifier.yaml_io import read_yaml
 
 __all__ = ["init_task", "referenced_files", "render", "templates_dir"]

@@ -61,7 +61,7 @@ from verifier.task.settings import GRADE_SLACK_S, HARBOR_SLACK_S
 from verifier.task.test_script import ScriptPlan, plan_script
 from verifier.task.tests_dir import copyable_files
 from verifier.task.toml_write import dumps
-from verifier.task.toolchain import refuse_toolchain_in_workdir
+from verifier.task.workdir_toolchain import refuse_toolchain_in_workdir
 
 TASK_TESTS = "task-tests"  # tests/task-tests/: the task's own tests/, its script's /tests
 CONFIG_DIR = "/grading"  # eval.yaml and task-tests/ in the verifier's image

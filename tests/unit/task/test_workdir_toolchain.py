@@ -16,7 +16,7 @@ from verifier.errors import UsageError
 from verifier.task import init_task
 from verifier.task.dockerfile import parse_dockerfile
 from verifier.task.importer import import_task
-from verifier.task.toolchain import (
+from verifier.task.workdir_toolchain import (
     IMAGE_PROBE,
     context_findings,
     probe_findings,
