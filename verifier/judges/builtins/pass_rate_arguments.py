@@ -26,7 +26,7 @@ from verifier.judges.builtins.arguments import (
 from verifier.judges.builtins.process import TIMEOUT
 from verifier.judges.builtins.registry import argument
 from verifier.judges.builtins.reports import FORMATS
-from verifier.judges.builtins.runners import RUNNERS, PytestOptions, ini_problem
+from verifier.judges.builtins.runners import RUNNERS, PytestOptions, ini_problem, program_problem
 from verifier.judges.builtins.testlists import GROUPS, TrustedTests, overlap, pytest_file
 
 ONE_SOURCE = (("report", "runner"),)
@@ -83,7 +83,12 @@ class PassRateArguments:
         )
     )
     executable: str | None = argument(
-        Text(non_empty=True, description="the runner's program: python3 (pytest) or go")
+        Text(
+            non_empty=True,
+            description="the runner's program in the toolchain: python3 (pytest) or go, a "
+            "name found in PATH or an absolute path",
+            check=program_problem,
+        )
     )
     paths: tuple[str, ...] | None = argument(
         Words(
