@@ -1,8 +1,8 @@
 """Every command's flags, VERIFIER_* variables and exit codes, declared once.
 
-The typer commands (their help included), the hot paths' reading of grade's and
-batch's command lines and docs/cli.md are all made from OPTIONS and COMMANDS, and
-every command receives the same `Options` record,
+The command line's parser (verifier.cli.parser), every help (verifier.cli.help) and
+docs/cli.md are all made from OPTIONS and COMMANDS, and every command receives the
+same `Options` record,
 so a setting has one flag, one environment variable, one parser and one default
 whichever command reads it. A flag given on the command line wins over its
 variable, which wins over the default; a bad value in either is a UsageError
@@ -858,6 +858,13 @@ COMMANDS: dict[str, Command] = {
             },
         ),
     )
+}
+
+
+# The command groups and what each is: "" is `verifier` itself, whose help lists them.
+GROUPS = {
+    "": "Grade agent case directories against eval.yaml and write Harbor rewards.",
+    "task": "Harbor task packages graded by this image.",
 }
 
 

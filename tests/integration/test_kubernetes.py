@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from verifier.batch import Shard, summary_paths
-from verifier.cli.fast import run_grade
+from verifier.cli.parser import run as run_cli
 from verifier.errors import (
     EXIT_BUDGET,
     EXIT_CASE,
@@ -556,7 +556,10 @@ def test_the_job_pod_runs_on_podman_and_writes_the_reward(
     expected = tmp_path / "expected"
     config = DEPLOY / "common" / "eval.yaml"
     case = host["cases"] / case_name
-    assert run_grade(["--config", str(config), "--case", str(case), "--out", str(expected)]) == 0
+    assert (
+        run_cli(["grade", "--config", str(config), "--case", str(case), "--out", str(expected)])
+        == 0
+    )
     reward = json.loads((out / "reward.json").read_text())
     assert reward == json.loads((expected / "reward.json").read_text())
     assert reward["reward"] == 1.0

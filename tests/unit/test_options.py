@@ -3,7 +3,6 @@ whichever command reads it, and help generated from the same declarations."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import resource
@@ -115,11 +114,11 @@ def imported_modules(verbose_stderr: str) -> set[str]:
 
 
 def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
-    """The grading path's start-up budget: a plain command line is read without typer
-    and click (help and mistakes are theirs), and an eval of `check` judges loads no
-    other judge kind, nothing of the LLM judges, and no part of the sandbox that only a
-    command from the case needs. (attrs, which the records are, is paid for, and
-    brings ast with it.)"""
+    """The grading path's start-up budget: the command line is read by verifier.cli.parser
+    alone, without argparse (gettext, locale) or a CLI framework (help texts and the
+    suggestions of a mistake are imported only to be shown), and an eval of `check` judges loads no other judge kind, nothing of the LLM judges, and no
+    part of the sandbox that only a command from the case needs. (attrs, which the
+    records are, is paid for, and brings ast with it.)"""
     config = tmp_path / "eval.yaml"
     config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
     (tmp_path / "case").mkdir()
@@ -148,8 +147,12 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
     costly = {
         "typer",
         "click",
-        "jinja2",
         "argparse",
+        "gettext",
+        "difflib",
+        "textwrap",
+        "verifier.cli.help",
+        "jinja2",
         "multiprocessing",
         "verifier.batch",
         "verifier.commands.batch",
@@ -163,40 +166,6 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
         "verifier.sandbox.case_copy",
     }
     assert not costly & imported, sorted(costly & imported)
-
-
-def test_a_plain_batch_command_line_runs_without_typer(tmp_path: Path) -> None:
-    """typer in a batch worker's memory makes every judge's fork dearer."""
-    config = tmp_path / "eval.yaml"
-    config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
-    (tmp_path / "cases" / "one").mkdir(parents=True)
-    (tmp_path / "cases" / "one" / "x.txt").write_text("x")
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-m",
-            "verifier",
-            "batch",
-            "--config",
-            str(config),
-            "--cases",
-            str(tmp_path / "cases"),
-            "--out",
-            str(tmp_path / "out"),
-            "-j",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    assert completed.returncode == 0, completed.stderr
-    imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
-    assert "verifier.commands.batch" in imported
-    assert not {"typer", "click"} & imported
-    assert json.loads((tmp_path / "out" / "one" / "reward.json").read_text())["reward"] == 1.0
 
 
 def test_a_memory_limit_above_the_hard_data_limit_is_a_usage_error(tmp_path: Path) -> None:
