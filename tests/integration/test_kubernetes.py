@@ -49,7 +49,7 @@ from verifier.errors import (
     EXIT_OUTPUT,
     EXIT_SANDBOX,
 )
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
@@ -87,14 +87,16 @@ def calc_package(dest: Path, image: str) -> Path:
     instruction = dest.parent / "instruction.md"
     instruction.write_text("Fix the bugs in calc.py so that the tests in tests/ pass.\n")
     return init_task(
-        dest,
-        CALC / "eval.yaml",
-        environment=CALC / "environment",
-        image=image,
-        name="me/calc",
-        instruction=instruction,
-        protect=("tests/**",),
-        verifier_network="public",
+        InitRequest(
+            dest,
+            CALC / "eval.yaml",
+            environment=CALC / "environment",
+            image=image,
+            name="me/calc",
+            instruction=instruction,
+            protect=("tests/**",),
+            verifier_network="public",
+        )
     )
 
 

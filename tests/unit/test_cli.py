@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.fuzzing import FUZZ
+from verifier.cli.options import COMMANDS, OPTIONS
 from verifier.cli.parser import read_arguments
 from verifier.errors import UsageError
-from verifier.options import COMMANDS, OPTIONS
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 

@@ -13,8 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from verifier.cli.options import COMMANDS, OPTIONS
 from verifier.errors import EXIT_MEANINGS
-from verifier.options import COMMANDS, OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cli.md"

@@ -1,8 +1,8 @@
 """The `verifier` command: dispatch only.
 
-verifier.cli.parser reads the command line (one argparse parser per command, made
-from the declarations in verifier.options) and runs the command's module
-(verifier.commands); verifier.cli.help writes every help text. `verifier grade` is the
+verifier.cli.parser reads the command line (from the declarations in
+verifier.cli.options) and runs the command's module (verifier.commands) on its own
+record; verifier.cli.help writes every help text. `verifier grade` is the
 hot path (once per RL rollout): its process turns the garbage collector off and exits
 without the interpreter's teardown once its files are written.
 """

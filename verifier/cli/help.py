@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from verifier.options import COMMANDS, GROUPS, OPTIONS, Command
+from verifier.cli.options import COMMANDS, GROUPS, OPTIONS, Command
 
 WIDTH = 80  # what help is wrapped at (at most)
 TERM_WIDTH = 30  # a longer term has its text on the lines below it

@@ -1,9 +1,10 @@
 """The command line: its command words, then the command's own arguments and flags.
 
 `verifier [task] COMMAND ...` is dispatched on its words; the command's arguments and
-flags are read by read_arguments from the command's declarations (verifier.options):
-each flag's text as given (True for a switch), which build_options parses, so a flag
-and its VERIFIER_* variable go through one parser and one default. Help is
+flags are read by read_arguments from the command's declarations (verifier.cli.options):
+each flag's text as given (True for a switch), which read_values parses, so a flag and
+its VERIFIER_* variable go through one parser and one default; the command's module
+receives them as its own record (GradeArgs, BatchArgs, ...). Help is
 verifier.cli.help's; a usage error is one line on stderr and exit 2, as every other
 error of a command is (console.guarded).
 
@@ -19,25 +20,27 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
 from verifier import __version__
+from verifier.cli.options import COMMANDS, GROUPS, OPTIONS, Command, read_values
 from verifier.console import end_by_closed_pipe, guarded, reader_gone
 from verifier.errors import EXIT_CONFIG, EXIT_OK, UsageError
-from verifier.options import COMMANDS, GROUPS, OPTIONS, Command, Options, build_options
 
 Given = dict[str, str | bool | None]  # option name -> raw text, True for a switch, None
 HELP_FLAGS = ("-h", "--help")
 VERSION_FLAGS = ("-V", "--version")
-# Each command's module and function (imported only when it runs: grade loads no other).
+# Each command's module, its record (fields: the command's options but --debug) and its
+# function, imported only when it runs: grade loads no other command.
 RUNS = {
-    "grade": "verifier.commands.grade:run",
-    "check": "verifier.commands.check_config:run",
-    "batch": "verifier.commands.batch:run",
-    "schema": "verifier.commands.schema:run",
-    "task init": "verifier.commands.task:run_init",
-    "task import": "verifier.commands.task:run_import",
-    "task test": "verifier.commands.task:run_test",
-    "task kube": "verifier.commands.kube:run",
+    "grade": ("verifier.commands.grade", "GradeArgs", "run"),
+    "check": ("verifier.commands.check_config", "CheckArgs", "run"),
+    "batch": ("verifier.commands.batch", "BatchArgs", "run"),
+    "schema": ("verifier.commands.schema", "SchemaArgs", "run"),
+    "task init": ("verifier.commands.task", "InitArgs", "run_init"),
+    "task import": ("verifier.commands.task", "ImportArgs", "run_import"),
+    "task test": ("verifier.commands.task", "TestArgs", "run_test"),
+    "task kube": ("verifier.commands.kube", "KubeArgs", "run"),
 }
 
 
@@ -132,10 +135,7 @@ def run_command(command: Command, argv: list[str]) -> int:
         print(_help().command_help(command))
         return EXIT_OK
     given = read_arguments(command, argv)
-    runner = _runner(command.name)
-    return guarded(
-        lambda: runner(build_options(command.name, given)), debug=bool(given.get("debug"))
-    )
+    return guarded(lambda: _run(command, given), debug=bool(given.get("debug")))
 
 
 def read_arguments(command: Command, argv: Sequence[str]) -> Given:
@@ -192,7 +192,17 @@ def _argument(command: Command, given: Given, arguments: list[str], word: str) -
     given[arguments.pop(0)] = word
 
 
-def _runner(name: str) -> Callable[[Options], int]:
-    module, _, function = RUNS[name].partition(":")
-    run_function: Callable[[Options], int] = getattr(importlib.import_module(module), function)
-    return run_function
+def record_class(command: Command) -> type[Any]:
+    """The attrs class the command's module reads its values as."""
+    module, record, _ = RUNS[command.name]
+    found: type[Any] = getattr(importlib.import_module(module), record)
+    return found
+
+
+def _run(command: Command, given: Given) -> int:
+    """The command run on its record: each option's value (read_values), --debug aside."""
+    values = read_values(command.name, given)
+    values.pop("debug", None)
+    module, _, function = RUNS[command.name]
+    run_function: Callable[[Any], int] = getattr(importlib.import_module(module), function)
+    return run_function(record_class(command)(**values))
