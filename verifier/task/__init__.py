@@ -49,6 +49,7 @@ from verifier.task.record import describe_kept
 from verifier.task.request import InitRequest, check_request, check_steps
 from verifier.task.settings import verifier_settings
 from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
+from verifier.task.workdir_toolchain import refuse_toolchain_in_workdir
 from verifier.yaml_io import read_yaml
 
 __all__ = ["InitRequest", "init_task", "referenced_files", "render", "templates_dir"]
@@ -82,6 +83,8 @@ def init_task(request: InitRequest) -> Path:
     instruction, task_input, protect = request.instruction, request.task_input, request.protect
     environment, min_reward = request.environment, request.min_reward
     env = read_environment(environment) if environment is not None else None
+    if env is not None:
+        refuse_toolchain_in_workdir(env, workdir, f"--environment {env.root}")
     name = name if name is not None else f"local/{safe_name(dest.resolve().name)}"
     if not NAME_RE.match(name) or ".." in name:
         raise UsageError(f"--name {name!r}: use org/name (letters, digits, '.', '_', '-')")
