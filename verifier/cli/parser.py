@@ -70,7 +70,7 @@ def _dispatch(args: list[str]) -> int:
         return EXIT_OK
     if word == "version":
         return _version(args[1:])
-    if word in GROUPS:
+    if word in GROUPS and word:  # "" is `verifier` itself
         return _group(word, args[1:])
     if word in COMMANDS:
         return run_command(COMMANDS[word], args[1:])
