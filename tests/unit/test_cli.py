@@ -1,29 +1,26 @@
-"""One CLI: every command's help and usage errors come from the typer app, built from the
-option declarations, and the hot paths' own reading of grade's and batch's command
-lines (verifier.cli.fast) cannot be told from it."""
+"""One CLI: one parser (argparse, per command) and every help text, made from the option
+declarations; usage errors are one line and exit 2."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.fuzzing import FUZZ
-from verifier.cli.app import app
-from verifier.cli.fast import simple_arguments
-from verifier.options import COMMANDS, OPTIONS
+from verifier.cli.options import COMMANDS, OPTIONS
+from verifier.cli.parser import read_arguments
+from verifier.errors import UsageError
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
-HOT_PATHS = ("grade", "batch")
 
 
 def verifier(*args: str) -> subprocess.CompletedProcess[str]:
@@ -31,133 +28,8 @@ def verifier(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def squeezed(text: str) -> str:
-    """text without whitespace: click wraps help lines anywhere a space or hyphen is."""
+    """text without whitespace: help lines wrap anywhere a space or hyphen is."""
     return "".join(text.split())
-
-
-def typer_collects(command: str, argv: list[str]) -> dict[str, object]:
-    """What the typer app's command collects from argv (its raw values, before
-    build_options), or click's UsageError."""
-    group = typer.main.get_command(app)
-    assert isinstance(group, click.Group)
-    context = group.commands[command].make_context(command, list(argv))
-    return dict(context.params)
-
-
-@pytest.mark.parametrize(
-    ("command", "argv", "expected"),
-    [
-        ("grade", [], {}),
-        (
-            "grade",
-            ["--config=e.yaml", "--case", "c", "--debug"],
-            {"config": "e.yaml", "case": "c", "debug": True},
-        ),
-        (
-            "grade",
-            ["--out=", "--no-llm", "--memory-mb", "512", "--case-id", "x"],
-            {"out": "", "no_llm": True, "memory_mb": "512", "case_id": "x"},
-        ),
-        ("batch", ["--cases", "c", "--out", "o"], {"cases": "c", "out": "o"}),
-        (
-            "batch",
-            ["--cases=c", "--out=o", "-j", "2", "--force", "--keep-errors"],
-            {"cases": "c", "out": "o", "jobs": "2", "force": True, "keep_errors": True},
-        ),
-        (
-            "batch",
-            ["--shard", "1/4", "--no-llm", "--llm-concurrency", "64"],
-            {"shard": "1/4", "no_llm": True, "llm_concurrency": "64"},
-        ),
-    ],
-)
-def test_plain_command_lines_are_read_as_typer_reads_them(
-    command: str, argv: list[str], expected: dict[str, object]
-) -> None:
-    given = simple_arguments(command, argv)
-    assert given is not None
-    assert {name: value for name, value in given.items() if value is not None} == expected
-    assert given == typer_collects(command, argv)
-
-
-@pytest.mark.parametrize("command", HOT_PATHS)
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--help"],
-        ["--conf", "e.yaml"],
-        ["--config", "a", "--config", "b"],
-        ["--case", "-x"],
-        ["--case"],
-        ["--debug=yes"],
-        ["positional"],
-        ["--no-such-flag"],
-        ["-j2"],
-        ["-j=2"],
-        ["--"],
-    ],
-)
-def test_other_command_lines_are_left_to_typer(command: str, argv: list[str]) -> None:
-    assert simple_arguments(command, argv) is None
-
-
-VALUES = st.text(st.sampled_from("x1/=.,- ="), max_size=4)
-
-
-@st.composite
-def _plain_lines(draw: st.DrawFn, command: str) -> list[str]:
-    """A command line of the command's own flags, each once: `--flag value`,
-    `--flag=value` or a bare switch, as harnesses write them."""
-    names = draw(st.lists(st.sampled_from(COMMANDS[command].options), unique=True))
-    line = []
-    for name in names:
-        option = OPTIONS[name]
-        flag = draw(st.sampled_from(option.flags))
-        if option.is_flag:
-            line.append(flag)
-        elif flag.startswith("--") and draw(st.booleans()):
-            line.append(f"{flag}={draw(VALUES)}")
-        else:
-            line += [flag, draw(VALUES.filter(lambda value: not value.startswith("-")))]
-    return line
-
-
-@st.composite
-def _near_plain_lines(draw: st.DrawFn, command: str) -> list[str]:
-    """A plain line with one word more anywhere: any command's flag, a value, a
-    `flag=value` of a short flag or a switch too, a repeat; where a misreading would be."""
-    line = draw(_plain_lines(command))
-    flags = st.sampled_from(sorted({flag for option in OPTIONS.values() for flag in option.flags}))
-    word = draw(st.one_of(flags, VALUES, st.builds("{}={}".format, flags, VALUES)))
-    position = draw(st.integers(0, len(line)))
-    return [*line[:position], word, *line[position:]]
-
-
-@pytest.mark.parametrize("command", HOT_PATHS)
-def test_the_hot_paths_read_plain_lines_as_typer_does(command: str) -> None:
-    @settings(FUZZ, max_examples=200)
-    @given(_plain_lines(command))
-    def check(argv: list[str]) -> None:
-        read = simple_arguments(command, argv)
-        assert read is not None, argv
-        assert read == typer_collects(command, argv)
-
-    check()
-
-
-@pytest.mark.parametrize("command", HOT_PATHS)
-def test_whatever_line_the_hot_paths_read_typer_reads_alike(command: str) -> None:
-    """Any other line they take, typer collects the same values from; the rest they
-    leave to typer."""
-
-    @settings(FUZZ, max_examples=300)
-    @given(_near_plain_lines(command))
-    def check(argv: list[str]) -> None:
-        read = simple_arguments(command, argv)
-        if read is not None:
-            assert read == typer_collects(command, argv)
-
-    check()
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -197,12 +69,28 @@ def test_the_top_level_help_lists_every_command_and_the_version_flag() -> None:
     assert "-V, --version" in completed.stdout
 
 
-@pytest.mark.parametrize("args", [["-h"], ["grade", "-h"], ["batch", "-h"], ["task", "init", "-h"]])
-def test_dash_h_is_help_as_before(args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [["-h"], ["grade", "-h"], ["batch", "-h"], ["task", "-h"], ["task", "init", "-h"]],
+)
+def test_dash_h_is_help(args: list[str]) -> None:
     completed = verifier(*args)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == verifier(*args[:-1], "--help").stdout
     assert completed.stdout.startswith(f"Usage: verifier {' '.join(args[:-1])}".rstrip())
+
+
+def test_help_wins_over_anything_else_on_the_line() -> None:
+    """As click's eager --help did: `grade --bogus --help` is grade's help."""
+    completed = verifier("grade", "--bogus", "--memory-mb", "0", "--help")
+    assert completed.returncode == 0
+    assert completed.stdout == verifier("grade", "--help").stdout
+
+
+def test_help_lines_fit_80_columns() -> None:
+    for name in COMMANDS:
+        text = verifier(*name.split(), "--help").stdout
+        assert max(len(line) for line in text.splitlines()) <= 80, name
 
 
 @pytest.mark.parametrize("args", [[], ["task"]])
@@ -216,19 +104,25 @@ def test_a_group_without_its_command_shows_its_help_and_exits_2(args: list[str])
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["grade", "--conf", "e.yaml"], "grade: No such option '--conf'. Did you mean '--config'?"),
-        (["grade", "--case"], "grade: Option '--case' requires an argument."),
-        (["grade", "--debug=yes"], "grade: Option '--debug' does not take a value."),
-        (["grade", "extra"], "grade: Got unexpected extra argument (extra)"),
-        (["batch", "-j"], "batch: Option '-j' requires an argument."),
+        (["grade", "--conf", "e.yaml"], "grade: no such option --conf (did you mean --config?)"),
+        (["grade", "--conf=e.yaml"], "grade: no such option --conf (did you mean --config?)"),
+        (["grade", "--case"], "grade: --case: expects a value"),
+        (["grade", "--case", "--out", "o"], "grade: --case: expects a value"),
+        (["grade", "--debug=yes"], "grade: --debug: takes no value"),
+        (["grade", "extra"], "grade: unexpected argument 'extra'"),
+        (["grade", "--", "--out"], "grade: unexpected argument '--out'"),
+        (["batch", "-j"], "batch: -j: expects a value"),
         (
             ["batch", "--case", "c"],
-            "batch: No such option '--case'. (Did you mean one of: '--cases', '--force'?)",
+            "batch: no such option --case (did you mean --cases or --force?)",
         ),
-        (["check", "a.yaml", "b.yaml"], "check: Got unexpected extra argument (b.yaml)"),
-        (["task", "init", "--bogus"], "task init: No such option '--bogus'."),
-        (["task", "ini"], "task: No such command 'ini'. Did you mean 'init'?"),
-        (["grde"], "No such command 'grde'. Did you mean 'grade'?"),
+        (["check", "a.yaml", "b.yaml"], "check: unexpected argument 'b.yaml'"),
+        (["task", "init", "--bogus"], "task init: no such option --bogus"),
+        (["task", "ini"], "task: no such command ini (did you mean init?)"),
+        (["task", "--bogus"], "task: no such option --bogus"),
+        (["grde"], "no such command grde (did you mean grade?)"),
+        (["--verison"], "no such option --verison (did you mean --version?)"),
+        (["version", "x"], "version: unexpected argument 'x'"),
     ],
 )
 def test_usage_errors_are_one_line_naming_the_flag_and_exit_2(
@@ -240,30 +134,82 @@ def test_usage_errors_are_one_line_naming_the_flag_and_exit_2(
     assert completed.stdout == ""
 
 
-def test_a_bad_value_reads_the_same_on_either_path(tmp_path: Path) -> None:
-    """`--memory-mb 0` is read by the fast path, `--memory-mb 0 --memory-mb 0` by typer:
-    one message."""
-    out = str(tmp_path / "o")
-    fast = verifier("grade", "--out", out, "--memory-mb", "0")
-    typer_path = verifier("grade", "--out", out, "--memory-mb", "0", "--memory-mb", "0")
-    assert fast.returncode == typer_path.returncode == 2
-    assert (
-        fast.stderr == typer_path.stderr == "verifier: error: --memory-mb: 0 must be at least 1\n"
-    )
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], {}),
+        (
+            ["--config=e.yaml", "--case", "c", "--debug"],
+            {"config": "e.yaml", "case": "c", "debug": True},
+        ),
+        (
+            ["--out=", "--no-llm", "--memory-mb", "512"],
+            {"out": "", "no_llm": True, "memory_mb": "512"},
+        ),
+        (["--out", "a", "--out", "b"], {"out": "b"}),  # the last one counts
+        (["--deadline", "-5"], {"deadline": "-5"}),  # a negative number is a value
+        (["--case-id", "x=y"], {"case_id": "x=y"}),
+    ],
+)
+def test_grades_flags_are_collected_as_given(argv: list[str], expected: dict[str, object]) -> None:
+    given = read_arguments(COMMANDS["grade"], argv)
+    assert given.keys() == set(COMMANDS["grade"].options)
+    assert {name: value for name, value in given.items() if value is not None} == expected
 
 
-def test_grade_read_by_typer_grades_as_the_fast_path_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("command", "argv", "expected"),
+    [
+        ("batch", ["-j", "2", "--cases=c"], {"jobs": "2", "cases": "c"}),
+        ("batch", ["-j2"], {"jobs": "2"}),
+        ("check", ["--strict", "e.yaml"], {"config": "e.yaml", "strict": True}),
+        (
+            "task import",
+            ["src", "dest", "--force"],
+            {"source": "src", "dest": "dest", "force": True},
+        ),
+        ("task init", ["d", "--cases", "a,b"], {"dest": "d", "case_ids": "a,b"}),
+    ],
+)
+def test_each_command_reads_its_own_flags_and_arguments(
+    command: str, argv: list[str], expected: dict[str, object]
+) -> None:
+    given = read_arguments(COMMANDS[command], argv)
+    assert {name: value for name, value in given.items() if value is not None} == expected
+
+
+@pytest.mark.parametrize(
+    "flag", sorted({flag for name in COMMANDS["batch"].options for flag in OPTIONS[name].flags})
+)
+def test_no_flag_is_abbreviated(flag: str) -> None:
+    if len(flag) <= 3:
+        return  # -j: nothing shorter to abbreviate it to
+    with pytest.raises(UsageError, match="no such option"):
+        read_arguments(COMMANDS["batch"], [flag[:-1], "x"])
+
+
+def test_a_flag_given_twice_grades_with_the_last(tmp_path: Path) -> None:
     config = tmp_path / "eval.yaml"
     config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
     (tmp_path / "case").mkdir()
     plain = ["--config", str(config), "--case", str(tmp_path / "case")]
-    fast = verifier("grade", *plain, "--out", str(tmp_path / "fast"))
-    # A flag given twice is not the fast path's: typer reads it (the last one wins).
-    typer_path = verifier("grade", *plain, "--out", "elsewhere", "--out", str(tmp_path / "typer"))
-    assert fast.returncode == typer_path.returncode == 0, typer_path.stderr
-    assert fast.stdout.splitlines()[0] == typer_path.stdout.splitlines()[0]
-    for out in ("fast", "typer"):
-        assert json.loads((tmp_path / out / "reward.json").read_text()) == {"reward": 1.0, "a": 1.0}
+    done = verifier(
+        "grade", *plain, "--out", str(tmp_path / "elsewhere"), "--out", str(tmp_path / "o")
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "o" / "reward.json").read_text()) == {"reward": 1.0, "a": 1.0}
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_debug_shows_the_traceback_of_an_error(tmp_path: Path) -> None:
+    plain = verifier("grade", "--config", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "o"))
+    debug = verifier(
+        "grade", "--config", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "o"), "--debug"
+    )
+    assert plain.returncode == debug.returncode == 2
+    assert "Traceback" not in plain.stderr and plain.stderr.count("\n") == 1
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert debug.stderr.endswith(plain.stderr)
 
 
 def into_a_closed_pipe(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -311,4 +257,65 @@ def test_a_shell_shows_a_reader_gone_as_141() -> None:
 
 def test_a_usage_error_with_stdout_gone_is_still_the_usage_error() -> None:
     done = into_a_closed_pipe("grade", "--conf", "x")
-    assert done.returncode == 2 and "No such option '--conf'" in done.stderr
+    assert done.returncode == 2 and "no such option --conf" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "expected"),
+    [
+        ("check", ["--", "-odd.yaml"], {"config": "-odd.yaml"}),
+        ("check", ["-"], {"config": "-"}),
+        ("task kube", ["p", "--", "--d"], {"package": "p", "dest": "--d"}),
+        ("batch", ["--min-agreement", "-0.5"], {"min_agreement": "-0.5"}),
+        ("batch", ["--min-agreement=-x"], {"min_agreement": "-x"}),
+    ],
+)
+def test_arguments_after_a_double_dash_and_negative_numbers_are_values(
+    command: str, argv: list[str], expected: dict[str, object]
+) -> None:
+    given = read_arguments(COMMANDS[command], argv)
+    assert {name: value for name, value in given.items() if value is not None} == expected
+
+
+VALUES = st.text(st.sampled_from("x1/=.,- ="), max_size=4)
+
+
+@st.composite
+def _lines(draw: st.DrawFn, command: str) -> tuple[list[str], dict[str, object]]:
+    """A command line of the command's flags, each once (`--flag value`, `--flag=value`,
+    `-jVALUE`, a switch), and what it gives each."""
+    names = draw(st.lists(st.sampled_from(COMMANDS[command].options), unique=True))
+    line: list[str] = []
+    meant: dict[str, object] = {}
+    for name in names:
+        option = OPTIONS[name]
+        if name in COMMANDS[command].positional:
+            continue
+        flag = draw(st.sampled_from(option.flags))
+        if option.is_flag:
+            line.append(flag)
+            meant[name] = True
+            continue
+        value = draw(VALUES)
+        if flag.startswith("--") and draw(st.booleans()):
+            line.append(f"{flag}={value}")
+        elif not flag.startswith("--") and value:
+            line.append(f"{flag}{value}")
+        elif value.startswith("-") and not re.fullmatch(r"-|-\d+|-\d*\.\d+", value):
+            line.append(f"{flag}={value}" if flag.startswith("--") else f"{flag}{value}")
+        else:
+            line += [flag, value]
+        meant[name] = value
+    return line, meant
+
+
+@pytest.mark.parametrize("command", ["grade", "batch", "task init"])
+def test_any_line_of_the_commands_flags_reads_back_as_meant(command: str) -> None:
+    @settings(FUZZ, max_examples=300)
+    @given(_lines(command))
+    def check(line_and_meant: tuple[list[str], dict[str, object]]) -> None:
+        line, meant = line_and_meant
+        given_ = read_arguments(COMMANDS[command], line)
+        assert {k: v for k, v in given_.items() if v is not None} == meant, line
+
+    check()
