@@ -5,7 +5,7 @@ what each code means), so the page cannot drift from `verifier COMMAND --help`.
     python scripts/cli_reference.py          # print the reference part
     python scripts/cli_reference.py --write  # rewrite it in docs/cli.md (make cli-docs)
 
-tests/unit/test_cli_reference.py fails when docs/cli.md's part is not what this prints.
+tests/unit/cli/test_reference.py fails when docs/cli.md's part is not what this prints.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from tests.paths import REPO
 from verifier.cli.options import COMMANDS, OPTIONS, read_values
 from verifier.cli.parser import RUNS, record_class
 from verifier.errors import UsageError
@@ -121,7 +122,7 @@ def test_a_commands_values_with_nothing_given_are_the_declared_defaults(name: st
 def test_no_engine_judge_or_pipeline_module_imports_the_cli() -> None:
     """The core reads records of its own (Limits, BatchRequest, InitRequest): the CLI's
     declarations and its records are the CLI's and the commands' alone."""
-    root = Path(__file__).resolve().parents[2] / "verifier"
+    root = REPO / "verifier"
     for path in root.rglob("*.py"):
         relative = path.relative_to(root).parts
         if relative[0] in ("cli", "commands", "__main__.py"):

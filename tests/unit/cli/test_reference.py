@@ -13,10 +13,11 @@ from types import ModuleType
 
 import pytest
 
+from tests.paths import REPO
 from verifier.cli.options import COMMANDS, OPTIONS
 from verifier.errors import EXIT_MEANINGS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 PAGE = ROOT / "docs" / "cli.md"
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
