@@ -189,17 +189,21 @@ class Sandbox:
                 return run
             collected = probe.after(dirs.case) if probe is not None else None
             owner = os.getuid() if uid is None else uid
-            returned = {name: _handed_back(dirs.results, name, owner) for name in command.returned}
+            returned = {
+                name: _handed_back(dirs.results, name, owner)
+                if command.views  # a script, whose later writes must win
+                else read_case_file(dirs.results, name, RETURNED_BYTES)
+                for name in command.returned
+            }
         return attrs.evolve(run, collected=collected, returned=returned)
 
 
 def _handed_back(results: Path, name: str, uid: int) -> CaseFile:
-    """A file the command hands back, read as a case file; unless it ended as one its
-    writer (the command, running as `uid`) could no longer rewrite: a symlink, or not
-    its own and writable to it, or in a dir it cannot enter. Code the command runs (the
-    code under test, inside a task's test script) keeps a value of its own from being
-    overwritten so (as root, the command owns its files; the grader reading them would
-    not notice)."""
+    """A file a command with views (a task's test script) hands back, read as a case
+    file; unless it ended as one its writer (running as `uid`) could no longer rewrite:
+    a symlink, or not its own and writable to it, or in a dir it cannot enter. The code
+    under test the script runs keeps a reward of its own from being overwritten so (as
+    root, the command owns its files; the grader reading them would not notice)."""
     parts = PurePosixPath(name).parts
     directories = [results.joinpath(*parts[:depth]) for depth in range(len(parts))]
     if not all(_its_own(directory, uid, stat.S_IXUSR) for directory in directories):

@@ -38,9 +38,7 @@ ATTACKS = {
         "os.kill(os.getpid(), signal.SIGINT)"
     ),
     "chmods the reward": "os.chmod(REWARD, 0o444)",
-    "fchmods the reward": (
-        "fd = os.open(REWARD, os.O_WRONLY)\nos.fchmod(fd, 0o444)\nos.close(fd)"
-    ),
+    "fchmods the reward": ("fd = os.open(REWARD, os.O_WRONLY)\nos.fchmod(fd, 0o444)\nos.close(fd)"),
     "links it to a read-only file": (
         "os.rename(REWARD, REWARD + '.kept')\nos.chmod(REWARD + '.kept', 0o444)\n"
         "os.symlink('reward.txt.kept', REWARD)"
