@@ -1963,10 +1963,8 @@ def _exit_now(code):
     and so without running anything the code under test left for the exit (an atexit
     function, a non-daemon thread waited for); only what was printed is flushed."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a stream the case replaced or closed
             stream.flush()
-        except Exception:  # a stream the case replaced or closed: nothing more to say
-            pass
     _os_exit(code)
 
 
