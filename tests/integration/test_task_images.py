@@ -198,3 +198,23 @@ def test_the_verifier_image_starts_with_an_empty_workdir_and_a_closed_tests(
         assert other.returncode != 0 and "Permission denied" in other.stderr
     finally:
         subprocess.run([cli, "rmi", "--force", tag], capture_output=True, timeout=120)
+
+
+def test_a_toolchain_in_the_work_dir_of_the_built_image_fails(cli: str, tmp_path: Path) -> None:
+    """The case takes the work dir's place when the tests run: a venv there, on PATH, is
+    the agent's (verifier.task.workdir_toolchain). `task init` refuses such a Dockerfile; one
+    edited afterwards, or a base image that does it, is caught in the built image."""
+    dest = package(tmp_path)
+    dockerfile = dest / "environment" / "Dockerfile"
+    dockerfile.write_text(
+        dockerfile.read_text()
+        + "RUN mkdir -p /app/.venv/bin && ln -s /bin/sh /app/.venv/bin/python3\n"
+        + "ENV PATH=/app/.venv/bin:$PATH\n"
+    )
+    done = task_test(cli, dest)
+    assert done.returncode == 9, done.stdout + done.stderr
+    assert done.stderr.startswith(
+        "task test: FAILED: the environment's toolchain: /app/.venv/bin (an ENV PATH entry) "
+        "is in the agent's work dir /app"
+    ), done.stderr
+    assert "UV_PROJECT_ENVIRONMENT=/opt/venv" in done.stderr

@@ -79,12 +79,18 @@ class Field(Protocol):
 
 @attrs.frozen
 class Text:
+    """A string; `check` says what else is wrong with it (None: nothing)."""
+
     non_empty: bool = False
     description: str = ""
+    check: Callable[[str], str | None] | None = None
 
     def parse(self, value: Any, at: Locator) -> str:
         if not isinstance(value, str) or (self.non_empty and not value.strip()):
             raise at.error("must be a non-empty string" if self.non_empty else "must be a string")
+        problem = self.check(value) if self.check is not None else None
+        if problem is not None:
+            raise at.error(f"{_shown(value)} {problem}")
         return value
 
     def schema(self) -> dict[str, Any]:

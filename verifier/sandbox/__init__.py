@@ -13,7 +13,7 @@ supervisor.py), and keeps a bounded tail of its output (capture.py).
 
 from verifier.sandbox.capture import STDOUT_BYTES
 from verifier.sandbox.command import Command, CommandRun, Sandbox, WorkdirProbe
-from verifier.sandbox.plan import PROVIDED_ENV, RESULTS_ENV, command_path
+from verifier.sandbox.plan import PROVIDED_ENV, RESULTS_ENV, command_path, leads_into
 from verifier.sandbox.policy import SandboxPolicy, discard_policy, plan_policy
 
 __all__ = [
@@ -27,5 +27,6 @@ __all__ = [
     "WorkdirProbe",
     "command_path",
     "discard_policy",
+    "leads_into",
     "plan_policy",
 ]

@@ -1,11 +1,14 @@
 """One command's plan: who it runs as, what it may read and write, and the environment
 it gets, derived from the policy, its dirs and its request alone (a pure function:
-the same inputs, the same plan; nothing of the machine is read here)."""
+the same inputs, the same plan; nothing of the machine is read here but where its
+PATH's symlinks lead)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import posixpath
+from collections import deque
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -18,6 +21,7 @@ PROVIDED_ENV = "VERIFIER_PROVIDED"  # the dir of the trusted files it is handed
 RESULTS_ENV = "VERIFIER_RESULTS"  # the dir where it leaves the files it hands back
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+_MAX_LINKS = 40  # as the kernel's ELOOP: a longer chain is a loop
 
 
 @attrs.frozen
@@ -102,16 +106,52 @@ def command_path(
     return reachable_path(path, hidden)
 
 
-def reachable_path(path: str, hidden: tuple[str, ...]) -> str:
+def reachable_path(
+    path: str, hidden: tuple[str, ...], readlink: Callable[[str], str] = os.readlink
+) -> str:
     """PATH's absolute entries outside `hidden`: a relative entry resolves in the case's
-    copy, and one beneath the case (`/app/.venv/bin`) would run what the agent left
-    there as the toolchain (neither can be read by the command anyway, or should be)."""
+    copy, and one beneath the case (`/app/.venv/bin`), or whose symlinks lead there
+    (`/opt/tools -> /app/.venv/bin`), would run what the agent left there as the
+    toolchain (neither can be read by the command anyway, or should be)."""
     kept = [
         entry
         for entry in path.split(":")
-        if entry.startswith("/") and not any(_beneath(entry, place) for place in hidden)
+        if entry.startswith("/") and leads_into(entry, hidden, readlink) is None
     ]
     return ":".join(kept)
+
+
+def leads_into(
+    path: str, places: tuple[str, ...], readlink: Callable[[str], str] = os.readlink
+) -> str | None:
+    """The place of `places` (absolute, resolved) that the absolute `path` is beneath,
+    as written or on the way through its symlinks, else None. Each link is followed
+    only until the walk reaches a place: what lies inside one (the case's own symlinks)
+    never decides. A chain of more than 40 links counts as leading into the first place
+    (or "/"): it cannot be resolved."""
+    parts = deque(part for part in path.split("/") if part not in ("", "."))
+    resolved, links = "/", 0
+    while parts:
+        part = parts.popleft()
+        if part == "..":
+            resolved = posixpath.dirname(resolved)
+            continue
+        candidate = posixpath.join(resolved, part)
+        place = next((place for place in places if _beneath(candidate, place)), None)
+        if place is not None:
+            return place
+        try:
+            target = readlink(candidate)
+        except OSError:  # not a link, or not there: the path goes on from it
+            resolved = candidate
+            continue
+        links += 1
+        if links > _MAX_LINKS:
+            return places[0] if places else "/"
+        if target.startswith("/"):
+            resolved = "/"
+        parts.extendleft(reversed([p for p in target.split("/") if p not in ("", ".")]))
+    return None
 
 
 def _beneath(path: str, place: str) -> bool:

@@ -52,6 +52,7 @@ from verifier.task.protect import environment_files, guard_missing, protected_fi
 from verifier.task.record import describe_kept
 from verifier.task.settings import verifier_settings
 from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
+from verifier.task.workdir_toolchain import refuse_toolchain_in_workdir
 from verifier.yaml_io import read_yaml
 
 __all__ = ["init_task", "referenced_files", "render", "templates_dir"]
@@ -104,6 +105,8 @@ def init_task(
     if environment is not None and agent_image is not None:
         raise UsageError("--environment and --agent-image: give the agent one environment")
     env = read_environment(environment) if environment is not None else None
+    if env is not None:
+        refuse_toolchain_in_workdir(env, workdir, f"--environment {env.root}")
     name = name if name is not None else f"local/{safe_name(dest.resolve().name)}"
     if not NAME_RE.match(name) or ".." in name:
         raise UsageError(f"--name {name!r}: use org/name (letters, digits, '.', '_', '-')")

@@ -61,6 +61,7 @@ from verifier.task.settings import GRADE_SLACK_S, HARBOR_SLACK_S
 from verifier.task.test_script import ScriptPlan, plan_script
 from verifier.task.tests_dir import copyable_files
 from verifier.task.toml_write import dumps
+from verifier.task.workdir_toolchain import refuse_toolchain_in_workdir
 
 TASK_TESTS = "task-tests"  # tests/task-tests/: the task's own tests/, its script's /tests
 CONFIG_DIR = "/grading"  # eval.yaml and task-tests/ in the verifier's image
@@ -128,6 +129,9 @@ def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions
         raise UsageError(f"{dest}: the package must not hold {source}: give another DEST")
     task = read_harbor_task(source)
     check_arguments(task.workdir, options.image, None)  # a work dir the package can use
+    refuse_toolchain_in_workdir(
+        task.toolchain.environment, task.workdir, f"{task.root}: {task.toolchain.label}"
+    )
     tests = task.root / TESTS_DIR
     others = [path for _, path in copyable_files(tests, []) if path != task.script]
     plan = plan_script(task.script, others)

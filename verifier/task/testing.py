@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from verifier.errors import UsageError, VerifierError
+from verifier.task.workdir_toolchain import IMAGE_PROBE, probe_findings
 
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")  # Harbor's (harbor/utils/env.py)
 _BUILD_TIMEOUT_S = 1800.0
@@ -329,6 +330,7 @@ def _run_agent(package: Package, engine: Engine, image: str, root: Path, run_id:
                 f"{package.dest / 'environment'}/.",
                 f"{container}:{package.workdir}",
             )
+        _refuse_toolchain(engine, container, package.workdir)
         cases = [_copy_out(engine, container, package.workdir, root / "case-untouched")]
         for index, step in enumerate(package.steps):
             engine.checked(
@@ -356,6 +358,17 @@ def _run_agent(package: Package, engine: Engine, image: str, root: Path, run_id:
         return cases
     finally:
         engine("rm", "--force", container)
+
+
+def _refuse_toolchain(engine: Engine, container: str, workdir: str) -> None:
+    """PackageFailed when the environment's toolchain is in the agent's work dir (its
+    PATH, VIRTUAL_ENV, ..., or where its PATH finds python3, go, node): the case takes
+    that dir's place when the tests run (verifier.task.workdir_toolchain). An image without sh
+    is not probed."""
+    run = engine("exec", container, "sh", "-c", IMAGE_PROBE)
+    findings = probe_findings(run.stdout, workdir) if run.returncode == 0 else []
+    if findings:
+        raise PackageFailed(f"the environment's toolchain: {findings[0].message(workdir)}")
 
 
 def _uploads_environment(dest: Path) -> bool:

@@ -10,7 +10,13 @@ import attrs
 from tests.unit.sandbox.test_policy import ROOT_POLICY
 from verifier.linux import JUDGE_TOKEN_ENV
 from verifier.sandbox.dirs import CommandDirs
-from verifier.sandbox.plan import DEFAULT_PATH, command_path, plan_command, reachable_path
+from verifier.sandbox.plan import (
+    DEFAULT_PATH,
+    command_path,
+    leads_into,
+    plan_command,
+    reachable_path,
+)
 
 DIRS = CommandDirs(Path("/tmp/scratch/command-1"), returned=True, provided=True)
 GRADER = {
@@ -83,3 +89,42 @@ def test_path_entries_in_the_case_or_relative_to_it_are_dropped() -> None:
     assert (
         command_path({"PATH": path}, GRADER, hidden) == "/usr/local/bin:/application/bin:/usr/bin"
     )
+
+
+def test_path_entries_whose_links_lead_into_the_case_are_dropped(tmp_path: Path) -> None:
+    """/opt/tools -> /app/.venv/bin runs the agent's programs as much as /app/.venv/bin."""
+    case, tools = tmp_path / "app", tmp_path / "opt"
+    (case / ".venv" / "bin").mkdir(parents=True)
+    tools.mkdir()
+    (tools / "venv-bin").symlink_to(case / ".venv" / "bin")
+    (tools / "relative").symlink_to(Path("..") / "app" / ".venv")
+    (tools / "elsewhere").symlink_to("/usr")
+    (tools / "loop").symlink_to(tools / "loop")
+    hidden = (str(case),)
+    path = ":".join(
+        [
+            f"{tools}/venv-bin",
+            f"{tools}/relative/bin",
+            f"{tools}/elsewhere/bin",
+            f"{tools}/loop/bin",
+            f"{tools}/../app/.venv/bin",
+            "/usr/bin",
+        ]
+    )
+    assert reachable_path(path, hidden) == f"{tools}/elsewhere/bin:/usr/bin"
+    assert leads_into(f"{tools}/venv-bin/python3", hidden) == str(case)
+    assert leads_into(f"{tools}/elsewhere/bin/python3", hidden) is None
+
+
+def test_what_lies_inside_the_case_never_decides() -> None:
+    """The walk stops at the case: a link the agent left in it is never read."""
+    read: list[str] = []
+
+    def readlink(path: str) -> str:
+        read.append(path)
+        if path == "/opt/tools":
+            return "/app/.venv/bin"
+        raise OSError(22, "not a link")
+
+    assert leads_into("/opt/tools/python3", ("/app",), readlink) == "/app"
+    assert read == ["/opt", "/opt/tools"]

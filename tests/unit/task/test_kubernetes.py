@@ -17,7 +17,6 @@ from tests.paths import REPO
 from verifier.task import init_task
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
-REPO = REPO
 DEPLOY = REPO / "deploy" / "kubernetes"
 EXAMPLE = REPO / "examples" / "eval.yaml"
 LLM_EVAL = """\

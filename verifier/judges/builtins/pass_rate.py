@@ -70,6 +70,7 @@ from verifier.judges.builtins.runners import (
     RunnerPlan,
     ini_problem,
     plan_runner,
+    program_problem,
 )
 from verifier.judges.builtins.testlists import (
     GROUPS,
@@ -152,7 +153,12 @@ RUNNER = Key(
 )
 EXECUTABLE = Key(
     "executable",
-    Text(non_empty=True, description="the runner's program: python3 (pytest) or go"),
+    Text(
+        non_empty=True,
+        description="the runner's program in the toolchain: python3 (pytest) or go, a "
+        "name found in PATH or an absolute path",
+        check=program_problem,
+    ),
 )
 RUN_PATHS = Key(
     "paths",

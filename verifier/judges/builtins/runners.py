@@ -162,3 +162,14 @@ def ini_problem(path: Path) -> str | None:
             "pyproject.toml (a name ending .ini, .cfg or .toml)"
         )
     return None
+
+
+def program_problem(program: str) -> str | None:
+    """What keeps `executable` from naming a program of the toolchain: a relative path
+    (`.venv/bin/python`) resolves in the case's copy, whose files are the agent's."""
+    if "/" in program and not program.startswith("/"):
+        return (
+            "is a path into the case, whose files are the agent's: name the toolchain's "
+            "program (python3, go: found in PATH) or give its absolute path outside the case"
+        )
+    return None

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verifier.sandbox import Command, CommandRun, Sandbox, command_path
+from verifier.sandbox import Command, CommandRun, Sandbox, command_path, leads_into
 
 SHELL = "/bin/sh"  # what subprocess runs a shell string with
 NOT_STARTED_CODES = (126, 127)  # a shell's "cannot execute" and "not found"
@@ -130,9 +130,8 @@ def check_program(
     program = toolchain_program(command)
     if program is None:
         return
-    problem = executable_problem(
-        program, command_path(env or {}, os.environ, sandbox.policy.hidden)
-    )
+    hidden = sandbox.policy.hidden
+    problem = executable_problem(program, command_path(env or {}, os.environ, hidden), hidden)
     if problem is not None:
         raise ToolchainFault(f"the toolchain cannot run {program}: {problem}")
 
@@ -147,15 +146,32 @@ def toolchain_program(command: str | Sequence[str]) -> str | None:
     return program if "/" not in program or program.startswith("/") else None
 
 
-def executable_problem(program: str, path: str) -> str | None:
+def executable_problem(program: str, path: str, hidden: tuple[str, ...] = ()) -> str | None:
     """None when the grader finds program (a name in the command's PATH, `path`, or an
-    absolute path to an executable file), else why not."""
+    absolute path to an executable file) outside `hidden`, else why not. A program in
+    the case's dir (or whose symlinks lead there: `/usr/local/bin/python3 ->
+    /app/.venv/bin/python3`) is the agent's, never the toolchain: the environment put
+    its toolchain in the case, which is the author's to fix (the agent cannot move a
+    program of the toolchain there, and one it puts in a PATH dir inside the case is
+    never looked at: that dir is not in the command's PATH)."""
     if "/" in program:
         if not os.path.isfile(program):
             return "it does not exist"
-        return None if os.access(program, os.X_OK) else "it is not executable"
-    if shutil.which(program, path=path) is None:
-        return f"{program!r} is not in its PATH ({path})"
+        if not os.access(program, os.X_OK):
+            return "it is not executable"
+        found = program
+    else:
+        which = shutil.which(program, path=path)
+        if which is None:
+            return f"{program!r} is not in its PATH ({path})"
+        found = which
+    place = leads_into(found, hidden)
+    if place is not None:
+        return (
+            f"{found} lies in {place}, the case's or the grader's own, never the toolchain "
+            "(a toolchain in the agent's work dir is the agent's: install it outside, e.g. "
+            "a venv in /opt/venv)"
+        )
     return None
 
 
