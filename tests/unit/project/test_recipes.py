@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+import attrs
 import pytest
 
 from tests.llm_servers import FakeLLM
@@ -42,7 +43,7 @@ from verifier.judges import KINDS, kinds
 from verifier.judges.base import Pool
 from verifier.judges.builtins.arguments import CasePath
 from verifier.judges.builtins.files import case_text
-from verifier.judges.builtins.registry import BUILTINS, builtin
+from verifier.judges.builtins.registry import BUILTINS, argument, builtin
 from verifier.judges.llm import providers
 from verifier.results import Composition
 
@@ -112,7 +113,8 @@ class Source:
     functions: dict[str, list[list[str]]] = dataclasses.field(default_factory=dict)
     parameters: set[str] = dataclasses.field(default_factory=set)
     strings: set[str] = dataclasses.field(default_factory=set)
-    keys: set[str] = dataclasses.field(default_factory=set)  # Key("name", ...) declared
+    # eval.yaml keys declared: Key("name", ...), or a builtin's `name: T = argument(...)`
+    keys: set[str] = dataclasses.field(default_factory=set)
 
     @classmethod
     def read(cls, path: Path) -> Source:
@@ -129,6 +131,10 @@ class Source:
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef):
                         source._function(item, method=_is_method(item))
+                    elif _declares_argument(item):
+                        assert isinstance(item, ast.AnnAssign)
+                        assert isinstance(item.target, ast.Name)
+                        source.keys.add(item.target.id)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 source.strings.add(node.value)
         for node in tree.body:
@@ -165,6 +171,17 @@ def _bound_names(node: ast.stmt) -> set[str]:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     return set()
+
+
+def _declares_argument(node: ast.stmt) -> bool:
+    """`name: T = argument(...)`: a field of a builtin's arguments record."""
+    return (
+        isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == "argument"
+    )
 
 
 def _is_method(node: ast.FunctionDef) -> bool:
@@ -376,17 +393,19 @@ def write_eval(directory: Path, text: str) -> Path:
 def toy_builtin() -> Iterator[str]:
     """toy/toy_word_in_file, registered as the builtin recipe says."""
 
-    def toy_word_in_file(context: Any, path: str, word: str) -> tuple[bool, str]:
+    @attrs.frozen(kw_only=True)
+    class ToyArguments:
+        path: str = argument(CasePath(), required=True)
+        word: str = argument(Text(non_empty=True), required=True)
+
+    def toy_word_in_file(context: Any, arguments: ToyArguments) -> tuple[bool, str]:
+        path, word = arguments.path, arguments.word
         text, problem = case_text(context, path)
         if text is None:
             return False, problem
         return word in text.split(), f"{path} {'says' if word in text.split() else 'lacks'} {word}"
 
-    builtin(
-        "toy",
-        Key("path", CasePath(), required=True),
-        Key("word", Text(non_empty=True), required=True),
-    )(toy_word_in_file)
+    builtin("toy", ToyArguments)(toy_word_in_file)
     try:
         yield "toy/toy_word_in_file"
     finally:

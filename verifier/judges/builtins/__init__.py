@@ -1,11 +1,12 @@
 """Judges shipped with the verifier: a registry of builtins, each declared with its arguments.
 
-A builtin is a function `run(context, **arguments) -> (value, rationale)` registered
-with `@builtin(category, Key(...), ...)` in one of the category modules below.
-Its arguments are declared as eval.yaml keys (verifier.config.fields), so a
-missing, misspelt or mistyped argument is a load error, and the same declaration
-documents it. Paths in arguments are relative to the case dir and never resolve
-outside it. Adding a builtin is one decorated function in a category module.
+A builtin is a function `run(context, arguments) -> (value, rationale)` registered
+with `@builtin(category, Arguments)` in one of the category modules below, where
+`Arguments` is the frozen attrs record of its arguments, each field an eval.yaml key
+declared with `argument(Field(...))` (verifier.config.fields), so a missing, misspelt
+or mistyped argument is a load error, and the same declaration documents it. Paths in
+arguments are relative to the case dir and never resolve outside it. Adding a builtin
+is one record and one decorated function in a category module.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def bind_builtin(judge: JudgeConfig, config: EvalConfig) -> Callable[[JudgeConte
     def run(judged: JudgeContext) -> BuiltinReturn:
         record = judged.record
         context = BuiltinContext(Path(record["case_dir"]), config_dir, record, judged.sandbox)
-        return found.run(context, **arguments)
+        return found.run(context, arguments)
 
     return run
 

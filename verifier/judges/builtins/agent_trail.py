@@ -15,27 +15,70 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from verifier.config import Key
+import attrs
+
 from verifier.config.fields import Choice, Flag, Number, OneOrMany, Text
 from verifier.judges.builtins.arguments import CasePath
 from verifier.judges.builtins.registry import (
     PARTIAL_CREDIT,
     BuiltinContext,
+    NoArguments,
     ValueWithRationale,
+    argument,
     builtin,
 )
 from verifier.trajectory import read_trajectory
 from verifier.values import finite_float
 
-TRAJECTORY_PATH = Key(
-    "path",
-    CasePath(
-        description="a trajectory file in the case, which the "
-        "agent writes (default: the trajectory "
-        "eval.yaml's `trajectory:` names)"
-    ),
+TRAJECTORY_PATH = CasePath(
+    description="a trajectory file in the case, which the agent writes (default: the "
+    "trajectory eval.yaml's `trajectory:` names)"
 )
-TOOL_NAME = Key("tool_name", Text(non_empty=True), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class ToolUsedArguments:
+    tool_name: str = argument(Text(non_empty=True), required=True)
+    min_count: int = argument(
+        Number(integer=True, minimum=1, problem="must be a whole number >= 1"), default=1
+    )
+    path: str | None = argument(TRAJECTORY_PATH)
+
+
+@attrs.frozen(kw_only=True)
+class ToolNotUsedArguments:
+    tool_name: str = argument(Text(non_empty=True), required=True)
+    path: str | None = argument(TRAJECTORY_PATH)
+
+
+@attrs.frozen(kw_only=True)
+class TurnCountArguments:
+    max_turns: int = argument(
+        Number(integer=True, minimum=1, problem="must be a whole number >= 1"), required=True
+    )
+    path: str | None = argument(TRAJECTORY_PATH)
+
+
+@attrs.frozen(kw_only=True)
+class CostBudgetArguments:
+    max_cost_usd: float = argument(Number(minimum=0, problem="must be a number >= 0"), default=1.0)
+
+
+@attrs.frozen(kw_only=True)
+class ConsultedDocsArguments:
+    min_coverage: float = argument(
+        Number(minimum=0, maximum=1, problem="must be a fraction from 0 to 1"), default=0.8
+    )
+    match: str = argument(Choice(("suffix", "exact", "basename")), default="suffix")
+    include_subagents: bool = argument(Flag(), default=True)
+    include_grep: bool = argument(Flag(), default=True)
+    preloaded_files: Sequence[str] = argument(
+        OneOrMany(
+            Text(non_empty=True),
+            description="paths counted as read (e.g. an auto-loaded CLAUDE.md)",
+        ),
+        default=(),
+    )
 
 
 def trajectory_of(
@@ -68,52 +111,37 @@ def _agent_calls(trajectory: Mapping[str, Any], tool_name: str) -> int:
     return sum(1 for name in names if name == tool_name)
 
 
-@builtin(
-    "trajectory",
-    TOOL_NAME,
-    Key(
-        "min_count",
-        Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
-        default=1,
-    ),
-    TRAJECTORY_PATH,
-)
+@builtin("trajectory", ToolUsedArguments)
 def trajectory_tool_used(
-    context: BuiltinContext, tool_name: str, min_count: int, path: str | None
+    context: BuiltinContext, arguments: ToolUsedArguments
 ) -> ValueWithRationale:
-    trajectory, problem = trajectory_of(context, path)
+    tool_name, min_count = arguments.tool_name, arguments.min_count
+    trajectory, problem = trajectory_of(context, arguments.path)
     if trajectory is None:
         return False, problem
     count = _agent_calls(trajectory, tool_name)
     return count >= min_count, f"{tool_name} was called {count} times (at least {min_count} wanted)"
 
 
-@builtin("trajectory", TOOL_NAME, TRAJECTORY_PATH)
+@builtin("trajectory", ToolNotUsedArguments)
 def trajectory_tool_not_used(
-    context: BuiltinContext, tool_name: str, path: str | None
+    context: BuiltinContext, arguments: ToolNotUsedArguments
 ) -> ValueWithRationale:
-    trajectory, problem = trajectory_of(context, path)
+    tool_name = arguments.tool_name
+    trajectory, problem = trajectory_of(context, arguments.path)
     if trajectory is None:
         return False, problem
     count = _agent_calls(trajectory, tool_name)
     return count == 0, f"{tool_name} was called {count} times"
 
 
-@builtin(
-    "trajectory",
-    Key(
-        "max_turns",
-        Number(integer=True, minimum=1, problem="must be a whole number >= 1"),
-        required=True,
-    ),
-    TRAJECTORY_PATH,
-    score_range=PARTIAL_CREDIT,
-)
+@builtin("trajectory", TurnCountArguments, score_range=PARTIAL_CREDIT)
 def trajectory_turn_count(
-    context: BuiltinContext, max_turns: int, path: str | None
+    context: BuiltinContext, arguments: TurnCountArguments
 ) -> ValueWithRationale:
     """1.0 within max_turns, falling linearly to 0.0 at twice as many (rewardkit's)."""
-    trajectory, problem = trajectory_of(context, path)
+    max_turns = arguments.max_turns
+    trajectory, problem = trajectory_of(context, arguments.path)
     if trajectory is None:
         return 0.0, problem
     turns = int(trajectory.get("num_turns") or 0)
@@ -121,14 +149,12 @@ def trajectory_turn_count(
     return value, f"{turns} agent turns (budget {max_turns}, none left at {2 * max_turns})"
 
 
-@builtin(
-    "efficiency",
-    Key("max_cost_usd", Number(minimum=0, problem="must be a number >= 0"), default=1.0),
-)
-def cost_budget(context: BuiltinContext, max_cost_usd: float) -> ValueWithRationale:
+@builtin("efficiency", CostBudgetArguments)
+def cost_budget(context: BuiltinContext, arguments: CostBudgetArguments) -> ValueWithRationale:
     """agent-eval-harness's efficiency/cost_budget, verdicts word for word, with the
     fact after "No cost data available": a cost the trail leaves out or gives as no
     finite number >= 0 is no cost data (verifier.trajectory), never $0."""
+    max_cost_usd = arguments.max_cost_usd
     trajectory, problem = record_trajectory(context)
     if trajectory is None:
         return False, f"No cost data available: {problem}"
@@ -140,36 +166,16 @@ def cost_budget(context: BuiltinContext, max_cost_usd: float) -> ValueWithRation
     return False, f"Cost ${cost:.2f} exceeds budget ${max_cost_usd:.2f}"
 
 
-@builtin(
-    "process",
-    Key(
-        "min_coverage",
-        Number(minimum=0, maximum=1, problem="must be a fraction from 0 to 1"),
-        default=0.8,
-    ),
-    Key("match", Choice(("suffix", "exact", "basename")), default="suffix"),
-    Key("include_subagents", Flag(), default=True),
-    Key("include_grep", Flag(), default=True),
-    Key(
-        "preloaded_files",
-        OneOrMany(
-            Text(non_empty=True),
-            description="paths counted as read (e.g. an auto-loaded CLAUDE.md)",
-        ),
-        default=(),
-    ),
-)
+@builtin("process", ConsultedDocsArguments)
 def consulted_docs(
-    context: BuiltinContext,
-    min_coverage: float,
-    match: str,
-    include_subagents: bool,
-    include_grep: bool,
-    preloaded_files: Sequence[str],
+    context: BuiltinContext, arguments: ConsultedDocsArguments
 ) -> ValueWithRationale:
     """agent-eval-harness's process/consulted_docs: the agent read enough of the task's
     `annotations.expected_files` (Read calls, Grep calls, and shell reads an agent's
     events mark as `read_paths`)."""
+    min_coverage, match = arguments.min_coverage, arguments.match
+    include_subagents, include_grep = arguments.include_subagents, arguments.include_grep
+    preloaded_files = arguments.preloaded_files
     annotations = context.record.get("annotations")
     listed = annotations.get("expected_files") if isinstance(annotations, Mapping) else None
     listed = listed if isinstance(listed, list | tuple) else [listed] if listed else []
@@ -204,8 +210,8 @@ def consulted_docs(
     return coverage >= min_coverage, detail
 
 
-@builtin("process")
-def tool_call_validation(context: BuiltinContext) -> ValueWithRationale:
+@builtin("process", NoArguments)
+def tool_call_validation(context: BuiltinContext, arguments: NoArguments) -> ValueWithRationale:
     """agent-eval-harness's process/tool_call_validation over the record's `tool_calls`
     (here with each call's result, from the trajectory's observations or tool_result
     events: an error result, or one whose text starts with an error, fails)."""

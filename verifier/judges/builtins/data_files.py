@@ -11,16 +11,21 @@ import json
 import time
 from typing import Any
 
+import attrs
+
 from verifier.casefiles import read_case_file
-from verifier.config import Key
 from verifier.config.fields import Number, Text
 from verifier.judges.builtins.arguments import AnyValue, CasePath, ColumnRef
-from verifier.judges.builtins.files import PATH, case_text
-from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.judges.builtins.files import PathArguments, case_text
+from verifier.judges.builtins.registry import (
+    BuiltinContext,
+    ValueWithRationale,
+    argument,
+    builtin,
+)
 from verifier.values import json_text
 from verifier.yaml_io import parse_untrusted_yaml
 
-EXPECTED = Key("expected", AnyValue(), required=True)
 DOTTED = "dotted; list indices as numbers: items.0.id"
 MAX_YAML_BYTES = 16 * 1024 * 1024
 MAX_YAML_VALUES = 4 * 1024 * 1024  # once aliases are expanded (yaml_io._oversized)
@@ -28,11 +33,50 @@ MAX_DATABASE_BYTES = 256 * 1024 * 1024
 _SHOWN_CHARS = 200
 
 
-@builtin("json", PATH, Key("key", Text(non_empty=True), required=True), EXPECTED)
-def json_key_equals(
-    context: BuiltinContext, path: str, key: str, expected: Any
-) -> ValueWithRationale:
+@attrs.frozen(kw_only=True)
+class JsonKeyArguments(PathArguments):
+    key: str = argument(Text(non_empty=True), required=True)
+    expected: Any = argument(AnyValue(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class JsonPathArguments(PathArguments):
+    json_path: str | None = argument(Text(non_empty=True, description=DOTTED))
+    key: str | None = argument(
+        Text(non_empty=True, description=f"the same as json_path ({DOTTED})")
+    )
+    expected: Any = argument(AnyValue(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class YamlPathArguments(PathArguments):
+    yaml_path: str = argument(Text(non_empty=True, description=DOTTED), required=True)
+    expected: Any = argument(AnyValue(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class CsvCellArguments(PathArguments):
+    row: int = argument(
+        Number(integer=True, minimum=0, problem="must be a row number from 0"), required=True
+    )
+    col: int | str = argument(ColumnRef(), required=True)
+    expected: Any = argument(AnyValue(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class SqliteQueryArguments:
+    db_path: str = argument(CasePath(), required=True)
+    query: str = argument(Text(non_empty=True, description="SQL, run read-only"), required=True)
+    expected: Any = argument(AnyValue(), required=True)
+    timeout: float = argument(
+        Number(positive=True, problem="must be a positive number of seconds"), default=10
+    )
+
+
+@builtin("json", JsonKeyArguments)
+def json_key_equals(context: BuiltinContext, arguments: JsonKeyArguments) -> ValueWithRationale:
     """A top-level key of a JSON object (the key is taken whole: dots are not paths)."""
+    path, key, expected = arguments.path, arguments.key, arguments.expected
     document, problem = _json_document(context, path)
     if problem:
         return False, problem
@@ -41,32 +85,19 @@ def json_key_equals(
     return _compare(path, key, document[key], expected)
 
 
-@builtin(
-    "json",
-    PATH,
-    Key("json_path", Text(non_empty=True, description=DOTTED)),
-    Key("key", Text(non_empty=True, description=f"the same as json_path ({DOTTED})")),
-    EXPECTED,
-    one_of=(("json_path", "key"),),
-)
-def json_path_equals(
-    context: BuiltinContext, path: str, json_path: str | None, key: str | None, expected: Any
-) -> ValueWithRationale:
+@builtin("json", JsonPathArguments, one_of=(("json_path", "key"),))
+def json_path_equals(context: BuiltinContext, arguments: JsonPathArguments) -> ValueWithRationale:
+    path, json_path, key = arguments.path, arguments.json_path, arguments.key
+    expected = arguments.expected
     document, problem = _json_document(context, path)
     if problem:
         return False, problem
     return _at_path(path, document, json_path or key or "", expected)
 
 
-@builtin(
-    "yaml",
-    PATH,
-    Key("yaml_path", Text(non_empty=True, description=DOTTED), required=True),
-    EXPECTED,
-)
-def yaml_path_equals(
-    context: BuiltinContext, path: str, yaml_path: str, expected: Any
-) -> ValueWithRationale:
+@builtin("yaml", YamlPathArguments)
+def yaml_path_equals(context: BuiltinContext, arguments: YamlPathArguments) -> ValueWithRationale:
+    path, yaml_path, expected = arguments.path, arguments.yaml_path, arguments.expected
     found = read_case_file(context.case_dir, path, MAX_YAML_BYTES)
     if found.data is None:
         return False, f"{path} {found.problem}"
@@ -76,20 +107,11 @@ def yaml_path_equals(
     return _at_path(path, document, yaml_path, expected)
 
 
-@builtin(
-    "csv",
-    PATH,
-    Key(
-        "row", Number(integer=True, minimum=0, problem="must be a row number from 0"), required=True
-    ),
-    Key("col", ColumnRef(), required=True),
-    EXPECTED,
-)
-def csv_cell_equals(
-    context: BuiltinContext, path: str, row: int, col: int | str, expected: Any
-) -> ValueWithRationale:
+@builtin("csv", CsvCellArguments)
+def csv_cell_equals(context: BuiltinContext, arguments: CsvCellArguments) -> ValueWithRationale:
     """rewardkit's numbering: with a column number, rows are the raw lines (row 0 is the
     header); with a header name, row 0 is the first data row."""
+    path, row, col, expected = arguments.path, arguments.row, arguments.col, arguments.expected
     import csv  # each format's module is imported by its builtin only: start-up time
 
     content, problem = case_text(context, path)
@@ -115,17 +137,9 @@ def csv_cell_equals(
     )
 
 
-@builtin(
-    "sqlite",
-    Key("db_path", CasePath(), required=True),
-    Key("query", Text(non_empty=True, description="SQL, run read-only"), required=True),
-    EXPECTED,
-    Key(
-        "timeout", Number(positive=True, problem="must be a positive number of seconds"), default=10
-    ),
-)
+@builtin("sqlite", SqliteQueryArguments)
 def sqlite_query_equals(
-    context: BuiltinContext, db_path: str, query: str, expected: Any, timeout: float
+    context: BuiltinContext, arguments: SqliteQueryArguments
 ) -> ValueWithRationale:
     """The query's first value equals `expected` (a list: all rows, each a value or a
     list of column values).
@@ -136,6 +150,8 @@ def sqlite_query_equals(
     """
     import sqlite3
 
+    db_path, query, timeout = arguments.db_path, arguments.query, arguments.timeout
+    expected = arguments.expected
     found = read_case_file(context.case_dir, db_path, MAX_DATABASE_BYTES)
     if found.data is None:
         return False, f"{db_path} {found.problem}"

@@ -16,19 +16,20 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+import attrs
+
 from verifier.casefiles import existence_problem, read_case_file
-from verifier.config import Key
 from verifier.config.fields import Flag, Text
 from verifier.judges.builtins.arguments import CasePath, Pattern, ReferencePath
 from verifier.judges.builtins.registry import (
     PARTIAL_CREDIT,
     BuiltinContext,
     ValueWithRationale,
+    argument,
     builtin,
 )
 
-PATH = Key("path", CasePath(), required=True)
-REFERENCE = Key("reference", ReferencePath(description="a file beside eval.yaml to compare with"))
+REFERENCE = ReferencePath(description="a file beside eval.yaml to compare with")
 MAX_FILE_BYTES = 16 * 1024 * 1024  # what a builtin reads of one file
 # Character-level similarity is quadratic: texts longer than this are compared line by line.
 CHARACTER_DIFF_LIMIT = 20_000
@@ -61,43 +62,86 @@ def case_lines(context: BuiltinContext, path: str) -> tuple[str | None, str]:
     return (None, problem) if content is None else (universal_newlines(content), "")
 
 
-@builtin("files", PATH)
-def file_exists(context: BuiltinContext, path: str) -> ValueWithRationale:
+@attrs.frozen(kw_only=True)
+class PathArguments:
+    path: str = argument(CasePath(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class FileContainsArguments(PathArguments):
+    text: str = argument(Text(), required=True)
+    ignore_case: bool = argument(Flag(), default=False)
+
+
+@attrs.frozen(kw_only=True)
+class RegexArguments(PathArguments):
+    pattern: str = argument(Pattern(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class FileMatchesArguments(PathArguments):
+    pattern: str | None = argument(
+        Pattern(description="a regex searched for (this verifier's meaning)")
+    )
+    expected: str | None = argument(
+        Text(description="the whole text, whitespace-stripped (rewardkit's)")
+    )
+
+
+@attrs.frozen(kw_only=True)
+class FilesEqualArguments:
+    path1: str = argument(CasePath(), required=True)
+    path2: str | None = argument(CasePath(description="a second file in the case"))
+    reference: PurePosixPath | None = argument(REFERENCE)
+    ignore_line_endings: bool = argument(
+        Flag(description="accepted for older eval.yaml files: CRLF and CR always count as LF"),
+        default=False,
+    )
+    ignore_whitespace: bool = argument(
+        Flag(description="runs of whitespace count as one space; leading and trailing ignored"),
+        default=False,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class DiffRatioArguments(PathArguments):
+    expected: str | None = argument(Text(description="the text to compare with"))
+    reference: PurePosixPath | None = argument(REFERENCE)
+
+
+@builtin("files", PathArguments)
+def file_exists(context: BuiltinContext, arguments: PathArguments) -> ValueWithRationale:
+    path = arguments.path
     problem = existence_problem(context.case_dir, path)
     return problem is None, f"{path} {problem or 'exists'}"
 
 
-@builtin("files", PATH)
-def file_not_exists(context: BuiltinContext, path: str) -> ValueWithRationale:
+@builtin("files", PathArguments)
+def file_not_exists(context: BuiltinContext, arguments: PathArguments) -> ValueWithRationale:
     """True only when nothing is there: a dangling link, a link out of the case or an
     unreadable dir is something (or cannot be told apart from it), so false."""
+    path = arguments.path
     problem = existence_problem(context.case_dir, path)
     if problem == "does not exist":
         return True, f"{path} does not exist"
     return False, f"{path} {problem or 'exists'}"
 
 
-@builtin(
-    "files",
-    PATH,
-    Key("text", Text(), required=True),
-    Key("ignore_case", Flag(), default=False),
-)
-def file_contains(
-    context: BuiltinContext, path: str, text: str, ignore_case: bool
-) -> ValueWithRationale:
+@builtin("files", FileContainsArguments)
+def file_contains(context: BuiltinContext, arguments: FileContainsArguments) -> ValueWithRationale:
+    path, text = arguments.path, arguments.text
     content, problem = case_lines(context, path)
     if content is None:
         return False, problem
-    found = text.lower() in content.lower() if ignore_case else text in content
+    found = text.lower() in content.lower() if arguments.ignore_case else text in content
     return found, f"{path} {'contains' if found else 'does not contain'} {text!r}"
 
 
-@builtin("files", PATH, Key("pattern", Pattern(), required=True))
-def file_contains_regex(context: BuiltinContext, path: str, pattern: str) -> ValueWithRationale:
+@builtin("files", RegexArguments)
+def file_contains_regex(context: BuiltinContext, arguments: RegexArguments) -> ValueWithRationale:
     """`re.search(pattern, text)`, as rewardkit's: `^` and `$` anchor at the text's ends
     (`(?m)` makes them per line)."""
-    return _search(context, path, pattern, 0)
+    return _search(context, arguments.path, arguments.pattern, 0)
 
 
 def _search(context: BuiltinContext, path: str, pattern: str, flags: int) -> ValueWithRationale:
@@ -110,19 +154,12 @@ def _search(context: BuiltinContext, path: str, pattern: str, flags: int) -> Val
     return True, f"{path} matches /{pattern}/ at {match.group(0)[:_SHOWN_CHARS]!r}"
 
 
-@builtin(
-    "files",
-    PATH,
-    Key("pattern", Pattern(description="a regex searched for (this verifier's meaning)")),
-    Key("expected", Text(description="the whole text, whitespace-stripped (rewardkit's)")),
-    one_of=(("pattern", "expected"),),
-)
-def file_matches(
-    context: BuiltinContext, path: str, pattern: str | None, expected: str | None
-) -> ValueWithRationale:
+@builtin("files", FileMatchesArguments, one_of=(("pattern", "expected"),))
+def file_matches(context: BuiltinContext, arguments: FileMatchesArguments) -> ValueWithRationale:
     """`pattern`: a regex search with `^` and `$` per line (re.MULTILINE), as this
     verifier always had it; `expected`: rewardkit's meaning, the stripped content
     equals the stripped text."""
+    path, pattern, expected = arguments.path, arguments.pattern, arguments.expected
     if pattern is not None:
         return _search(context, path, pattern, re.MULTILINE)
     content, problem = case_lines(context, path)
@@ -134,31 +171,9 @@ def file_matches(
     return False, f"{path} differs from the expected text: {_first_difference(content, expected)}"
 
 
-@builtin(
-    "files",
-    Key("path1", CasePath(), required=True),
-    Key("path2", CasePath(description="a second file in the case")),
-    REFERENCE,
-    Key(
-        "ignore_line_endings",
-        Flag(description="accepted for older eval.yaml files: CRLF and CR always count as LF"),
-        default=False,
-    ),
-    Key(
-        "ignore_whitespace",
-        Flag(description="runs of whitespace count as one space; leading and trailing ignored"),
-        default=False,
-    ),
-    one_of=(("path2", "reference"),),
-)
-def files_equal(
-    context: BuiltinContext,
-    path1: str,
-    path2: str | None,
-    reference: PurePosixPath | None,
-    ignore_line_endings: bool,
-    ignore_whitespace: bool,
-) -> ValueWithRationale:
+@builtin("files", FilesEqualArguments, one_of=(("path2", "reference"),))
+def files_equal(context: BuiltinContext, arguments: FilesEqualArguments) -> ValueWithRationale:
+    path1, path2, reference = arguments.path1, arguments.path2, arguments.reference
     first, problem = case_lines(context, path1)
     if first is None:
         return False, problem
@@ -170,23 +185,16 @@ def files_equal(
         if second is None:
             return False, problem
         other = str(path2)
-    a, b = (_normalized(text, ignore_whitespace) for text in (first, second))
+    a, b = (_normalized(text, arguments.ignore_whitespace) for text in (first, second))
     if a == b:
         return True, f"{path1} equals {other}"
     return False, f"{path1} differs from {other}: {_first_difference(a, b)}"
 
 
 @builtin(
-    "files",
-    PATH,
-    Key("expected", Text(description="the text to compare with")),
-    REFERENCE,
-    one_of=(("expected", "reference"),),
-    score_range=PARTIAL_CREDIT,
+    "files", DiffRatioArguments, one_of=(("expected", "reference"),), score_range=PARTIAL_CREDIT
 )
-def diff_ratio(
-    context: BuiltinContext, path: str, expected: str | None, reference: PurePosixPath | None
-) -> ValueWithRationale:
+def diff_ratio(context: BuiltinContext, arguments: DiffRatioArguments) -> ValueWithRationale:
     """Partial credit: difflib's similarity ratio in [0, 1] between the file and the text.
 
     Character by character while both are short; line by line beyond
@@ -195,6 +203,7 @@ def diff_ratio(
     """
     import difflib  # imported by the one builtin that needs it: start-up time
 
+    path, expected, reference = arguments.path, arguments.expected, arguments.reference
     content, problem = case_lines(context, path)
     if content is None:
         return 0.0, problem

@@ -24,11 +24,10 @@ from pathlib import Path, PurePosixPath
 import attrs
 
 from verifier.casefiles import CaseFile, CaseListing, list_case, read_case_file
-from verifier.config import Key
 from verifier.globs import Glob, compile_glob
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.arguments import Globs, ReferencePath
-from verifier.judges.builtins.registry import BuiltinContext, builtin
+from verifier.judges.builtins.registry import BuiltinContext, argument, builtin
 from verifier.judges.builtins.tampering import (
     NATIVE_SUFFIXES,
     Finding,
@@ -57,18 +56,37 @@ def manifest_problem(path: Path) -> str | None:
     return None
 
 
-TRUSTED = Key(
-    "reference",
-    ReferencePath(
-        kind="file or dir",
-        description="beside eval.yaml: a dir of the trusted copies (laid out as in the case), "
-        "or a sha256sum manifest (`sha256sum FILES > protected.sha256`)",
-        check=manifest_problem,
-    ),
+TRUSTED = ReferencePath(
+    kind="file or dir",
+    description="beside eval.yaml: a dir of the trusted copies (laid out as in the case), "
+    "or a sha256sum manifest (`sha256sum FILES > protected.sha256`)",
+    check=manifest_problem,
 )
-PATHS = Key(
-    "paths", Globs(description="what is protected: globs relative to the case dir"), required=True
-)
+PROTECTED = Globs(description="what is protected: globs relative to the case dir")
+
+
+@attrs.frozen(kw_only=True)
+class FilesUnchangedArguments:
+    paths: tuple[Glob, ...] = argument(PROTECTED, required=True)
+    reference: PurePosixPath = argument(TRUSTED, required=True)
+
+
+@attrs.frozen(kw_only=True)
+class NoNewFilesArguments:
+    paths: tuple[Glob, ...] = argument(PROTECTED, required=True)
+    reference: PurePosixPath | None = argument(TRUSTED)
+
+
+@attrs.frozen(kw_only=True)
+class NoTamperArguments:
+    paths: tuple[Glob, ...] | None = argument(
+        Globs(
+            description="the agent's source to read: globs relative to the case dir "
+            f"(default {', '.join(SOURCE_GLOBS)}); `.go` files are read as Go, native "
+            "modules are flagged unread, every other file as Python"
+        )
+    )
+    reference: PurePosixPath | None = argument(TRUSTED)
 
 
 @attrs.frozen
@@ -93,12 +111,11 @@ class Tampering:
         return "; ".join(parts)
 
 
-@builtin("guard", PATHS, attrs.evolve(TRUSTED, required=True))
-def files_unchanged(
-    context: BuiltinContext, paths: tuple[Glob, ...], reference: PurePosixPath
-) -> JudgeAnswer:
+@builtin("guard", FilesUnchangedArguments)
+def files_unchanged(context: BuiltinContext, arguments: FilesUnchangedArguments) -> JudgeAnswer:
     """True only if every protected file of the reference is in the case with exactly its
     contents and the case has no protected file the reference lacks."""
+    paths, reference = arguments.paths, arguments.reference
     trusted = _protected(trusted_digests(context.config_dir / reference), paths)
     listing = _case_listing(context.case_dir, paths)
     if listing.problem is not None:
@@ -123,12 +140,11 @@ def files_unchanged(
     return JudgeAnswer(True, f"{len(trusted)} protected files unchanged, none added")
 
 
-@builtin("guard", PATHS, TRUSTED)
-def no_new_files_matching(
-    context: BuiltinContext, paths: tuple[Glob, ...], reference: PurePosixPath | None
-) -> JudgeAnswer:
+@builtin("guard", NoNewFilesArguments)
+def no_new_files_matching(context: BuiltinContext, arguments: NoNewFilesArguments) -> JudgeAnswer:
     """True when the case has no file matching the globs, apart from those the reference
     holds with the same contents."""
+    paths, reference = arguments.paths, arguments.reference
     trusted = (
         _protected(trusted_digests(context.config_dir / reference), paths) if reference else {}
     )
@@ -149,25 +165,13 @@ def no_new_files_matching(
     return JudgeAnswer(True, f"no file matches {', '.join(glob.pattern for glob in paths)}")
 
 
-@builtin(
-    "guard",
-    Key(
-        "paths",
-        Globs(
-            description="the agent's source to read: globs relative to the case dir "
-            f"(default {', '.join(SOURCE_GLOBS)}); `.go` files are read as Go, native "
-            "modules are flagged unread, every other file as Python"
-        ),
-    ),
-    TRUSTED,
-)
-def no_tamper(
-    context: BuiltinContext, paths: tuple[Glob, ...] | None, reference: PurePosixPath | None
-) -> JudgeAnswer:
+@builtin("guard", NoTamperArguments)
+def no_tamper(context: BuiltinContext, arguments: NoTamperArguments) -> JudgeAnswer:
     """True when no source file the agent added or changed (any file the reference does
     not hold with the same contents) uses a primitive with which code under test
     rewrites a test run from inside, or defines a value equal to anything."""
-    globs = paths or tuple(compile_glob(glob) for glob in SOURCE_GLOBS)
+    reference = arguments.reference
+    globs = arguments.paths or tuple(compile_glob(glob) for glob in SOURCE_GLOBS)
     trusted = trusted_digests(context.config_dir / reference) if reference else {}
     listing = _case_listing(context.case_dir, globs)
     if listing.problem is not None:

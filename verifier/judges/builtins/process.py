@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from verifier.config import Key
+import attrs
+
 from verifier.config.fields import Number, Text
 from verifier.console import signal_name
 from verifier.judges.base import JudgeAnswer
@@ -25,40 +26,60 @@ from verifier.judges.builtins.arguments import (
     ProvidedFiles,
 )
 from verifier.judges.builtins.files import universal_newlines
-from verifier.judges.builtins.registry import BuiltinContext, builtin
+from verifier.judges.builtins.registry import BuiltinContext, argument, builtin
 from verifier.judges.builtins.toolchain import check_program, check_start
 from verifier.sandbox import STDOUT_BYTES, Command, CommandRun
 
 OUTPUT_CHARS = 2000  # of a command's output in a rationale: its start and its end
 _SHOWN_CHARS = 200
-TIMEOUT = Key(
-    "timeout", Number(positive=True, problem="must be a positive number of seconds"), default=30
-)
-ENV = Key("env", Environment())
-PROVIDE = Key("provide", ProvidedFiles())
-COMMAND_KEYS = (
-    Key("cmd", CommandLine(description="a shell string, or an argv list (rewardkit's name)")),
-    Key("command", CommandLine(description="the same as cmd")),
-    Key("cwd", CasePath(description="a dir in the case to run in (default: the case dir)")),
-    TIMEOUT,
-    ENV,
-    PROVIDE,
-)
+TIMEOUT = Number(positive=True, problem="must be a positive number of seconds")
 ONE_COMMAND = (("cmd", "command"),)
 
 
-def run_command(context: BuiltinContext, arguments: dict[str, Any], **options: Any) -> CommandRun:
+@attrs.frozen(kw_only=True)
+class CommandArguments:
+    """The arguments of the process builtins: a command, where and how long it runs,
+    its variables and the trusted files it is handed."""
+
+    cmd: str | list[str] | None = argument(
+        CommandLine(description="a shell string, or an argv list (rewardkit's name)")
+    )
+    command: str | list[str] | None = argument(CommandLine(description="the same as cmd"))
+    cwd: str | None = argument(
+        CasePath(description="a dir in the case to run in (default: the case dir)")
+    )
+    timeout: float = argument(TIMEOUT, default=30)
+    env: dict[str, str] | None = argument(Environment())
+    provide: dict[str, PurePosixPath] | None = argument(ProvidedFiles())
+
+
+@attrs.frozen(kw_only=True)
+class OutputContainsArguments(CommandArguments):
+    text: str = argument(Text(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class OutputMatchesArguments(CommandArguments):
+    expected: str = argument(Text(), required=True)
+
+
+@attrs.frozen(kw_only=True)
+class OutputRegexArguments(CommandArguments):
+    pattern: str = argument(Pattern(), required=True)
+
+
+def run_command(context: BuiltinContext, arguments: CommandArguments, **options: Any) -> CommandRun:
     """Run the judge's command (`cmd` or `command`) in the sandbox; ToolchainFault when
     the toolchain cannot run it."""
-    command, env = arguments["cmd"] or arguments["command"], arguments["env"]
+    command, env = arguments.cmd or arguments.command or "", arguments.env
     sandbox = context.command_sandbox
     check_program(sandbox, command, env)
     request = Command(
         command,
-        arguments["timeout"],
-        cwd=arguments["cwd"] or "",
+        arguments.timeout,
+        cwd=arguments.cwd or "",
         env=env or {},
-        provided=provided_files(context, arguments["provide"]),
+        provided=provided_files(context, arguments.provide),
         **options,
     )
     run = sandbox.run(request, context.case_dir)
@@ -66,58 +87,49 @@ def run_command(context: BuiltinContext, arguments: dict[str, Any], **options: A
     return run
 
 
-def provided_files(context: BuiltinContext, provide: dict[str, Any] | None) -> dict[str, Path]:
+def provided_files(
+    context: BuiltinContext, provide: dict[str, PurePosixPath] | None
+) -> dict[str, Path]:
     """A `provide` argument as the sandbox takes it: each name -> its file beside eval.yaml."""
     return {name: context.config_dir / file for name, file in (provide or {}).items()}
 
 
-@builtin("process", *COMMAND_KEYS, runs_case_code=True, one_of=ONE_COMMAND)
-def command_succeeds(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
+@builtin("process", CommandArguments, runs_case_code=True, one_of=ONE_COMMAND)
+def command_succeeds(context: BuiltinContext, arguments: CommandArguments) -> JudgeAnswer:
     """The command's exit code is the verdict (0: true), run in the sandbox
     (verifier.sandbox) with the case dir as its working dir."""
     run = run_command(context, arguments)
     return JudgeAnswer(
-        run.exit_code == 0, describe_run(run, arguments["timeout"]), {"sandbox": run.confinement}
+        run.exit_code == 0, describe_run(run, arguments.timeout), {"sandbox": run.confinement}
     )
 
 
-@builtin(
-    "process",
-    *COMMAND_KEYS,
-    Key("text", Text(), required=True),
-    runs_case_code=True,
-    one_of=ONE_COMMAND,
-)
-def command_output_contains(context: BuiltinContext, text: str, **arguments: Any) -> JudgeAnswer:
+@builtin("process", OutputContainsArguments, runs_case_code=True, one_of=ONE_COMMAND)
+def command_output_contains(
+    context: BuiltinContext, arguments: OutputContainsArguments
+) -> JudgeAnswer:
     """What the command prints on stdout contains the text (whatever its exit code)."""
+    text = arguments.text
     claims = (f"contains {text!r}", f"does not contain {text!r}")
     return _judge_stdout(context, arguments, lambda out: text in out, claims)
 
 
-@builtin(
-    "process",
-    *COMMAND_KEYS,
-    Key("expected", Text(), required=True),
-    runs_case_code=True,
-    one_of=ONE_COMMAND,
-)
-def command_output_matches(context: BuiltinContext, expected: str, **arguments: Any) -> JudgeAnswer:
+@builtin("process", OutputMatchesArguments, runs_case_code=True, one_of=ONE_COMMAND)
+def command_output_matches(
+    context: BuiltinContext, arguments: OutputMatchesArguments
+) -> JudgeAnswer:
     """stdout, stripped, equals the expected text, stripped."""
+    expected = arguments.expected
     claims = (f"is {expected.strip()!r}", f"is not {expected.strip()!r}")
     return _judge_stdout(context, arguments, lambda out: out.strip() == expected.strip(), claims)
 
 
-@builtin(
-    "process",
-    *COMMAND_KEYS,
-    Key("pattern", Pattern(), required=True),
-    runs_case_code=True,
-    one_of=ONE_COMMAND,
-)
+@builtin("process", OutputRegexArguments, runs_case_code=True, one_of=ONE_COMMAND)
 def command_output_matches_regex(
-    context: BuiltinContext, pattern: str, **arguments: Any
+    context: BuiltinContext, arguments: OutputRegexArguments
 ) -> JudgeAnswer:
     """`re.search(pattern, stdout)` matches, as rewardkit's (`(?m)` for per-line anchors)."""
+    pattern = arguments.pattern
     claims = (f"matches /{pattern}/", f"has no match for /{pattern}/")
     return _judge_stdout(
         context, arguments, lambda out: re.search(pattern, out) is not None, claims
@@ -126,7 +138,7 @@ def command_output_matches_regex(
 
 def _judge_stdout(
     context: BuiltinContext,
-    arguments: dict[str, Any],
+    arguments: CommandArguments,
     test: Callable[[str], bool],
     claims: tuple[str, str],
 ) -> JudgeAnswer:
@@ -139,7 +151,7 @@ def _judge_stdout(
     run = run_command(context, arguments, separate_stdout=True)
     details = {"sandbox": run.confinement}
     if run.timed_out or (run.exit_code is None and run.signal is None):
-        return JudgeAnswer(False, describe_run(run, arguments["timeout"]), details)
+        return JudgeAnswer(False, describe_run(run, arguments.timeout), details)
     if run.stdout_cut_bytes:
         return JudgeAnswer(False, f"printed more than {STDOUT_BYTES} bytes on stdout", details)
     stdout = universal_newlines(run.stdout or "")  # as rewardkit reads it (text=True)

@@ -1,7 +1,7 @@
 """Test reports as test runners write them, read into counts and each test's outcome.
 
-Pure functions, bytes in and records out, no I/O: the builtins in tests.py find and
-read the files. Four formats:
+Pure functions, bytes in and records out, no I/O: report_files.py reads the case's
+report files, runner_reports.py what a hardened runner hands back. Four formats:
 
 - `junit`: JUnit XML (pytest --junitxml, go-junit-report, jest-junit, Maven surefire's
   TEST-*.xml): every <testcase> under <testsuites>/<testsuite>, failed with a
@@ -120,6 +120,16 @@ class Report:
     format: str  # one of FORMATS, or several joined with "+" when files differ
     counts: Counts
     outcomes: tuple[Outcome, ...]  # empty when a report holds only totals
+
+
+@attrs.frozen
+class Reading:
+    """What the report files say (merged), or the fact that makes them unusable."""
+
+    report: Report | None
+    files: tuple[str, ...]
+    problem: str | None = None
+    tool: str = ""  # what ran the tests, for ctrf.json (the format when not known)
 
 
 def parse_report(data: bytes, format: str | None = None) -> Report:

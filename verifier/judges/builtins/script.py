@@ -31,8 +31,7 @@ from typing import Any
 import attrs
 
 from verifier.casefiles import CaseFile
-from verifier.config import Key
-from verifier.config.fields import Number, Text
+from verifier.config.fields import Text
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.arguments import (
     Environment,
@@ -40,9 +39,9 @@ from verifier.judges.builtins.arguments import (
     ReferencePath,
     Words,
 )
-from verifier.judges.builtins.pass_rate import ctrf_tests
-from verifier.judges.builtins.process import describe_run
-from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, builtin
+from verifier.judges.builtins.ctrf_output import ctrf_tests
+from verifier.judges.builtins.process import TIMEOUT, describe_run
+from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, argument, builtin
 from verifier.judges.builtins.reports import Report, ReportError, parse_report
 from verifier.judges.builtins.toolchain import ToolchainFault, check_program
 from verifier.results import CTRF_DETAILS
@@ -57,48 +56,55 @@ CTRF_BYTES = 16 * 1024 * 1024
 _MAX_KEYS = 100
 _ABSENT = CaseFile(None, "does not exist")  # what read_case_file says of a missing file
 
-SCRIPT_KEYS = (
-    Key(
-        "tests",
+
+@attrs.frozen(kw_only=True)
+class ScriptArguments:
+    """The task's tests dir and its script, the paths the script expects, and what it is
+    handed (its HOME, variables, time)."""
+
+    tests: PurePosixPath = argument(
         ReferencePath(
             kind="dir",
             description="the task's own tests dir, beside eval.yaml: the script's tests_at, "
             "read-only",
         ),
         required=True,
-    ),
-    Key("script", Text(non_empty=True, description="the script, in `tests`"), default="test.sh"),
-    Key("tests_at", ImagePath(description="where the script finds `tests`"), default="/tests"),
-    Key(
-        "case_at",
+    )
+    script: str = argument(
+        Text(non_empty=True, description="the script, in `tests`"), default="test.sh"
+    )
+    tests_at: str = argument(
+        ImagePath(description="where the script finds `tests`"), default="/tests"
+    )
+    case_at: str = argument(
         ImagePath(description="where the script finds the case: a private, writable copy"),
         required=True,
-    ),
-    Key("cwd", ImagePath(description="the dir the script runs in (default: case_at)")),
-    Key(
-        "logs_at",
+    )
+    cwd: str | None = argument(
+        ImagePath(description="the dir the script runs in (default: case_at)")
+    )
+    logs_at: str = argument(
         ImagePath(description="the dir the script writes its reward to: a private stand-in"),
         default="/logs/verifier",
-    ),
-    Key(
-        "reward_files",
+    )
+    reward_files: tuple[str, ...] = argument(
         Words(description="the reward files the tests write there (reward.json, reward.txt)"),
         default=REWARD_FILES,
-    ),
-    Key("ctrf", Text(non_empty=True, description="the CTRF report the tests write there")),
-    Key("home", ImagePath(description="a dir of the image whose copy is the script's HOME")),
-    Key(
-        "image_env",
-        ImagePath(description="the environment's variables (`env` output), for the script"),
-    ),
-    Key("pass_env", Words(description="the grader's variables handed to the script by name")),
-    Key("env", Environment()),
-    Key(
-        "timeout",
-        Number(positive=True, problem="must be a positive number of seconds"),
-        default=600,
-    ),
-)
+    )
+    ctrf: str | None = argument(
+        Text(non_empty=True, description="the CTRF report the tests write there")
+    )
+    home: str | None = argument(
+        ImagePath(description="a dir of the image whose copy is the script's HOME")
+    )
+    image_env: str | None = argument(
+        ImagePath(description="the environment's variables (`env` output), for the script")
+    )
+    pass_env: tuple[str, ...] | None = argument(
+        Words(description="the grader's variables handed to the script by name")
+    )
+    env: dict[str, str] | None = argument(Environment())
+    timeout: float = argument(TIMEOUT, default=600)
 
 
 @attrs.frozen
@@ -235,36 +241,36 @@ def details_of(result: ScriptResult) -> dict[str, Any]:
     return details
 
 
-@builtin("tests", *SCRIPT_KEYS, runs_case_code=True, score_range=PARTIAL_CREDIT)
-def script(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
+@builtin("tests", ScriptArguments, runs_case_code=True, score_range=PARTIAL_CREDIT)
+def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
     """The task's own test script, run as Harbor ran it, in the sandbox with the paths it
     expects (module docstring); its reward file is the value."""
-    logs_at, reward_files, ctrf = arguments["logs_at"], arguments["reward_files"], arguments["ctrf"]
-    tests_at = arguments["tests_at"]
-    tests = context.config_dir / arguments["tests"]
-    path = str(PurePosixPath(tests_at) / arguments["script"])
-    argv = script_argv(tests / arguments["script"], path)
+    logs_at, reward_files, ctrf = arguments.logs_at, arguments.reward_files, arguments.ctrf
+    tests_at = arguments.tests_at
+    tests = context.config_dir / arguments.tests
+    path = str(PurePosixPath(tests_at) / arguments.script)
+    argv = script_argv(tests / arguments.script, path)
     env = {
-        **image_environment(arguments["image_env"]),
-        **{name: os.environ[name] for name in arguments["pass_env"] or () if name in os.environ},
-        **(arguments["env"] or {}),
+        **image_environment(arguments.image_env),
+        **{name: os.environ[name] for name in arguments.pass_env or () if name in os.environ},
+        **(arguments.env or {}),
     }
     sandbox = context.command_sandbox
     check_program(sandbox, argv, env)
     command = Command(
         argv,
-        arguments["timeout"],
+        arguments.timeout,
         env=env,
         provided={f"tests/{relative}": file for relative, file in _files(tests)},
         returned=tuple(dict.fromkeys((*REWARD_FILES, *([ctrf] if ctrf else [])))),
         views=(
-            View(arguments["case_at"], "case"),
+            View(arguments.case_at, "case"),
             View(tests_at, "provided/tests"),
             View(logs_at, "results"),
             View("/tmp", "tmp"),
         ),
-        start_at=arguments["cwd"] or arguments["case_at"],
-        home_from=Path(arguments["home"]) if arguments["home"] else None,
+        start_at=arguments.cwd or arguments.case_at,
+        home_from=Path(arguments.home) if arguments.home else None,
     )
     run = sandbox.run(command, context.case_dir)
     if run.start_error is not None:
@@ -273,7 +279,7 @@ def script(context: BuiltinContext, **arguments: Any) -> JudgeAnswer:
         )
     result = read_result(run.returned, reward_files, ctrf, logs_at)
     details = {**details_of(result), "sandbox": run.confinement}
-    ending = describe_run(run, arguments["timeout"])
+    ending = describe_run(run, arguments.timeout)
     if run.timed_out:
         return JudgeAnswer(0.0, f"the script {ending}; no reward is read", details)
     if result.value is None:

@@ -19,11 +19,17 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from verifier.casefiles import read_case_file
-from verifier.config import Key, Locator
+from verifier.config import Locator
 from verifier.config.fields import Text
-from verifier.judges.builtins.data_files import EXPECTED, json_equal
-from verifier.judges.builtins.files import PATH
-from verifier.judges.builtins.registry import BuiltinContext, ValueWithRationale, builtin
+from verifier.judges.builtins.arguments import AnyValue
+from verifier.judges.builtins.data_files import json_equal
+from verifier.judges.builtins.files import PathArguments
+from verifier.judges.builtins.registry import (
+    BuiltinContext,
+    ValueWithRationale,
+    argument,
+    builtin,
+)
 
 if TYPE_CHECKING:
     import zipfile
@@ -58,20 +64,28 @@ class CellReference:
         }
 
 
-@builtin(
-    "xlsx",
-    PATH,
-    Key("cell", CellReference(), required=True),
-    EXPECTED,
-    Key("sheet", Text(non_empty=True, description="the sheet's name; default: the first")),
-)
-def xlsx_cell_equals(
-    context: BuiltinContext, path: str, cell: str, expected: Any, sheet: str | None
-) -> ValueWithRationale:
+@attrs.frozen(kw_only=True)
+class XlsxCellArguments(PathArguments):
+    cell: str = argument(CellReference(), required=True)
+    expected: Any = argument(AnyValue(), required=True)
+    sheet: str | None = argument(
+        Text(non_empty=True, description="the sheet's name; default: the first")
+    )
+
+
+@builtin("xlsx", XlsxCellArguments)
+def xlsx_cell_equals(context: BuiltinContext, arguments: XlsxCellArguments) -> ValueWithRationale:
     """The cell's value (a formula's cached result) equals `expected`: numbers by value,
     text as it is, booleans as booleans, an empty cell (none in the sheet, or one
     without a value) null."""
     import zipfile  # imported by this builtin only: start-up time
+
+    path, cell, sheet, expected = (
+        arguments.path,
+        arguments.cell,
+        arguments.sheet,
+        arguments.expected,
+    )
 
     found = read_case_file(context.case_dir, path, MAX_WORKBOOK_BYTES)
     if found.data is None:

@@ -195,7 +195,7 @@ def _builtin_arguments(judge: JudgeConfig, name: str, at: Locator) -> dict[str, 
         raise at.child(key).error(f"builtin {name} is graded pass/fail; remove {key}")
     found = find_builtin(name)
     assert found is not None
-    return found.bind(judge.arguments, at.child("arguments"))
+    return attrs.asdict(found.bind(judge.arguments, at.child("arguments")), recurse=False)
 
 
 def resolve_model(

@@ -172,7 +172,7 @@ def answer_of(
         bound = found.bind(arguments, Locator("eval.yaml", name, config_dir))
         started = time.monotonic()
         context = BuiltinContext(case, config_dir, record, sandbox)
-        returned = found.run(context, **bound)
+        returned = found.run(context, bound)
         assert time.monotonic() - started < TIME_BOUND_S
     return returned
 
