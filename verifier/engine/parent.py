@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from verifier.console import signal_name
+from verifier.defaults import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB
 from verifier.engine.child import FORKED, judge_main
 from verifier.errors import OutOfProcessesError, UsageError
 from verifier.judges import runs_case_code
@@ -42,7 +43,6 @@ from verifier.linux import (
     reap,
     token_of,
 )
-from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.redact import known_secrets, redact, redact_tree
 from verifier.results import JudgeResult, Status
 from verifier.system import available_cpus, container_memory_bytes
@@ -85,29 +85,34 @@ class Limits:
         )
 
     @classmethod
-    def from_options(cls, options: Options, workers: int = 1, **overrides: Any) -> Limits:
-        """The limits a command asked for, within the container's memory (container_share;
-        `workers`: the processes that each run one judge at a time, a batch's --jobs;
-        1 for grade, whose judges share one parent). UsageError (exit 2) when this
-        process may not use the memory asked for (a hard `ulimit -d` below it) or the
-        container leaves the judges too little."""
+    def asked(
+        cls,
+        memory_mb: int,
+        llm_parallel: int,
+        no_llm: bool,
+        workers: int = 1,
+        **overrides: Any,
+    ) -> Limits:
+        """The limits a command asked for (--memory-mb, --llm-parallel, --no-llm), within
+        the container's memory (container_share; `workers`: the processes that each run
+        one judge at a time, a batch's --jobs; 1 for grade, whose judges share one
+        parent). UsageError (exit 2) when this process may not use the memory asked for
+        (a hard `ulimit -d` below it) or the container leaves the judges too little."""
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-        if hard != resource.RLIM_INFINITY and hard < options.memory_mb * 1024 * 1024:
+        if hard != resource.RLIM_INFINITY and hard < memory_mb * 1024 * 1024:
             raise UsageError(
-                f"--memory-mb {options.memory_mb}: this process may use at most "
+                f"--memory-mb {memory_mb}: this process may use at most "
                 f"{hard // (1024 * 1024)} MiB (its hard data limit, ulimit -d); ask for less"
             )
         limits = cls(
-            llm_parallel=options.llm_parallel,
-            memory_mb=options.memory_mb,
-            skip_pools=frozenset({Pool.LLM}) if options.no_llm else frozenset(),
+            llm_parallel=llm_parallel,
+            memory_mb=memory_mb,
+            skip_pools=frozenset({Pool.LLM}) if no_llm else frozenset(),
         )
         container = container_memory_bytes()
         if container is not None:
             own = private_bytes([os.getpid()])
-            limits = attrs.evolve(
-                limits, **container_share(options.memory_mb, container, own, workers)
-            )
+            limits = attrs.evolve(limits, **container_share(memory_mb, container, own, workers))
         return attrs.evolve(limits, **overrides)
 
     def capacity(self, pool: Pool) -> int:
