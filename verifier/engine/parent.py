@@ -40,6 +40,7 @@ from verifier.linux import (
     kill_trees,
     make_undumpable,
     private_bytes,
+    private_bytes_bound,
     reap,
     token_of,
 )
@@ -434,15 +435,21 @@ class _JudgeProcesses:
         if self.limits.memory_mb is None:
             return
         limit = self.limits.memory_mb * 1024 * 1024
-        used: dict[int, int] = {}
-        for pid, run in self.running.items():
-            tree = [pid, *descendants(pid)]
+        total = self.limits.memory_total_mb
+        trees: dict[int, list[int]] = {}
+        for pid in self.running:
+            trees[pid] = [pid, *descendants(pid)]
             for orphan in adopted[pid]:
-                tree += [orphan, *descendants(orphan)]
-            used[pid] = private_bytes(tree)
+                trees[pid] += [orphan, *descendants(orphan)]
+        # Their counters first (no page-table walk): the private pages are counted only
+        # when they might be over a limit (the same decisions, at a fraction of the cost).
+        used = {pid: private_bytes_bound(tree) for pid, tree in trees.items()}
+        over_total = total is not None and sum(used.values()) > total * 1024 * 1024
+        for pid, run in self.running.items():
+            if used[pid] > limit or over_total:
+                used[pid] = private_bytes(trees[pid])
             if used[pid] > limit:
                 run.memory_exceeded = f"the memory limit of {self.limits.memory_mb} MiB"
-        total = self.limits.memory_total_mb
         if total is not None and sum(used.values()) > total * 1024 * 1024:
             largest = self.running[max(used, key=used.__getitem__)]
             largest.memory_exceeded = largest.memory_exceeded or (
