@@ -154,16 +154,22 @@ def parse_globs(text: str) -> tuple[str, ...]:
 
 
 ALL_REWARD_KEYS = None  # --reward-keys all: the reward and every judge with a value
+# --reward-keys native: the reward and the keys the task's own test.sh wrote (output.py,
+# native_rewards). A marker no list of judge names can equal: parse_name refuses "/".
+NATIVE_REWARD_KEYS: tuple[str, ...] = ("/native",)
 
 
 def parse_reward_keys(text: str) -> tuple[str, ...] | None:
-    """`reward` -> (), `all` -> None (ALL_REWARD_KEYS), `NAME,...` -> the judges' names
-    (besides the reward, always written; `reward` may be listed too)."""
+    """`reward` -> (), `all` -> None (ALL_REWARD_KEYS), `native` -> NATIVE_REWARD_KEYS,
+    `NAME,...` -> the judges' names (besides the reward, always written; `reward` may be
+    listed too)."""
     words = [part.strip() for part in text.split(",") if part.strip()]
     if words == ["all"]:
         return ALL_REWARD_KEYS
-    if not words or "all" in words:
-        raise ValueError(f"{text!r}: use reward, all, or judge names (NAME,NAME,...)")
+    if words == ["native"]:
+        return NATIVE_REWARD_KEYS
+    if not words or "all" in words or "native" in words:
+        raise ValueError(f"{text!r}: use reward, all, native, or judge names (NAME,NAME,...)")
     return tuple(dict.fromkeys(parse_name(word) for word in words if word != "reward"))
 
 
@@ -421,15 +427,16 @@ OPTIONS: dict[str, Option] = {
             "reward_keys",
             ("--reward-keys",),
             "what reward.json holds: `reward` alone (Harbor's pass@k needs it), `all` "
-            "(the reward and every judge with a value), or `NAME,...` (the reward and "
-            "these judges, always present); judges.json has every judge either way",
+            "(the reward and every judge with a value), `native` (the reward and the keys "
+            "the task's own test.sh wrote, via its tests/script judge), or `NAME,...` (the "
+            "reward and these judges, always present); judges.json has every judge either way",
             # Not VERIFIER_REWARD_KEYS: Harbor scrubs the value of every [verifier] env
             # name with KEY in it from every file of the trial, reward.json included.
             parse_reward_keys,
             "VERIFIER_REWARD_JSON",
             ALL_REWARD_KEYS,
             default_text="all",
-            metavar="reward|all|NAME,...",
+            metavar="reward|all|native|NAME,...",
         ),
         Option(
             "deadline",
@@ -809,7 +816,7 @@ COMMANDS: dict[str, Command] = {
                 "force": "write into a non-empty DEST (its other files stay)",
                 "name": "the task's org/name (with --from-dataset: the org)",
                 "reward_keys": "what the package's reward.json holds: its [verifier] env "
-                "VERIFIER_REWARD_JSON (reward, all, NAME,...)",
+                "VERIFIER_REWARD_JSON (reward, all, native, NAME,...)",
             },
         ),
         Command(

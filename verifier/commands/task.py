@@ -13,7 +13,7 @@ from pathlib import Path
 from verifier.console import warn, warn_all
 from verifier.errors import EXIT_CONFIG, EXIT_OK, EXIT_TASK_TEST, ConfigErrors, UsageError
 from verifier.grading import check_eval, check_reward_keys
-from verifier.options import ALL_REWARD_KEYS, Options
+from verifier.options import ALL_REWARD_KEYS, NATIVE_REWARD_KEYS, Options
 from verifier.task import init_task
 from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.harbor_task import TASK_TOML
@@ -163,6 +163,8 @@ def verifier_env(options: Options) -> dict[str, str]:
     config = check_eval(options.config).config
     if config is not None:
         check_reward_keys(config, options.reward_keys)
+    if options.reward_keys == NATIVE_REWARD_KEYS:
+        return {"VERIFIER_REWARD_JSON": "native"}
     return {"VERIFIER_REWARD_JSON": ",".join(options.reward_keys) or "reward"}
 
 

@@ -44,10 +44,11 @@ from verifier.judges.builtins.process import TIMEOUT, describe_run
 from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, argument, builtin
 from verifier.judges.builtins.reports import Report, ReportError, parse_report
 from verifier.judges.builtins.toolchain import ToolchainFault, check_program
-from verifier.results import CTRF_DETAILS
+from verifier.results import CTRF_DETAILS, SCRIPT_CREDITED, SCRIPT_REWARDS
 from verifier.sandbox import Command
 from verifier.sandbox.views import View
 
+QUALIFIED_NAME = "tests/script"  # as eval.yaml names it (`--reward-keys native` needs one)
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
 REWARD_FILES = (REWARD_JSON, REWARD_TXT)  # Harbor's order: reward.json first
@@ -223,10 +224,15 @@ def _ctrf(file: CaseFile | None, path: str) -> tuple[Report | None, str | None]:
         return None, f"{path} {error}"
 
 
-def details_of(result: ScriptResult) -> dict[str, Any]:
-    """judges.json's details: the reward file's numbers, and the tests of the CTRF
-    report (for ctrf.json and `harbor view`)."""
-    details: dict[str, Any] = {"rewards": dict(result.rewards)}
+def details_of(result: ScriptResult, *, timed_out: bool = False) -> dict[str, Any]:
+    """judges.json's details: the reward file's numbers, whether they are credited (the
+    judge's value is the file's: read in time, usable; `--reward-keys native` writes
+    them then, output.py), and the tests of the CTRF report (for ctrf.json and
+    `harbor view`)."""
+    details: dict[str, Any] = {
+        SCRIPT_REWARDS: dict(result.rewards),
+        SCRIPT_CREDITED: result.value is not None and not timed_out,
+    }
     if result.tests is not None:
         counts = result.tests.counts
         details["tests"] = {
@@ -278,7 +284,7 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
             f"the script cannot be run here: {run.start_error}", {"sandbox": run.confinement}
         )
     result = read_result(run.returned, reward_files, ctrf, logs_at)
-    details = {**details_of(result), "sandbox": run.confinement}
+    details = {**details_of(result, timed_out=run.timed_out), "sandbox": run.confinement}
     ending = describe_run(run, arguments.timeout)
     if run.timed_out:
         return JudgeAnswer(0.0, f"the script {ending}; no reward is read", details)
