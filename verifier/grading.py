@@ -26,10 +26,8 @@ from verifier.errors import (
 )
 from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
-from verifier.judges.builtins import find_builtin
-from verifier.judges.builtins.script import QUALIFIED_NAME as SCRIPT_BUILTIN
 from verifier.options import NATIVE_REWARD_KEYS
-from verifier.results import Composition, Grading, JudgeResult
+from verifier.results import SCRIPT_BUILTIN, Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
 
 if TYPE_CHECKING:
@@ -412,8 +410,9 @@ def _is_script(judge: JudgeConfig) -> bool:
     """A `tests/script` judge: the task's own test script, whose reward file it reads."""
     if judge.kind != "builtin":
         return False
-    found = find_builtin(judge.spec.name)
-    return found is not None and found.qualified_name == SCRIPT_BUILTIN
+    category, _, name = str(judge.spec.name).rpartition("/")  # as find_builtin reads it
+    wanted_category, _, wanted_name = SCRIPT_BUILTIN.partition("/")
+    return name == wanted_name and category in ("", wanted_category)
 
 
 def refuse_config_inside_case(config_path: Path, case_dir: Path) -> None:

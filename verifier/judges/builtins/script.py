@@ -48,7 +48,6 @@ from verifier.results import CTRF_DETAILS, SCRIPT_CREDITED, SCRIPT_REWARDS
 from verifier.sandbox import Command
 from verifier.sandbox.views import View
 
-QUALIFIED_NAME = "tests/script"  # as eval.yaml names it (`--reward-keys native` needs one)
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
 REWARD_FILES = (REWARD_JSON, REWARD_TXT)  # Harbor's order: reward.json first
