@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import MappingProxyType
 
@@ -164,8 +163,18 @@ def grade(
     (case / "solve.sh").write_text(solve_sh)
     out = tmp_path / "out"
     completed = subprocess.run(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(case), "--out", str(out)]
-        + ["--reward-keys", keys],
+        [
+            VERIFIER,
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(case),
+            "--out",
+            str(out),
+            "--reward-keys",
+            keys,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -244,8 +253,18 @@ def test_native_without_one_script_judge_exits_2_before_grading(tmp_path: Path) 
     case = tmp_path / "case"
     case.mkdir()
     completed = subprocess.run(
-        [VERIFIER, "grade", "--config", str(config), "--case", str(case)]
-        + ["--out", str(tmp_path / "out"), "--reward-keys", "native"],
+        [
+            VERIFIER,
+            "grade",
+            "--config",
+            str(config),
+            "--case",
+            str(case),
+            "--out",
+            str(tmp_path / "out"),
+            "--reward-keys",
+            "native",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
