@@ -226,10 +226,19 @@ VERIFIER_REQUIRE_ENGINES ?= $(subst $(space),$(comma),$(strip $(TEST_ENGINES)))
 TEST_ENV = ENGINE=$(ENGINE) VERIFIER_IMAGE=$(IMAGE) HARBOR_VENV=$(HARBOR_VENV) \
 	VERIFIER_REQUIRE_ENGINES=$(VERIFIER_REQUIRE_ENGINES) SOURCE_URL=$(SOURCE_URL)
 
+# The Harbor trials run beside the other lanes, in a pytest of their own
+# (scripts/test_beside.sh: most of a trial is waiting on containers); HARBOR_BESIDE=0,
+# or TESTS narrowed to some of the tests, runs everything in one pytest.
+HARBOR_BESIDE ?= 1
+TEST_DURATIONS ?= --durations=25
 test: NEEDED = $(TEST_ENGINES) python-venv kubectl go
 test: prerequisites lint venv $(if $(filter 0,$(HARBOR_TRIALS)),,harbor-venv) image
+ifeq ($(HARBOR_TRIALS)$(HARBOR_BESIDE)$(TESTS),11tests)
+	$(TEST_ENV) scripts/test_beside.sh $(VENV)/bin/pytest $(TEST_DURATIONS) $(PYTEST_ARGS)
+else
 	$(TEST_ENV) $(VENV)/bin/pytest $(TESTS) $(if $(filter 0,$(HARBOR_TRIALS)),-m "not harbor") \
-	    $(PYTEST_ARGS)
+	    $(TEST_DURATIONS) $(PYTEST_ARGS)
+endif
 
 # A unit test that takes a second or more carries @pytest.mark.slow (pyproject's markers):
 # the durations printed at the end show one that should.
