@@ -78,7 +78,7 @@ help:
 
 # --- Python environment -------------------------------------------------------
 # Made afresh when pyproject.toml changes: a package dropped from it (or replaced by one
-# that installs the same modules, as typer-slim does typer) must not linger.
+# that installs the same modules under another name) must not linger.
 $(VENV)/.installed: pyproject.toml
 	@bash scripts/prerequisites.sh python-venv
 	$(PYTHON) -m venv --clear $(VENV)

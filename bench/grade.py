@@ -88,7 +88,7 @@ def main() -> None:
         commands: dict[str, tuple[list[str], dict[str, str] | None]] = {
             "verifier grade": ([verifier, *grade_args, "--out", str(root / "out")], None),
             "python -c pass": ([python, "-c", "pass"], None),
-            "python -c 'import typer'": ([python, "-c", "import typer"], None),
+            "python -c 'import argparse'": ([python, "-c", "import argparse"], None),
             STACK_ROW: ([python, "-c", STACK], None),
             RECORDS_ROW.format(records): ([python, "-c", BUILD_RECORDS, str(records)], None),
         }
@@ -147,8 +147,8 @@ for number in range(int(sys.argv[1])):
 # The attrs classes a grade builds: those at the top level of the verifier modules it imported.
 COUNT_RECORDS = """
 import sys, attrs
-from verifier.cli.fast import run_grade
-run_grade(sys.argv[1:])
+from verifier.cli.parser import run
+run(["grade", *sys.argv[1:]])
 count = sum(1 for name, module in list(sys.modules.items()) if name.startswith("verifier")
             for value in vars(module).values()
             if isinstance(value, type) and attrs.has(value) and value.__module__ == name)

@@ -1,11 +1,11 @@
 """The reference part of docs/cli.md, made from the declarations the CLI is built from
-(verifier.options: commands, flags, variables, defaults, exit codes; verifier.errors:
+(verifier.cli.options: commands, flags, variables, defaults, exit codes; verifier.errors:
 what each code means), so the page cannot drift from `verifier COMMAND --help`.
 
     python scripts/cli_reference.py          # print the reference part
     python scripts/cli_reference.py --write  # rewrite it in docs/cli.md (make cli-docs)
 
-tests/unit/test_cli_reference.py fails when docs/cli.md's part is not what this prints.
+tests/unit/cli/test_reference.py fails when docs/cli.md's part is not what this prints.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from verifier.cli.options import COMMANDS, OPTIONS, Command
 from verifier.errors import EXIT_MEANINGS
-from verifier.options import COMMANDS, OPTIONS, Command
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 BEGIN = "<!-- reference: made by scripts/cli_reference.py (make cli-docs); do not edit below -->"

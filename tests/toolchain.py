@@ -23,7 +23,7 @@ from pathlib import Path
 
 # pytest as a task image has it: pytest, its dependencies and nothing else.
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
-# What the verifier itself imports, for a grader that is not root (typer-slim: no rich).
+# What the verifier itself imports, for a grader that is not root.
 VERIFIER_PACKAGES = (
     "verifier",
     "yaml",
@@ -32,9 +32,6 @@ VERIFIER_PACKAGES = (
     "markupsafe",
     "attr",
     "attrs",
-    "typer",
-    "click",
-    "annotated_doc",
 )
 
 

@@ -28,7 +28,7 @@ EXIT_BROKEN_PIPE = 141  # SIGPIPE: stdout's reader went away (`| head -1`), as s
 EXIT_TERMINATED = 143  # SIGTERM (a Kubernetes deadline or deletion)
 
 # What each code means, as help and docs/cli.md say it (a command may say it its own way:
-# verifier.options.Command.exit_meanings).
+# verifier.cli.options.Command.exit_meanings).
 EXIT_MEANINGS = {
     EXIT_OK: "done",
     EXIT_CONFIG: "eval.yaml or usage error (a bad flag or VERIFIER_* value)",

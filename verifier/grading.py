@@ -26,7 +26,7 @@ from verifier.errors import (
 )
 from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
-from verifier.options import NATIVE_REWARD_KEYS
+from verifier.parsers import NATIVE_REWARD_KEYS
 from verifier.results import SCRIPT_BUILTIN, Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.errors import OutputError, StaleRewardError, VerifierError
-from verifier.options import NATIVE_REWARD_KEYS
+from verifier.parsers import NATIVE_REWARD_KEYS
 from verifier.results import (
     CTRF_DETAILS,
     SCRIPT_CREDITED,

@@ -43,7 +43,7 @@ from tests.harbor.runner import (
     warm_cache,
 )
 from tests.hostile import TRACE_FLIP
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 pytestmark = pytest.mark.harbor
 
@@ -235,14 +235,16 @@ def _package(dest: Path, task: str, case: str, lines: list[str]) -> Path:
     instruction = dest.parent.parent / f"{task}-instruction.md"
     instruction.write_text(f"Fix the bugs in the {task} repository in /app: make its tests pass.\n")
     init_task(
-        dest,
-        TASKS / task / "eval.yaml",
-        environment=TASKS / task / "environment",
-        image=VERIFIER_IMAGE,
-        name=f"coding/{task}-{case}",
-        instruction=instruction,
-        protect=KINDS[task][2],
-        verifier_network=VERIFIER_NETWORK,
+        InitRequest(
+            dest,
+            TASKS / task / "eval.yaml",
+            environment=TASKS / task / "environment",
+            image=VERIFIER_IMAGE,
+            name=f"coding/{task}-{case}",
+            instruction=instruction,
+            protect=KINDS[task][2],
+            verifier_network=VERIFIER_NETWORK,
+        )
     )
     (dest / "solution" / "solve.sh").write_text(
         "\n".join(["#!/bin/bash", "set -euo pipefail", "cd /app", *lines]) + "\n"

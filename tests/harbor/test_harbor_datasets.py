@@ -44,7 +44,7 @@ from tests.harbor.runner import (
     run_job,
 )
 from tests.llm_servers import FakeLLM, Received, Reply
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 from verifier.task.from_dataset import init_dataset_tasks
 
 pytestmark = pytest.mark.harbor
@@ -136,13 +136,15 @@ def _dataset_tasks(root: Path, image: str, as_root: bool, port: int) -> dict[str
     suite = root / "anova-example"
     shutil.copytree(ANOVA, suite)
     tasks = init_dataset_tasks(
-        root / "tasks",
-        suite / "eval.yaml",
-        image=VERIFIER_IMAGE,
-        agent_image=image,
-        org="issue10-anova",
-        case_ids=list(SCORES),
-        verifier_network=VERIFIER_NETWORK,
+        InitRequest(
+            root / "tasks",
+            suite / "eval.yaml",
+            image=VERIFIER_IMAGE,
+            agent_image=image,
+            name="issue10-anova",
+            case_ids=list(SCORES),
+            verifier_network=VERIFIER_NETWORK,
+        )
     )
     left: dict[str, dict[str, str]] = {}
     for task in tasks:
@@ -172,12 +174,14 @@ def _two_step_task(root: Path, image: str, as_root: bool, port: int) -> Path:
     suite = root / "two-steps"
     shutil.copytree(TWO_STEPS, suite)
     task = init_task(
-        root / "issue10-two-steps",
-        suite / "eval.yaml",
-        image=VERIFIER_IMAGE,
-        agent_image=image,
-        name="issue10/two-steps",
-        verifier_network=VERIFIER_NETWORK,
+        InitRequest(
+            root / "issue10-two-steps",
+            suite / "eval.yaml",
+            image=VERIFIER_IMAGE,
+            agent_image=image,
+            name="issue10/two-steps",
+            verifier_network=VERIFIER_NETWORK,
+        )
     )
     (task / "steps" / "plan" / "solution" / "solve.sh").write_text(
         _solve_sh(_heredoc("plan.md", PLAN))
@@ -271,7 +275,7 @@ def test_the_generated_packages_pass_harbor_lint(run: Run) -> None:
 
 def test_dataset_toml_is_what_harbor_dataset_init_writes(tmp_path: Path) -> None:
     require_harbor()
-    init_dataset_tasks(tmp_path / "tasks", ANOVA / "eval.yaml", org="issue10-anova")
+    init_dataset_tasks(InitRequest(tmp_path / "tasks", ANOVA / "eval.yaml", name="issue10-anova"))
     ours = tmp_path / "tasks" / "dataset.toml"
     theirs = tmp_path / "harbor-init"
     shutil.copytree(tmp_path / "tasks", theirs, ignore=shutil.ignore_patterns("dataset.toml"))

@@ -22,7 +22,7 @@ from tests.harbor.runner import (
     run_as_root,
     run_job,
 )
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 pytestmark = pytest.mark.harbor
 
@@ -68,15 +68,17 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 (task / "environment" / relative).parent.mkdir(parents=True, exist_ok=True)
                 (task / "environment" / relative).write_text(text)
             init_task(
-                task,
-                source / "eval.yaml",
-                image=VERIFIER_IMAGE,
-                agent_image=image,
-                name=f"harbor-verifier-tests/guard-{name}",
-                workdir=WORKDIR,
-                protect=("tests/**",),
-                force=True,
-                verifier_network=VERIFIER_NETWORK,
+                InitRequest(
+                    task,
+                    source / "eval.yaml",
+                    image=VERIFIER_IMAGE,
+                    agent_image=image,
+                    name=f"harbor-verifier-tests/guard-{name}",
+                    workdir=WORKDIR,
+                    protect=("tests/**",),
+                    force=True,
+                    verifier_network=VERIFIER_NETWORK,
+                )
             )
             (task / "solution" / "solve.sh").write_text(
                 f"#!/bin/bash\nset -euo pipefail\ncd {WORKDIR}\n{solution}"

@@ -50,7 +50,7 @@ from tests.harbor.runner import (
 )
 from tests.viewer import viewer_accepts
 from verifier.engine.parent import reward_margin_s
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 from verifier.task.settings import HARBOR_SLACK_S
 
 pytestmark = pytest.mark.harbor
@@ -95,14 +95,16 @@ def harbor_native_task(dest: Path, config: Path, image: str, as_root: bool, solv
     deadline below Harbor's timeout (what the README tells an RL user to set): here a
     shorter timeout and deadline than task init derives, so that the overrun is quick."""
     init_task(
-        dest,
-        config,
-        image=VERIFIER_IMAGE,
-        agent_image=image,
-        name=f"harbor-verifier-tests/{dest.name}",
-        workdir=WORKDIR,
-        verifier_env={"VERIFIER_REWARD_JSON": "reward"},
-        verifier_network="public",
+        InitRequest(
+            dest,
+            config,
+            image=VERIFIER_IMAGE,
+            agent_image=image,
+            name=f"harbor-verifier-tests/{dest.name}",
+            workdir=WORKDIR,
+            verifier_env={"VERIFIER_REWARD_JSON": "reward"},
+            verifier_network="public",
+        )
     )  # no egress sidecar image here
     (dest / "solution" / "solve.sh").write_text(solve)
     toml = dest / "task.toml"

@@ -40,7 +40,7 @@ from tests.harbor.runner import (
     run_job,
 )
 from tests.viewer import viewer_accepts
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 pytestmark = pytest.mark.harbor
 
@@ -142,15 +142,17 @@ def _host_reward(config: Path, files: dict[str, str], tmp: Path) -> dict[str, fl
 
 def _make_task(dest: Path, config: Path, agent_image: str, as_root: bool, solve: str) -> Path:
     init_task(
-        dest,
-        config,
-        image=VERIFIER_IMAGE,
-        agent_image=agent_image,
-        name=f"harbor-verifier-tests/{dest.name}",
-        workdir=WORKDIR,
-        instruction=None,
-        force=False,
-        verifier_network=VERIFIER_NETWORK,
+        InitRequest(
+            dest,
+            config,
+            image=VERIFIER_IMAGE,
+            agent_image=agent_image,
+            name=f"harbor-verifier-tests/{dest.name}",
+            workdir=WORKDIR,
+            instruction=None,
+            force=False,
+            verifier_network=VERIFIER_NETWORK,
+        )
     )
     (dest / "solution" / "solve.sh").write_text(solve)
     if as_root:
@@ -205,7 +207,9 @@ def test_generated_task_passes_harbor_lint(tmp_path: Path) -> None:
     (tmp_path / "src" / "eval.yaml").write_text(INVALID_EVAL)
     for image in (None, LOCAL_BASE):
         task = init_task(
-            tmp_path / f"task-{bool(image)}", tmp_path / "src" / "eval.yaml", agent_image=image
+            InitRequest(
+                tmp_path / f"task-{bool(image)}", tmp_path / "src" / "eval.yaml", agent_image=image
+            )
         )
         lint = harbor("lint", str(task))
         assert lint.returncode == 0, lint.stdout + lint.stderr
@@ -215,7 +219,7 @@ def test_generated_task_passes_harbor_lint(tmp_path: Path) -> None:
     (task / "environment" / "tests").mkdir(parents=True)
     (task / "environment" / "tests" / "test_answer.py").write_text("def test_x(): pass\n")
     (task / "environment" / "answer.py").write_text("ANSWER = 41\n")
-    init_task(task, tmp_path / "src" / "eval.yaml", protect=("tests/**",), force=True)
+    init_task(InitRequest(task, tmp_path / "src" / "eval.yaml", protect=("tests/**",), force=True))
     lint = harbor("lint", str(task))
     assert lint.returncode == 0, lint.stdout + lint.stderr
 

@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from verifier.batch import Shard, summary_paths
-from verifier.cli.fast import run_grade
+from verifier.cli.parser import run as run_cli
 from verifier.errors import (
     EXIT_BUDGET,
     EXIT_CASE,
@@ -49,7 +49,7 @@ from verifier.errors import (
     EXIT_OUTPUT,
     EXIT_SANDBOX,
 )
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
@@ -87,14 +87,16 @@ def calc_package(dest: Path, image: str) -> Path:
     instruction = dest.parent / "instruction.md"
     instruction.write_text("Fix the bugs in calc.py so that the tests in tests/ pass.\n")
     return init_task(
-        dest,
-        CALC / "eval.yaml",
-        environment=CALC / "environment",
-        image=image,
-        name="me/calc",
-        instruction=instruction,
-        protect=("tests/**",),
-        verifier_network="public",
+        InitRequest(
+            dest,
+            CALC / "eval.yaml",
+            environment=CALC / "environment",
+            image=image,
+            name="me/calc",
+            instruction=instruction,
+            protect=("tests/**",),
+            verifier_network="public",
+        )
     )
 
 
@@ -556,7 +558,10 @@ def test_the_job_pod_runs_on_podman_and_writes_the_reward(
     expected = tmp_path / "expected"
     config = DEPLOY / "common" / "eval.yaml"
     case = host["cases"] / case_name
-    assert run_grade(["--config", str(config), "--case", str(case), "--out", str(expected)]) == 0
+    assert (
+        run_cli(["grade", "--config", str(config), "--case", str(case), "--out", str(expected)])
+        == 0
+    )
     reward = json.loads((out / "reward.json").read_text())
     assert reward == json.loads((expected / "reward.json").read_text())
     assert reward["reward"] == 1.0

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import IMAGE, Engine
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 pytestmark = pytest.mark.integration
 
@@ -57,11 +57,13 @@ def package(tmp_path: Path, solve: str = SOLVED) -> Path:
     (source / "environment" / "leftover.txt").write_text("remove me\n")
     (source / "eval.yaml").write_text(EVAL)
     dest = init_task(
-        tmp_path / "task",
-        source / "eval.yaml",
-        environment=source / "environment",
-        image=IMAGE,
-        name="it/answer",
+        InitRequest(
+            tmp_path / "task",
+            source / "eval.yaml",
+            environment=source / "environment",
+            image=IMAGE,
+            name="it/answer",
+        )
     )
     (dest / "solution" / "solve.sh").write_text(solve)
     return dest

@@ -17,8 +17,8 @@ import pytest
 
 from verifier.grading import check_reward_keys, load_eval
 from verifier.judges.builtins import find_builtin
-from verifier.options import NATIVE_REWARD_KEYS, parse_reward_keys
 from verifier.output import native_keys, reward_json
+from verifier.parsers import NATIVE_REWARD_KEYS, parse_reward_keys
 from verifier.results import SCRIPT_BUILTIN, Composition, Grading, JudgeResult, Status
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from verifier.errors import CaseError, UsageError
-from verifier.options import parse_shard
+from verifier.parsers import parse_shard
 from verifier.trajectory import AGENT_LOGS_TRAJECTORY
 
 HARBOR_CONVENTION_SOURCE = "/logs/artifacts"

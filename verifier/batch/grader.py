@@ -40,8 +40,8 @@ from verifier.errors import ConfigError, VerifierError
 from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
 from verifier.judges.base import Pool, PreparedJudge, Record, interpret
 from verifier.judges.builtins import builtin_reference_files
-from verifier.options import ALL_REWARD_KEYS
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
+from verifier.parsers import ALL_REWARD_KEYS
 from verifier.references import referenced_files
 from verifier.results import JudgeResult, Status
 from verifier.trajectory import AGENT_LOGS_TRAJECTORY

@@ -26,7 +26,6 @@ from verifier.batch.layout import (
     account_name,
     batch_lock,
     budget_path,
-    default_llm_cache,
     report_path,
 )
 from verifier.batch.pool import LLMPlan, run_pool
@@ -39,6 +38,7 @@ from verifier.batch.summary import (
     write_summary,
 )
 from verifier.console import warn_all
+from verifier.defaults import DEFAULT_LLM_CACHE_MB, DEFAULT_LLM_CONCURRENCY
 from verifier.engine import Limits
 from verifier.errors import UsageError
 from verifier.grading import (
@@ -50,14 +50,8 @@ from verifier.grading import (
 )
 from verifier.judges.base import Pool
 from verifier.linux import make_undumpable
-from verifier.options import (
-    ALL_REWARD_KEYS,
-    DEFAULT_LLM_CACHE_MB,
-    DEFAULT_LLM_CONCURRENCY,
-    Options,
-)
 from verifier.output import prepare_out_dir, write_atomic
-from verifier.system import available_cpus
+from verifier.parsers import ALL_REWARD_KEYS
 
 if TYPE_CHECKING:
     from verifier.judges.llm.judge import LLMJudge
@@ -88,41 +82,6 @@ class BatchRequest:
     min_agreement: float | None = None
     weak_sandbox: bool = False  # run code from the case even where the sandbox is weak
     progress: IO[str] | None = None
-
-    @classmethod
-    def from_options(cls, options: Options) -> BatchRequest:
-        """A case's CPU judges run one at a time here (LLM judges go to the LLM stage):
-        the workers already fill the CPUs, so side by side they would add processes,
-        not throughput: on a 64-CPU node, thousands of judge processes at once."""
-        assert options.cases is not None
-        cache = (
-            None if options.no_llm_cache else options.llm_cache or default_llm_cache(options.out)
-        )
-        jobs = options.jobs or available_cpus()
-        return cls(
-            config=options.config,
-            cases=options.cases,
-            out=options.out,
-            jobs=jobs,
-            shard=Shard(*options.shard) if options.shard else None,
-            force=options.force,
-            keep_errors=options.keep_errors,
-            limits=Limits.from_options(options, workers=jobs, parallel=1),
-            llm_concurrency=options.llm_concurrency,
-            llm_cache=cache,
-            llm_cache_mb=options.llm_cache_mb,
-            reward_keys=options.reward_keys,
-            deadline_s=options.deadline,
-            write_back=options.write_back,
-            max_cost_usd=options.max_cost_usd,
-            budget_id=options.budget_id,
-            calibrate=options.calibrate
-            or options.labels is not None
-            or options.min_agreement is not None,
-            labels=options.labels,
-            min_agreement=options.min_agreement,
-            weak_sandbox=options.weak_sandbox,
-        )
 
 
 def run_batch(request: BatchRequest) -> BatchSummary:

@@ -1,11 +1,10 @@
 """The `verifier` command: dispatch only.
 
-`verifier grade` is the hot path (once per RL rollout) and `verifier batch` forks a
-judge per case from its workers, so their plain command lines are read by
-verifier.cli.fast without importing typer; every other command line (theirs with
---help or a mistake included) goes to the typer app (verifier.cli.app), which gives
-every command its help and its usage errors. Both read the same declarations
-(verifier.options) and run the same command modules (verifier.commands).
+verifier.cli.parser reads the command line (from the declarations in
+verifier.cli.options) and runs the command's module (verifier.commands) on its own
+record; verifier.cli.help writes every help text. `verifier grade` is the
+hot path (once per RL rollout): its process turns the garbage collector off and exits
+without the interpreter's teardown once its files are written.
 """
 
 from __future__ import annotations
@@ -22,16 +21,10 @@ def main(argv: list[str] | None = None) -> None:
         # One short process whose garbage dies with it: collecting it (during the
         # imports, mostly) is time spent for nothing. Judges' processes turn it back on.
         gc.disable()
-        from verifier.cli.fast import run_grade
+    from verifier.cli.parser import run
 
-        exit_without_teardown(run_grade(args[1:]))
-    if args[:1] == ["batch"]:
-        from verifier.cli.fast import run_batch
-
-        code = run_batch(args[1:])
-    else:
-        from verifier.cli.app import run
-
-        code = run(args)
+    code = run(args)
+    if args[:1] == ["grade"]:
+        exit_without_teardown(code)
     flush_output()  # here, not in the interpreter's exit: a reader gone is no error
     raise SystemExit(code)

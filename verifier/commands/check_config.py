@@ -17,7 +17,7 @@ from verifier.engine.parent import reward_margin_s
 from verifier.errors import EXIT_CONFIG, EXIT_OK, ConfigError, UsageError
 from verifier.grading import check_eval
 from verifier.judges import describe_judge
-from verifier.options import Options, parse_seconds
+from verifier.parsers import parse_seconds
 from verifier.task.settings import harbor_margin_s
 
 TASK_CONFIG = "task.toml"
@@ -31,8 +31,17 @@ ON_ERROR_MEANINGS = {
 }
 
 
-def run(options: Options) -> int:
-    given = options.config
+@attrs.frozen
+class CheckArgs:
+    """What `verifier check` was given (verifier.cli.options)."""
+
+    config: Path
+    deadline: float | None
+    strict: bool
+
+
+def run(args: CheckArgs) -> int:
+    given = args.config
     if given.name == TASK_CONFIG:  # a task's task.toml: the task
         given = given.parent
     task = read_task(given) if given.is_dir() else None
@@ -44,7 +53,7 @@ def run(options: Options) -> int:
     if problems:
         return _invalid(path, problems, checked.warnings)
     assert config is not None
-    budgets = task.budgets if task is not None else (TimeBudget(None, None, options.deadline),)
+    budgets = task.budgets if task is not None else (TimeBudget(None, None, args.deadline),)
     timing = tuple(warning for budget in budgets for warning in time_warnings(config, budget))
     timing += task.warnings if task is not None else ()
     absent = (
@@ -52,7 +61,7 @@ def run(options: Options) -> int:
     )
     checked = attrs.evolve(checked, warnings=(*checked.warnings, *absent, *timing))
     count = len(checked.warnings)
-    if options.strict and checked.warnings:
+    if args.strict and checked.warnings:
         print(f"{path}: invalid under --strict ({count} warning{'s' * (count > 1)})")
     else:
         print(f"{path}: valid" + (f" ({count} warning{'s' * (count > 1)})" if count else ""))
@@ -68,7 +77,7 @@ def run(options: Options) -> int:
     if dataset is not None:
         print(f"dataset: {describe_dataset(config, dataset)}")
     warn_all(checked.warnings)
-    return EXIT_CONFIG if options.strict and checked.warnings else EXIT_OK
+    return EXIT_CONFIG if args.strict and checked.warnings else EXIT_OK
 
 
 @attrs.frozen

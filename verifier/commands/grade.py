@@ -3,61 +3,87 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+import attrs
 
 from verifier.console import stopped_by_signals, warn, warn_all, write_termination_message
 from verifier.engine import Limits
 from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
 from verifier.grading import check_reward_keys, command_sandbox, grade, load_eval, with_llm_cache
 from verifier.judges.base import Pool
-from verifier.options import Options
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
 from verifier.results import Grading
 from verifier.system import process_started
 
 
-def run(options: Options) -> int:
+@attrs.frozen
+class GradeArgs:
+    """What `verifier grade` was given (verifier.cli.options: its flags, variables and
+    defaults, all applied)."""
+
+    config: Path
+    case: Path
+    out: Path
+    case_id: str | None
+    step: str | None
+    agent_logs: Path
+    reward_keys: tuple[str, ...] | None
+    deadline: float | None
+    memory_mb: int
+    llm_parallel: int
+    no_llm: bool
+    llm_cache: Path | None
+    no_llm_cache: bool
+    llm_cache_mb: int
+    termination_log: Path | None
+    weak_sandbox: bool
+
+
+def run(args: GradeArgs) -> int:
     started = process_started()  # --deadline counts from the process's start
     with stopped_by_signals():
         try:
-            limits = Limits.from_options(options).until(options.deadline, started)
-            loaded = load_eval(options.config)
-            check_reward_keys(loaded.config, options.reward_keys)
+            limits = Limits.asked(args.memory_mb, args.llm_parallel, args.no_llm)
+            limits = limits.until(args.deadline, started)
+            loaded = load_eval(args.config)
+            check_reward_keys(loaded.config, args.reward_keys)
             warn_all(loaded.config.warnings)
-            prepare_out_dir(options.out)
-            cache = None if options.no_llm_cache else options.llm_cache
+            prepare_out_dir(args.out)
+            cache = None if args.no_llm_cache else args.llm_cache
             if cache is not None:
-                loaded = with_llm_cache(loaded, cache, options.llm_cache_mb, options.case)
-            hidden = (options.out, options.agent_logs, cache)
+                loaded = with_llm_cache(loaded, cache, args.llm_cache_mb, args.case)
+            hidden = (args.out, args.agent_logs, cache)
             lanes = limits.capacity(Pool.CPU)
             with command_sandbox(
                 loaded,
                 hidden,
-                case_dirs=(options.case,),
-                accept_weak=options.weak_sandbox,
+                case_dirs=(args.case,),
+                accept_weak=args.weak_sandbox,
                 lanes=lanes,
             ) as sandbox:
                 grading = grade(
                     loaded,
-                    options.case,
+                    args.case,
                     limits,
-                    case_id=options.case_id,
-                    step=options.step,
-                    agent_logs=options.agent_logs,
+                    case_id=args.case_id,
+                    step=args.step,
+                    agent_logs=args.agent_logs,
                     sandbox=sandbox,
                 )
             _report_warnings(grading)
-            written = write_outputs(options.out, grading, reward_keys=options.reward_keys)
+            written = write_outputs(args.out, grading, reward_keys=args.reward_keys)
         except OutputError:
             raise
         except VerifierError as error:
-            remove_stale_rewards(options.out, because=error.message)
+            remove_stale_rewards(args.out, because=error.message)
             raise
         except (Terminated, KeyboardInterrupt):
-            remove_stale_rewards(options.out, because="stopped by a signal")
+            remove_stale_rewards(args.out, because="stopped by a signal")
             raise
     summary = summary_line(grading)
     print(summary)
-    write_termination_message(options.termination_log, summary)
+    write_termination_message(args.termination_log, summary)
     for path in written:
         print(f"wrote {path}")
     return EXIT_OK

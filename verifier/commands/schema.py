@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import json
 
+import attrs
+
 from verifier.config.load import eval_schema
 from verifier.errors import EXIT_OK
 from verifier.judges import KINDS
-from verifier.options import Options
 
 
-def run(options: Options) -> int:
+@attrs.frozen
+class SchemaArgs:
+    """`verifier schema` takes nothing but --debug."""
+
+
+def run(args: SchemaArgs) -> int:
     print(json.dumps(eval_schema(KINDS), indent=2))
     return EXIT_OK

@@ -10,11 +10,13 @@ import sys
 import tomllib
 from pathlib import Path
 
+import attrs
+
 from verifier.console import warn, warn_all
-from verifier.errors import EXIT_CONFIG, EXIT_OK, EXIT_TASK_TEST, ConfigErrors, UsageError
+from verifier.errors import EXIT_CONFIG, EXIT_OK, EXIT_TASK_TEST, ConfigErrors
 from verifier.grading import check_eval, check_reward_keys
-from verifier.options import ALL_REWARD_KEYS, NATIVE_REWARD_KEYS, Options
-from verifier.task import init_task
+from verifier.parsers import ALL_REWARD_KEYS, NATIVE_REWARD_KEYS
+from verifier.task import InitRequest, init_task
 from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.harbor_task import TASK_TOML
 from verifier.task.importer import ImportOptions, import_many, import_task, summary_lines
@@ -29,30 +31,78 @@ from verifier.task.testing import (
 )
 
 
-def run_init(options: Options) -> int:
-    assert options.dest is not None
-    if options.from_dataset:
-        return _init_from_dataset(options)
-    if options.case_ids is not None:
-        raise UsageError("--cases: only with --from-dataset (the dataset's cases to make tasks of)")
-    created = init_task(
-        options.dest,
-        options.config,
-        image=options.image,
-        agent_image=options.agent_image,
-        name=options.name,
-        workdir=options.workdir,
-        instruction=options.instruction,
-        task_input=options.task_input,
-        protect=options.protect or (),
-        force=options.force,
-        verifier_env=verifier_env(options),
-        environment=options.environment,
-        verifier_network=options.verifier_network,
-        min_reward=options.min_reward,
+@attrs.frozen
+class InitArgs:
+    """What `verifier task init` was given (verifier.cli.options)."""
+
+    dest: Path
+    config: Path
+    image: str
+    agent_image: str | None
+    environment: Path | None
+    name: str | None
+    workdir: str
+    instruction: Path | None
+    task_input: Path | None
+    from_dataset: bool
+    case_ids: tuple[str, ...] | None
+    protect: tuple[str, ...] | None
+    verifier_network: str
+    min_reward: float | None
+    reward_keys: tuple[str, ...] | None
+    force: bool
+
+
+@attrs.frozen
+class ImportArgs:
+    """What `verifier task import` was given (verifier.cli.options)."""
+
+    source: Path
+    dest: Path
+    image: str
+    verifier_network: str
+    force: bool
+
+
+@attrs.frozen
+class TestArgs:
+    """What `verifier task test` was given (verifier.cli.options)."""
+
+    __test__ = False  # not a test class, whatever pytest makes of its name
+
+    dest: Path
+    engine: str | None
+    expect: float
+    build_network: str | None
+
+
+def init_request(args: InitArgs) -> InitRequest:
+    """The package's request: the flags, and the [verifier] env --reward-keys sets."""
+    return InitRequest(
+        dest=args.dest,
+        config=args.config,
+        image=args.image,
+        agent_image=args.agent_image,
+        name=args.name,
+        workdir=args.workdir,
+        instruction=args.instruction,
+        task_input=args.task_input,
+        environment=args.environment,
+        protect=args.protect or (),
+        case_ids=args.case_ids,
+        verifier_env=verifier_env(args),
+        verifier_network=args.verifier_network,
+        min_reward=args.min_reward,
+        force=args.force,
     )
+
+
+def run_init(args: InitArgs) -> int:
+    if args.from_dataset:
+        return _init_from_dataset(args)
+    created = init_task(init_request(args))
     print(f"created Harbor task {created}")
-    _warn_if_invalid(options)
+    _warn_if_invalid(args)
     solution = (
         "steps/<step>/solution/solve.sh" if (created / "steps").is_dir() else "solution/solve.sh"
     )
@@ -75,18 +125,17 @@ def _note_network(package: Path) -> None:
         )
 
 
-def run_import(options: Options) -> int:
+def run_import(args: ImportArgs) -> int:
     """One Harbor task into a package graded by this image, or each task of a dir."""
-    assert options.source is not None and options.dest is not None
-    arguments = ImportOptions(options.image, options.verifier_network, options.force)
-    if not (options.source / TASK_TOML).is_file() and options.source.is_dir():
-        outcomes = import_many(options.source, options.dest, arguments)
+    arguments = ImportOptions(args.image, args.verifier_network, args.force)
+    if not (args.source / TASK_TOML).is_file() and args.source.is_dir():
+        outcomes = import_many(args.source, args.dest, arguments)
         for line in summary_lines(outcomes):
             print(line)
-        print(f"next: verifier task test {options.dest}/<task>, then")
-        print(f"  harbor run -p {options.dest} --agent oracle -e podman --no-delete")
+        print(f"next: verifier task test {args.dest}/<task>, then")
+        print(f"  harbor run -p {args.dest} --agent oracle -e podman --no-delete")
         return EXIT_OK if all(outcome.imported for outcome in outcomes) else EXIT_CONFIG
-    imported = import_task(options.source, options.dest, arguments)
+    imported = import_task(args.source, args.dest, arguments)
     print(f"imported Harbor task {imported.name} into {imported.dest}")
     for note in imported.notes:
         print(f"note: {note}")
@@ -96,15 +145,14 @@ def run_import(options: Options) -> int:
     return EXIT_OK
 
 
-def run_test(options: Options) -> int:
+def run_test(args: TestArgs) -> int:
     """Build the package's images, grade the untouched environment and the solution."""
-    assert options.dest is not None
-    package = read_package(options.dest)
-    engine = Engine(options.engine or default_engine(shutil.which), options.build_network)
+    package = read_package(args.dest)
+    engine = Engine(args.engine or default_engine(shutil.which), args.build_network)
     print(f"task test {package.name} ({package.dest}) with {engine.name}")
     try:
         untouched, solved = test_package(
-            package, engine, options.expect, os.environ, lambda line: print(line, flush=True)
+            package, engine, args.expect, os.environ, lambda line: print(line, flush=True)
         )
     except PackageFailed as failure:
         print(f"task test: FAILED: {failure}", file=sys.stderr)
@@ -112,70 +160,45 @@ def run_test(options: Options) -> int:
             print(line, file=sys.stderr)
         return EXIT_TASK_TEST
     print(
-        f"task test: ok (solution {solved.reward:.4g} = expected {options.expect:.4g}, "
+        f"task test: ok (solution {solved.reward:.4g} = expected {args.expect:.4g}, "
         f"untouched {untouched.reward:.4g} < {solved.reward:.4g})"
     )
     return EXIT_OK
 
 
-def _init_from_dataset(options: Options) -> int:
-    assert options.dest is not None
-    for flag, given in (("--instruction", options.instruction), ("--input", options.task_input)):
-        if given is not None:
-            raise UsageError(
-                f"{flag}: --from-dataset renders each case's instruction and input from its "
-                "dataset entry"
-            )
-    if options.environment is not None:
-        raise UsageError(
-            "--environment: --from-dataset gives each case its own environment/ (the case's "
-            "files); use --agent-image for the image they go into"
-        )
-    created = init_dataset_tasks(
-        options.dest,
-        options.config,
-        image=options.image,
-        agent_image=options.agent_image,
-        org=options.name,
-        workdir=options.workdir,
-        case_ids=options.case_ids,
-        protect=options.protect or (),
-        force=options.force,
-        verifier_env=verifier_env(options),
-        verifier_network=options.verifier_network,
-        min_reward=options.min_reward,
-    )
+def _init_from_dataset(args: InitArgs) -> int:
+    created = init_dataset_tasks(init_request(args))
     for task in created:
         print(f"created Harbor task {task}")
-    print(f"wrote {options.dest / MANIFEST} ({len(created)} tasks)")
-    _warn_if_invalid(options)
+    print(f"wrote {args.dest / MANIFEST} ({len(created)} tasks)")
+    _warn_if_invalid(args)
     print("next: write each task's solution/solve.sh (for the oracle agent), then")
-    print(f"  harbor run -p {options.dest} --agent oracle -e podman --no-delete")
+    print(f"  harbor run -p {args.dest} --agent oracle -e podman --no-delete")
     return EXIT_OK
 
 
-def verifier_env(options: Options) -> dict[str, str]:
+def verifier_env(args: InitArgs) -> dict[str, str]:
     """What of this command's options the package's verifier reads from `[verifier] env`
     (`--reward-keys`: its VERIFIER_REWARD_JSON; names that are no judge of eval.yaml, when
     it loads, are a UsageError before anything is written)."""
-    if options.reward_keys is ALL_REWARD_KEYS:
+    if args.reward_keys is ALL_REWARD_KEYS:
         return {}
-    config = check_eval(options.config).config
+    config = check_eval(args.config).config
     if config is not None:
-        check_reward_keys(config, options.reward_keys)
-    if options.reward_keys == NATIVE_REWARD_KEYS:
+        check_reward_keys(config, args.reward_keys)
+    if args.reward_keys == NATIVE_REWARD_KEYS:
         return {"VERIFIER_REWARD_JSON": "native"}
-    return {"VERIFIER_REWARD_JSON": ",".join(options.reward_keys) or "reward"}
+    return {"VERIFIER_REWARD_JSON": ",".join(args.reward_keys) or "reward"}
 
 
-def _warn_if_invalid(options: Options) -> None:
+def _warn_if_invalid(args: InitArgs) -> None:
     """A package with a broken eval.yaml is still written (it records a verifier error
     in every trial, which is sometimes the point), but its author should know; so
     should the author of a weighted or expression reward that drops errored judges,
     and of one package for an eval with a dataset (every trial is graded as the case
     the workdir names, /app: "app", which no dataset entry matches). A model left to
     $EVAL_JUDGE_MODEL is only a warning: task.toml's [verifier] env may set it."""
-    checked = check_eval(options.config)
+    checked = check_eval(args.config)
     if checked.problems:
         message = ConfigErrors(checked.problems).message
         warn(f"{message}; every trial of this task will record a verifier error")
@@ -186,12 +209,12 @@ def _warn_if_invalid(options: Options) -> None:
     reward = config.reward
     if reward.mode in ("weighted", "expression") and reward.on_error == "drop":
         warn(
-            f"{options.config}: reward.on_error is drop: a judge that errors is dropped and "
+            f"{args.config}: reward.on_error is drop: a judge that errors is dropped and "
             "the others renormalize, so an error can raise the reward; for RL training set "
             "reward.on_error: zero"
         )
-    if config.dataset is not None and not options.from_dataset:
+    if config.dataset is not None and not args.from_dataset:
         warn(
-            f"{options.config} has a dataset ({config.dataset.path}/): this one package grades "
+            f"{args.config} has a dataset ({config.dataset.path}/): this one package grades "
             "every trial without a dataset entry; pass --from-dataset for one task per case"
         )

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from verifier.console import signal_name
+from verifier.defaults import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB
 from verifier.engine.child import FORKED, judge_main
 from verifier.errors import OutOfProcessesError, UsageError
 from verifier.judges import runs_case_code
@@ -38,10 +39,10 @@ from verifier.linux import (
     kill_trees,
     make_undumpable,
     private_bytes,
+    private_bytes_bound,
     reap,
     token_of,
 )
-from verifier.options import DEFAULT_LLM_PARALLEL, DEFAULT_MEMORY_MB, Options
 from verifier.redact import known_secrets, redact, redact_tree
 from verifier.results import JudgeResult, Status
 from verifier.system import available_cpus, container_memory_bytes
@@ -84,29 +85,34 @@ class Limits:
         )
 
     @classmethod
-    def from_options(cls, options: Options, workers: int = 1, **overrides: Any) -> Limits:
-        """The limits a command asked for, within the container's memory (container_share;
-        `workers`: the processes that each run one judge at a time, a batch's --jobs;
-        1 for grade, whose judges share one parent). UsageError (exit 2) when this
-        process may not use the memory asked for (a hard `ulimit -d` below it) or the
-        container leaves the judges too little."""
+    def asked(
+        cls,
+        memory_mb: int,
+        llm_parallel: int,
+        no_llm: bool,
+        workers: int = 1,
+        **overrides: Any,
+    ) -> Limits:
+        """The limits a command asked for (--memory-mb, --llm-parallel, --no-llm), within
+        the container's memory (container_share; `workers`: the processes that each run
+        one judge at a time, a batch's --jobs; 1 for grade, whose judges share one
+        parent). UsageError (exit 2) when this process may not use the memory asked for
+        (a hard `ulimit -d` below it) or the container leaves the judges too little."""
         _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-        if hard != resource.RLIM_INFINITY and hard < options.memory_mb * 1024 * 1024:
+        if hard != resource.RLIM_INFINITY and hard < memory_mb * 1024 * 1024:
             raise UsageError(
-                f"--memory-mb {options.memory_mb}: this process may use at most "
+                f"--memory-mb {memory_mb}: this process may use at most "
                 f"{hard // (1024 * 1024)} MiB (its hard data limit, ulimit -d); ask for less"
             )
         limits = cls(
-            llm_parallel=options.llm_parallel,
-            memory_mb=options.memory_mb,
-            skip_pools=frozenset({Pool.LLM}) if options.no_llm else frozenset(),
+            llm_parallel=llm_parallel,
+            memory_mb=memory_mb,
+            skip_pools=frozenset({Pool.LLM}) if no_llm else frozenset(),
         )
         container = container_memory_bytes()
         if container is not None:
             own = private_bytes([os.getpid()])
-            limits = attrs.evolve(
-                limits, **container_share(options.memory_mb, container, own, workers)
-            )
+            limits = attrs.evolve(limits, **container_share(memory_mb, container, own, workers))
         return attrs.evolve(limits, **overrides)
 
     def capacity(self, pool: Pool) -> int:
@@ -423,15 +429,21 @@ class _JudgeProcesses:
         if self.limits.memory_mb is None:
             return
         limit = self.limits.memory_mb * 1024 * 1024
-        used: dict[int, int] = {}
-        for pid, run in self.running.items():
-            tree = [pid, *descendants(pid)]
+        total = self.limits.memory_total_mb
+        trees: dict[int, list[int]] = {}
+        for pid in self.running:
+            trees[pid] = [pid, *descendants(pid)]
             for orphan in adopted[pid]:
-                tree += [orphan, *descendants(orphan)]
-            used[pid] = private_bytes(tree)
+                trees[pid] += [orphan, *descendants(orphan)]
+        # Their counters first (no page-table walk): the private pages are counted only
+        # when they might be over a limit (the same decisions, at a fraction of the cost).
+        used = {pid: private_bytes_bound(tree) for pid, tree in trees.items()}
+        over_total = total is not None and sum(used.values()) > total * 1024 * 1024
+        for pid, run in self.running.items():
+            if used[pid] > limit or over_total:
+                used[pid] = private_bytes(trees[pid])
             if used[pid] > limit:
                 run.memory_exceeded = f"the memory limit of {self.limits.memory_mb} MiB"
-        total = self.limits.memory_total_mb
         if total is not None and sum(used.values()) > total * 1024 * 1024:
             largest = self.running[max(used, key=used.__getitem__)]
             largest.memory_exceeded = largest.memory_exceeded or (

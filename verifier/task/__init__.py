@@ -20,15 +20,12 @@ tests/ is the verifier's side only: the agent never sees it. An eval.yaml with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from types import MappingProxyType
 
 import yaml
 
 from verifier.console import warn_all
 from verifier.errors import UsageError
-from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
 from verifier.references import TASK_INPUT_FILE, referenced_files
 from verifier.task.environment import CONTEXT_IN_TESTS, case_files, read_environment
 from verifier.task.instruction import (
@@ -41,7 +38,6 @@ from verifier.task.package import (
     NAME_RE,
     PackageSpec,
     StepSpec,
-    check_arguments,
     check_dest,
     render,
     safe_name,
@@ -50,31 +46,16 @@ from verifier.task.package import (
 )
 from verifier.task.protect import environment_files, guard_missing, protected_files
 from verifier.task.record import describe_kept
+from verifier.task.request import InitRequest, check_request, check_steps
 from verifier.task.settings import verifier_settings
 from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
 from verifier.task.workdir_toolchain import refuse_toolchain_in_workdir
 from verifier.yaml_io import read_yaml
 
-__all__ = ["init_task", "referenced_files", "render", "templates_dir"]
+__all__ = ["InitRequest", "init_task", "referenced_files", "render", "templates_dir"]
 
 
-def init_task(
-    dest: Path,
-    config: Path,
-    *,
-    image: str = DEFAULT_IMAGE,
-    agent_image: str | None = None,
-    name: str | None = None,
-    workdir: str = DEFAULT_WORKDIR,
-    instruction: Path | None = None,
-    task_input: Path | None = None,
-    protect: Sequence[str] = (),
-    force: bool = False,
-    verifier_env: Mapping[str, str] = MappingProxyType({}),
-    environment: Path | None = None,
-    verifier_network: str = "auto",
-    min_reward: float | None = None,
-) -> Path:
+def init_task(request: InitRequest) -> Path:
     """Render the task templates into `dest` and copy eval.yaml's directory into tests/.
 
     The package is trusted by construction: its tests/ holds the task input judges
@@ -84,15 +65,11 @@ def init_task(
     rendered from its prompt and that input (verifier.task.instruction), and each
     step but the last gets `min_reward` (its own `min_reward` in eval.yaml first).
 
-    `environment`: the task's environment dir (a Dockerfile and its context), for the
-    agent and, with the verifier on top, for the verifier (verifier.task.environment).
-    `verifier_env`: more of `[verifier] env` (the verifier's VERIFIER_* settings, such
-    as `task init --reward-keys`).
-    `protect`: globs of the agent's files copied into tests/protected/ for a tamper
-    guard (verifier.task.protect): the files the environment's Dockerfile copies into
-    the work dir, or without `environment` those the author put in DEST/environment/.
-    task.toml's [verifier] timeout, deadline, network and user come from eval.yaml
-    (verifier.task.settings); `verifier_network` overrides the network mode.
+    The request's fields are InitRequest's (verifier.task.request). `protect` globs
+    match the files the environment's Dockerfile copies into the work dir, or without
+    `environment` those the author put in DEST/environment/. task.toml's [verifier]
+    timeout, deadline, network and user come from eval.yaml (verifier.task.settings);
+    `verifier_network` overrides the network mode.
 
     Returns `dest`. Raises UsageError for bad arguments or a non-empty `dest` without
     `force` (with `force`, files init wrote before are rewritten and files their
@@ -100,10 +77,11 @@ def init_task(
     be read or references a file that is missing or outside its directory. Prints a
     warning for each file left out of tests/.
     """
-    dest, config = Path(dest), Path(config)
-    workdir = check_arguments(workdir, image, agent_image)
-    if environment is not None and agent_image is not None:
-        raise UsageError("--environment and --agent-image: give the agent one environment")
+    workdir = check_request(request, from_dataset=False)
+    dest, config = Path(request.dest), Path(request.config)
+    image, agent_image, name = request.image, request.agent_image, request.name
+    instruction, task_input, protect = request.instruction, request.task_input, request.protect
+    environment, min_reward = request.environment, request.min_reward
     env = read_environment(environment) if environment is not None else None
     if env is not None:
         refuse_toolchain_in_workdir(env, workdir, f"--environment {env.root}")
@@ -114,6 +92,7 @@ def init_task(
 
     # Every ConfigError before anything is written.
     execution = read_execution(config)
+    check_steps(request, execution)
     leave_out = [dest] if env is None else [dest, env.root]
     plan = plan_tests_dir(
         config, leave_out=leave_out, reserved=() if env is None else (CONTEXT_IN_TESTS,)
@@ -130,8 +109,6 @@ def init_task(
         steps = step_specs(execution, _input_value(config, input_text), str(config))
         steps = with_min_rewards(steps, read_yaml(config), min_reward, str(config))
         instruction_text = "\n".join(step.instruction for step in steps)
-    elif min_reward is not None:
-        raise UsageError(f"--min-reward: {config} has no execution.steps (it gates a step)")
     elif instruction_text is None:
         instruction_text, placeholder = _edited_instruction(dest, name, workdir)
     if input_text is None and not placeholder:
@@ -146,7 +123,7 @@ def init_task(
     protected = (
         protected_files(starts_with, protect, env.root if env else None) if (protect) else ()
     )
-    check_dest(dest, force)
+    check_dest(dest, request.force)
     kept = write_package(
         PackageSpec(
             dest=dest,
@@ -161,9 +138,9 @@ def init_task(
             agent_timeout_s=agent_timeout(execution),
             agent_files=agent_files,
             protected=protected,
-            verifier_env=verifier_env,
+            verifier_env=request.verifier_env,
             environment=env,
-            settings=verifier_settings(config, verifier_network),
+            settings=verifier_settings(config, request.verifier_network),
         )
     )
     warn_all(plan.warnings)

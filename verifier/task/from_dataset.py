@@ -19,16 +19,14 @@ every task and `harbor publish` can publish them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from types import MappingProxyType
 
 import attrs
 
 from verifier.console import warn_all
 from verifier.dataset import CASE_ID_PATTERN, Dataset, DatasetCase, read_dataset
 from verifier.errors import UsageError
-from verifier.options import DEFAULT_IMAGE, DEFAULT_WORKDIR
 from verifier.task.instruction import (
     agent_timeout,
     read_execution,
@@ -39,45 +37,33 @@ from verifier.task.instruction import (
 from verifier.task.manifest import MANIFEST, manifest_text
 from verifier.task.package import (
     PackageSpec,
-    check_arguments,
     check_dest,
     safe_name,
     write_package,
 )
 from verifier.task.protect import guard_missing, protected_files
 from verifier.task.record import PackageWriter, describe_kept
+from verifier.task.request import InitRequest, check_request, check_steps
 from verifier.task.settings import verifier_settings
 from verifier.task.tests_dir import TestsFile, TestsPlan, plan_tests_dir
 from verifier.yaml_io import read_yaml
 
 
-def init_dataset_tasks(
-    dest: Path,
-    config: Path,
-    *,
-    image: str = DEFAULT_IMAGE,
-    agent_image: str | None = None,
-    org: str | None = None,
-    workdir: str = DEFAULT_WORKDIR,
-    case_ids: Sequence[str] | None = None,
-    protect: Sequence[str] = (),
-    force: bool = False,
-    verifier_env: Mapping[str, str] = MappingProxyType({}),
-    verifier_network: str = "auto",
-    min_reward: float | None = None,
-) -> list[Path]:
+def init_dataset_tasks(request: InitRequest) -> list[Path]:
     """Write DEST/<case-id>/ for every dataset case (or those in case_ids) and
     DEST/dataset.toml; return the task dirs.
 
-    Tasks are named `ORG/<case-id>`, ORG being `org` (default: eval.yaml's name).
+    Tasks are named `ORG/<case-id>`, ORG being the request's `name` (default:
+    eval.yaml's name).
     UsageError for bad arguments, an unknown case id or a non-empty DEST without
     `force`; ConfigError for an eval.yaml or a dataset entry that cannot be used:
     every case is rendered before anything is written."""
-    dest, config = Path(dest), Path(config)
-    workdir = check_arguments(workdir, image, agent_image)
+    workdir = check_request(request, from_dataset=True)
+    dest, config = Path(request.dest), Path(request.config)
+    image, agent_image, protect = request.image, request.agent_image, request.protect
     document = read_yaml(config)
     eval_name = str(document.get("name") or config.resolve().parent.name)
-    org = org if org is not None else safe_name(eval_name)
+    org = request.name if request.name is not None else safe_name(eval_name)
     if "/" in org or safe_name(org) != org:
         raise UsageError(
             f"--name {org!r}: with --from-dataset, --name is the org only (each task is "
@@ -88,16 +74,15 @@ def init_dataset_tasks(
         raise UsageError(f"--from-dataset: {config} has no dataset.path")
     if dataset.missing:
         raise UsageError(f"--from-dataset: {dataset.missing_warning()}, so no task to make")
-    entries = _entries(dataset, case_ids)
+    entries = _entries(dataset, request.case_ids)
     execution = read_execution(config)
-    if min_reward is not None and not execution.steps:
-        raise UsageError(f"--min-reward: {config} has no execution.steps (it gates a step)")
+    check_steps(request, execution)
     base = plan_tests_dir(config, leave_out=[dest, dataset.root])
-    settings = verifier_settings(config, verifier_network)
+    settings = verifier_settings(config, request.verifier_network)
     specs = []
     for entry in entries:
         steps = step_specs(execution, entry.task_input, str(config))
-        steps = with_min_rewards(steps, document, min_reward, str(config))
+        steps = with_min_rewards(steps, document, request.min_reward, str(config))
         if steps:  # each step has its own instruction.md; the root has none
             instruction = "\n".join(step.instruction for step in steps)
         else:
@@ -120,13 +105,13 @@ def init_dataset_tasks(
                 steps=steps,
                 agent_files=agent_files,
                 protected=protected_files(agent_files, protect) if protect else (),
-                verifier_env={**verifier_env, "VERIFIER_CASE_ID": entry.case_id},
+                verifier_env={**request.verifier_env, "VERIFIER_CASE_ID": entry.case_id},
                 metadata={"eval_name": eval_name, "case_id": entry.case_id},
                 agent_timeout_s=agent_timeout(execution),
                 settings=settings,
             )
         )
-    check_dest(dest, force)
+    check_dest(dest, request.force)
     for spec in specs:
         warn_all(describe_kept(spec.dest, write_package(spec)))
     writer = PackageWriter(dest)

@@ -40,8 +40,8 @@ import attrs
 import yaml
 
 from verifier.console import warn_all
+from verifier.defaults import DEFAULT_IMAGE, DEFAULT_VERIFIER_NETWORK
 from verifier.errors import UsageError, VerifierError
-from verifier.options import DEFAULT_IMAGE
 from verifier.task.environment import (
     CONTEXT_IN_TESTS,
     DOCKERIGNORE,
@@ -85,7 +85,7 @@ _BUILD_ONLY = "HOSTNAME|HOME|PWD|OLDPWD|SHLVL|_"
 @attrs.frozen
 class ImportOptions:
     image: str = DEFAULT_IMAGE  # the verifier image the package's Dockerfile copies from
-    verifier_network: str = "auto"  # auto | no-network | public
+    verifier_network: str = DEFAULT_VERIFIER_NETWORK  # auto | no-network | public
     force: bool = False  # write into a non-empty DEST (keeping what its author changed)
 
 

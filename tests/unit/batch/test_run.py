@@ -33,7 +33,7 @@ from verifier.batch import (
     summary_paths,
 )
 from verifier.batch.layout import batch_lock
-from verifier.cli.fast import run_grade
+from verifier.cli.parser import run as run_cli
 from verifier.engine import Limits
 from verifier.errors import OutputError, UsageError
 from verifier.judges.base import Pool
@@ -148,8 +148,8 @@ def test_rewards_identical_to_verifier_grade(graded, tmp_path: Path) -> None:
     """The in-process grade path for every case, and the real CLI for a sample."""
     for case in sorted(graded["cases"].iterdir()):
         out = tmp_path / case.name
-        code = run_grade(
-            ["--config", str(graded["config"]), "--case", str(case), "--out", str(out)]
+        code = run_cli(
+            ["grade", "--config", str(graded["config"]), "--case", str(case), "--out", str(out)]
         )
         batch_out = graded["out"] / case.name
         assert code == 0

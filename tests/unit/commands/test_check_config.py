@@ -17,7 +17,6 @@ import pytest
 
 from verifier.commands import check_config
 from verifier.errors import EXIT_CONFIG
-from verifier.options import build_options
 
 
 @attrs.frozen
@@ -72,7 +71,7 @@ def checked(root: Path, *mistakes: Mistake) -> tuple[int, str]:
             (root / directory).mkdir(parents=True)
     config = root / "eval.yaml"
     config.write_text(text)
-    return check_config.run(build_options("check", {"config": str(config)}, {})), text
+    return check_config.run(check_config.CheckArgs(config, deadline=None, strict=False)), text
 
 
 PAIRS = list(itertools.combinations(MISTAKES, 2))

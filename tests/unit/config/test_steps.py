@@ -21,7 +21,7 @@ import pytest
 from tests.paths import TESTS
 from verifier.errors import ConfigError
 from verifier.grading import load_eval
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
@@ -175,7 +175,9 @@ def test_what_only_an_earlier_step_grades_is_worth_a_warning(tmp_path: Path) -> 
 
 
 def test_the_package_has_a_step_per_step(tmp_path: Path, suite: Path) -> None:
-    task = init_task(tmp_path / "task", suite / "eval.yaml", agent_image="localhost/agent:1")
+    task = init_task(
+        InitRequest(tmp_path / "task", suite / "eval.yaml", agent_image="localhost/agent:1")
+    )
     config = tomllib.loads((task / "task.toml").read_text())
     assert config["schema_version"] == "1.4"
     assert config["multi_step_reward_strategy"] == "final"
@@ -216,7 +218,7 @@ def test_the_package_has_a_step_per_step(tmp_path: Path, suite: Path) -> None:
     instruction = tmp_path / "instruction.md"
     instruction.write_text("x")
     with pytest.raises(Exception, match="each step's instruction is rendered from its prompt"):
-        init_task(tmp_path / "other", suite / "eval.yaml", instruction=instruction)
+        init_task(InitRequest(tmp_path / "other", suite / "eval.yaml", instruction=instruction))
 
 
 MANIFEST = [{"source": "/app", "destination": "artifacts/app", "type": "directory"}]

@@ -422,3 +422,41 @@ def test_skipped_pool_gives_skipped_records_without_running(
         write_config, make_case, GOOD, limits=Limits(skip_pools=frozenset({Pool.CPU}))
     )
     assert grading.results[0].status is Status.SKIPPED
+
+
+def test_the_memory_counters_bound_the_private_pages_the_watch_counts() -> None:
+    """The watch reads the kernel's counters first and walks a tree's page tables only
+    when they might be over a limit: the counters never read below the private pages,
+    for a process that touched its own memory nor for a fork sharing its parent's."""
+    import os
+    import subprocess
+    import sys
+
+    from verifier.linux import private_bytes, private_bytes_bound
+
+    script = (
+        "import os, sys\n"
+        "data = bytearray(b'x' * (96 * 1024 * 1024))\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    data[: 16 * 1024 * 1024] = b'y' * (16 * 1024 * 1024)\n"
+        "print(int(child == 0), os.getpid(), flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        roles = sorted(tuple(map(int, process.stdout.readline().split())) for _ in "ab")
+        pids = [pid for _, pid in roles]  # the parent's, then the fork's
+        for pid in pids:
+            assert private_bytes_bound([pid]) >= private_bytes([pid]) > 0
+        assert private_bytes([pids[1]]) > 16 * 1024 * 1024  # the pages the fork wrote
+        assert private_bytes_bound([pids[0]]) > 96 * 1024 * 1024  # shared: resident still
+        assert private_bytes_bound(pids) >= private_bytes(pids)
+        assert private_bytes_bound([os.getpid() + 10**7]) == 0  # gone: nothing to count
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait()

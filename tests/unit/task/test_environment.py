@@ -16,7 +16,7 @@ import pytest
 
 from tests.paths import TESTS
 from verifier.errors import UsageError
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 TASKS = TESTS / "harbor" / "tasks"
@@ -39,11 +39,13 @@ def calc(tmp_path: Path) -> Path:
 
 def test_the_environment_goes_to_both_sides(tmp_path: Path, calc: Path) -> None:
     dest = init_task(
-        tmp_path / "task",
-        calc / "eval.yaml",
-        environment=calc / "environment",
-        protect=("tests/**",),
-        image="localhost/v:1",
+        InitRequest(
+            tmp_path / "task",
+            calc / "eval.yaml",
+            environment=calc / "environment",
+            protect=("tests/**",),
+            image="localhost/v:1",
+        )
     )
     source = _files(calc / "environment")
     assert _files(dest / "environment") == source
@@ -90,10 +92,12 @@ def test_protect_takes_the_trusted_copies_from_the_environment(tmp_path: Path, c
     """The files the Dockerfile's COPY puts in the work dir, laid out as in the case:
     no copy into DEST/environment first, no second init."""
     dest = init_task(
-        tmp_path / "task",
-        calc / "eval.yaml",
-        environment=calc / "environment",
-        protect=("tests/**", "calc.py"),
+        InitRequest(
+            tmp_path / "task",
+            calc / "eval.yaml",
+            environment=calc / "environment",
+            protect=("tests/**", "calc.py"),
+        )
     )
     protected = dest / "tests" / "protected"
     assert _files(protected) == {"tests/test_calc.py", "calc.py"}
@@ -109,10 +113,12 @@ def test_protect_names_what_the_dockerfile_copies_when_nothing_matches(
         r"the agent's work dir \(calc.py, run.sh, tests/test_calc.py\)",
     ):
         init_task(
-            tmp_path / "task",
-            calc / "eval.yaml",
-            environment=calc / "environment",
-            protect=("src/**",),
+            InitRequest(
+                tmp_path / "task",
+                calc / "eval.yaml",
+                environment=calc / "environment",
+                protect=("src/**",),
+            )
         )
     assert not (tmp_path / "task").exists()
 
@@ -124,10 +130,12 @@ def test_protect_follows_the_workdir_and_dockerignore(tmp_path: Path, calc: Path
     (calc / "environment/.dockerignore").write_text("tests/test_*.py\n")
     with pytest.raises(UsageError, match=r"\(none\)"):  # the only test file is ignored
         init_task(
-            tmp_path / "task",
-            calc / "eval.yaml",
-            environment=calc / "environment",
-            protect=("tests/**",),
+            InitRequest(
+                tmp_path / "task",
+                calc / "eval.yaml",
+                environment=calc / "environment",
+                protect=("tests/**",),
+            )
         )
 
 
@@ -147,7 +155,7 @@ def test_an_environment_without_a_usable_dockerfile(
     for name, text in layout.items():
         (environment / name).write_text(text)
     with pytest.raises(UsageError, match=message):
-        init_task(tmp_path / "task", calc / "eval.yaml", environment=environment)
+        init_task(InitRequest(tmp_path / "task", calc / "eval.yaml", environment=environment))
 
 
 def test_an_environment_inside_eval_yamls_dir_is_not_copied_into_tests_twice(
@@ -155,7 +163,9 @@ def test_an_environment_inside_eval_yamls_dir_is_not_copied_into_tests_twice(
 ) -> None:
     """The common layout: eval.yaml beside environment/. tests/ gets the context once,
     as tests/environment/."""
-    dest = init_task(tmp_path / "task", calc / "eval.yaml", environment=calc / "environment")
+    dest = init_task(
+        InitRequest(tmp_path / "task", calc / "eval.yaml", environment=calc / "environment")
+    )
     assert not (dest / "tests/environment/environment").exists()
     assert (dest / "tests/environment/calc.py").is_file()
 

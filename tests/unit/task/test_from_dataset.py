@@ -22,6 +22,7 @@ from tests.paths import TESTS
 from verifier.config.execution import Invocation
 from verifier.errors import ConfigError, UsageError
 from verifier.grading import grade, load_eval
+from verifier.task import InitRequest
 from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.instruction import render_instruction
 from verifier.task.manifest import content_digest
@@ -45,7 +46,9 @@ def anova(tmp_path: Path) -> Path:
 
 
 def test_one_package_per_case_the_harness_way(tmp_path: Path, anova: Path) -> None:
-    tasks = init_dataset_tasks(tmp_path / "tasks", anova, agent_image="localhost/agent:1")
+    tasks = init_dataset_tasks(
+        InitRequest(tmp_path / "tasks", anova, agent_image="localhost/agent:1")
+    )
     assert [task.name for task in tasks] == CASE_IDS
     for case_id, task in zip(CASE_IDS, tasks, strict=True):
         entry = ANOVA / "dataset" / case_id
@@ -99,7 +102,7 @@ def test_one_package_per_case_the_harness_way(tmp_path: Path, anova: Path) -> No
 
 @pytest.mark.slow
 def test_the_package_grades_its_case_with_its_own_entry(tmp_path: Path, anova: Path) -> None:
-    (task,) = init_dataset_tasks(tmp_path / "tasks", anova, case_ids=["task-0031"])
+    (task,) = init_dataset_tasks(InitRequest(tmp_path / "tasks", anova, case_ids=["task-0031"]))
     case = tmp_path / "app"
     (case / "output").mkdir(parents=True)
     (case / "output" / "tests.json").write_text('{"passed": true}')
@@ -134,7 +137,9 @@ def test_a_dockerfile_environment_copies_the_inputs_into_the_workdir(tmp_path: P
     (entry / "fix.diff").write_text("-a\n+b\n")
     (entry / "answers.yaml").write_text("q: a\n")
     (entry / "fixtures" / "data.csv").write_text("1,2\n")
-    (task,) = init_dataset_tasks(tmp_path / "out", suite / "eval.yaml", org="acme", workdir="/work")
+    (task,) = init_dataset_tasks(
+        InitRequest(tmp_path / "out", suite / "eval.yaml", name="acme", workdir="/work")
+    )
     assert (task / "instruction.md").read_text() == "You are careful.\n\nFix the crash in parser\n"
     assert _files(task / "environment") == {
         "Dockerfile",
@@ -205,7 +210,9 @@ def test_an_instruction_that_cannot_be_rendered_is_a_config_error(
 
 
 def test_cases_picks_some_and_unknown_ones_are_refused(tmp_path: Path, anova: Path) -> None:
-    tasks = init_dataset_tasks(tmp_path / "some", anova, case_ids=["task-0034", "task-0008"])
+    tasks = init_dataset_tasks(
+        InitRequest(tmp_path / "some", anova, case_ids=["task-0034", "task-0008"])
+    )
     assert [task.name for task in tasks] == ["task-0008", "task-0034"]
     manifest = tomllib.loads((tmp_path / "some" / "dataset.toml").read_text())
     assert [task["name"] for task in manifest["tasks"]] == [
@@ -213,25 +220,25 @@ def test_cases_picks_some_and_unknown_ones_are_refused(tmp_path: Path, anova: Pa
         "anova-example/task-0034",
     ]
     with pytest.raises(UsageError, match="--cases: task-9999 not in the dataset"):
-        init_dataset_tasks(tmp_path / "none", anova, case_ids=["task-9999"])
+        init_dataset_tasks(InitRequest(tmp_path / "none", anova, case_ids=["task-9999"]))
     assert not (tmp_path / "none").exists()
 
 
 def test_what_from_dataset_refuses(tmp_path: Path, anova: Path) -> None:
     with pytest.raises(UsageError, match="with --from-dataset, --name is the org only"):
-        init_dataset_tasks(tmp_path / "t", anova, org="a/b")
+        init_dataset_tasks(InitRequest(tmp_path / "t", anova, name="a/b"))
     plain = tmp_path / "plain.yaml"
     plain.write_text("judges: [{name: a, check: return True}]\n")
     with pytest.raises(UsageError, match=r"has no dataset\.path"):
-        init_dataset_tasks(tmp_path / "t", plain)
+        init_dataset_tasks(InitRequest(tmp_path / "t", plain))
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "x").write_text("x")
     with pytest.raises(UsageError, match="is not empty"):
-        init_dataset_tasks(tmp_path / "busy", anova)
+        init_dataset_tasks(InitRequest(tmp_path / "busy", anova))
     broken = anova.parent / "dataset" / "task-0010" / "annotations.yaml"
     broken.write_text("oracle: [\n")
     with pytest.raises(ConfigError, match=r"task-0010/annotations\.yaml"):
-        init_dataset_tasks(tmp_path / "t", anova)
+        init_dataset_tasks(InitRequest(tmp_path / "t", anova))
     assert not (tmp_path / "t").exists()  # nothing written before every case rendered
 
 
@@ -294,7 +301,7 @@ def test_a_multi_step_eval_makes_a_multi_step_package_per_case(tmp_path: Path) -
     for case_id, goal in (("c1", "41"), ("c2", "42")):
         (suite / "cases" / case_id).mkdir(parents=True)
         (suite / "cases" / case_id / "input.yaml").write_text(f"goal: {goal}\n")
-    tasks = init_dataset_tasks(tmp_path / "tasks", suite / "eval.yaml")
+    tasks = init_dataset_tasks(InitRequest(tmp_path / "tasks", suite / "eval.yaml"))
     for task, goal in zip(tasks, ("41", "42"), strict=True):
         config = tomllib.loads((task / "task.toml").read_text())
         assert config["multi_step_reward_strategy"] == "final"

@@ -17,7 +17,7 @@ import yaml
 
 from verifier.errors import UsageError
 from verifier.grading import check_reward_keys, load_eval
-from verifier.options import NATIVE_REWARD_KEYS, parse_reward_keys
+from verifier.parsers import NATIVE_REWARD_KEYS, parse_reward_keys
 from verifier.task.importer import (
     CONFIG_DIR,
     ImportOptions,

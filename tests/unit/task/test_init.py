@@ -14,7 +14,7 @@ import yaml
 from verifier.errors import ConfigError, UsageError
 from verifier.grading import grade, load_eval
 from verifier.judges.builtins import builtin_reference_files
-from verifier.task import init_task, referenced_files, render, templates_dir
+from verifier.task import InitRequest, init_task, referenced_files, render, templates_dir
 
 EVAL = """\
 name: demo
@@ -73,12 +73,14 @@ def _files(root: Path) -> set[str]:
 
 def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) -> None:
     dest = init_task(
-        tmp_path / "task",
-        source / "eval.yaml",
-        image="quay.io/o/v:1.0",
-        agent_image=None,
-        name="org/demo",
-        workdir="/work",
+        InitRequest(
+            tmp_path / "task",
+            source / "eval.yaml",
+            image="quay.io/o/v:1.0",
+            agent_image=None,
+            name="org/demo",
+            workdir="/work",
+        )
     )
     assert _files(dest) == {
         ".verifier-task-init.json",
@@ -135,7 +137,9 @@ def test_renders_a_complete_separate_mode_package(tmp_path: Path, source: Path) 
 
 
 def test_agent_image_replaces_the_environment_dockerfile(tmp_path: Path, source: Path) -> None:
-    dest = init_task(tmp_path / "task", source / "eval.yaml", agent_image="localhost/agent:1")
+    dest = init_task(
+        InitRequest(tmp_path / "task", source / "eval.yaml", agent_image="localhost/agent:1")
+    )
     config = tomllib.loads((dest / "task.toml").read_text())
     assert config["environment"]["docker_image"] == "localhost/agent:1"
     assert config["artifacts"] == ["/app"]
@@ -147,10 +151,16 @@ def test_agent_image_replaces_the_environment_dockerfile(tmp_path: Path, source:
 
 def test_instruction_file_is_used_as_is(tmp_path: Path, source: Path) -> None:
     (tmp_path / "prompt.md").write_text("Write {{answer}} to /app/answer.txt\n")
-    dest = init_task(tmp_path / "task", source / "eval.yaml", instruction=tmp_path / "prompt.md")
+    dest = init_task(
+        InitRequest(tmp_path / "task", source / "eval.yaml", instruction=tmp_path / "prompt.md")
+    )
     assert (dest / "instruction.md").read_text() == "Write {{answer}} to /app/answer.txt\n"
     with pytest.raises(UsageError, match="--instruction"):
-        init_task(tmp_path / "other", source / "eval.yaml", instruction=tmp_path / "missing.md")
+        init_task(
+            InitRequest(
+                tmp_path / "other", source / "eval.yaml", instruction=tmp_path / "missing.md"
+            )
+        )
 
 
 def test_refuses_a_non_empty_dest_unless_forced(tmp_path: Path, source: Path) -> None:
@@ -158,18 +168,18 @@ def test_refuses_a_non_empty_dest_unless_forced(tmp_path: Path, source: Path) ->
     dest.mkdir()
     (dest / "mine.txt").write_text("keep")
     with pytest.raises(UsageError, match="not empty"):
-        init_task(dest, source / "eval.yaml")
+        init_task(InitRequest(dest, source / "eval.yaml"))
     assert _files(dest) == {"mine.txt"}
-    init_task(dest, source / "eval.yaml", force=True)
+    init_task(InitRequest(dest, source / "eval.yaml", force=True))
     assert (dest / "mine.txt").read_text() == "keep"
     assert (dest / "task.toml").is_file()
     # Re-rendering with an agent image drops the now-unused environment/Dockerfile.
-    init_task(dest, source / "eval.yaml", agent_image="localhost/a", force=True)
+    init_task(InitRequest(dest, source / "eval.yaml", agent_image="localhost/a", force=True))
     assert not (dest / "environment/Dockerfile").exists()
-    init_task(tmp_path / "empty-is-fine", source / "eval.yaml")
+    init_task(InitRequest(tmp_path / "empty-is-fine", source / "eval.yaml"))
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match="not a directory"):
-        init_task(tmp_path / "file", source / "eval.yaml", force=True)
+        init_task(InitRequest(tmp_path / "file", source / "eval.yaml", force=True))
 
 
 @pytest.mark.parametrize(
@@ -190,7 +200,7 @@ def test_bad_references_are_config_errors(
     config.write_text(f"judges:\n  - name: x\n    {mutation}\n    function: f\n")
     dest = tmp_path / "task"
     with pytest.raises(ConfigError, match=re.escape(message)) as caught:
-        init_task(dest, config)
+        init_task(InitRequest(dest, config))
     assert key in caught.value.key
     assert not dest.exists()  # nothing written
 
@@ -201,19 +211,19 @@ def test_symlink_leaving_the_config_dir_is_refused(tmp_path: Path, source: Path)
     config = source / "link.yaml"
     config.write_text("judges:\n  - name: x\n    prompt_file: prompts/link.md\n")
     with pytest.raises(ConfigError, match="leads outside"):
-        init_task(tmp_path / "task", config)
+        init_task(InitRequest(tmp_path / "task", config))
 
 
 def test_unreadable_or_invalid_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="file not found"):
-        init_task(tmp_path / "t", tmp_path / "missing.yaml")
+        init_task(InitRequest(tmp_path / "t", tmp_path / "missing.yaml"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("judges: [\n")
     with pytest.raises(ConfigError, match="invalid YAML"):
-        init_task(tmp_path / "t", bad)
+        init_task(InitRequest(tmp_path / "t", bad))
     bad.write_text("- a list\n")
     with pytest.raises(ConfigError, match="mapping"):
-        init_task(tmp_path / "t", bad)
+        init_task(InitRequest(tmp_path / "t", bad))
 
 
 def test_semantically_invalid_config_is_copied_for_the_verifier_to_report(
@@ -221,14 +231,14 @@ def test_semantically_invalid_config_is_copied_for_the_verifier_to_report(
 ) -> None:
     config = tmp_path / "eval.yaml"
     config.write_text("judges:\n  - name: x\n    chek: return True\n")
-    dest = init_task(tmp_path / "t", config)
+    dest = init_task(InitRequest(tmp_path / "t", config))
     assert (dest / "tests/eval.yaml").read_text() == config.read_text()
 
 
 def test_config_under_another_name_becomes_eval_yaml(tmp_path: Path, source: Path) -> None:
     config = source / "my-eval.yml"
     config.write_text("judges:\n  - name: x\n    prompt_file: prompts/rubric.md\n")
-    dest = init_task(tmp_path / "t", config)
+    dest = init_task(InitRequest(tmp_path / "t", config))
     assert (dest / "tests/eval.yaml").read_text() == config.read_text()
     assert not (dest / "tests/my-eval.yml").exists()
 
@@ -239,7 +249,7 @@ def test_reserved_names_in_tests_dir_are_refused(tmp_path: Path, name: str) -> N
     config = tmp_path / "config.yaml"
     config.write_text(f"judges:\n  - name: x\n    prompt_file: {name}\n")
     with pytest.raises(ConfigError, match="reserves"):
-        init_task(tmp_path / "t", config)
+        init_task(InitRequest(tmp_path / "t", config))
 
 
 @pytest.mark.parametrize(
@@ -247,18 +257,18 @@ def test_reserved_names_in_tests_dir_are_refused(tmp_path: Path, name: str) -> N
 )
 def test_bad_workdir(tmp_path: Path, source: Path, workdir: str) -> None:
     with pytest.raises(UsageError, match="--workdir"):
-        init_task(tmp_path / "t", source / "eval.yaml", workdir=workdir)
+        init_task(InitRequest(tmp_path / "t", source / "eval.yaml", workdir=workdir))
 
 
 @pytest.mark.parametrize("name", ["noslash", "a/b/c", "/x", "a/../b", "a/b c"])
 def test_bad_name(tmp_path: Path, source: Path, name: str) -> None:
     with pytest.raises(UsageError, match="--name"):
-        init_task(tmp_path / "t", source / "eval.yaml", name=name)
+        init_task(InitRequest(tmp_path / "t", source / "eval.yaml", name=name))
 
 
 def test_bad_image(tmp_path: Path, source: Path) -> None:
     with pytest.raises(UsageError, match="--agent-image"):
-        init_task(tmp_path / "t", source / "eval.yaml", agent_image="x\nRUN evil")
+        init_task(InitRequest(tmp_path / "t", source / "eval.yaml", agent_image="x\nRUN evil"))
 
 
 def test_referenced_files_are_relative_and_sorted(source: Path) -> None:
@@ -300,18 +310,18 @@ def test_the_package_bakes_in_a_trusted_task_input(tmp_path: Path, source: Path)
     """The instruction becomes the input's prompt, unless --input or eval.yaml gives one."""
     instruction = tmp_path / "instruction.md"
     instruction.write_text("Fix the parser.\n")
-    dest = init_task(tmp_path / "a", source / "eval.yaml", instruction=instruction)
+    dest = init_task(InitRequest(tmp_path / "a", source / "eval.yaml", instruction=instruction))
     assert yaml.safe_load((dest / "tests/input.yaml").read_text()) == {
         "prompt": "Fix the parser.\n"
     }
     given = tmp_path / "given.yaml"
     given.write_text("prompt: Fix it\nrepo: parser\n")
-    dest = init_task(tmp_path / "b", source / "eval.yaml", task_input=given)
+    dest = init_task(InitRequest(tmp_path / "b", source / "eval.yaml", task_input=given))
     assert (dest / "tests/input.yaml").read_text() == given.read_text()
     (source / "input.yaml").write_text("prompt: from beside eval.yaml\n")
     with pytest.raises(UsageError, match="already has its task input"):
-        init_task(tmp_path / "c", source / "eval.yaml", task_input=given)
-    dest = init_task(tmp_path / "d", source / "eval.yaml")
+        init_task(InitRequest(tmp_path / "c", source / "eval.yaml", task_input=given))
+    dest = init_task(InitRequest(tmp_path / "d", source / "eval.yaml"))
     assert (dest / "tests/input.yaml").read_text() == "prompt: from beside eval.yaml\n"
 
 
@@ -334,7 +344,7 @@ def test_a_data_file_a_judge_module_reads_comes_along(tmp_path: Path) -> None:
         "    return outputs['files'].get('answer.txt', '').strip() in WORDS\n"
     )
     (source / "data" / "words.txt").write_text("alpha beta\n")
-    dest = init_task(tmp_path / "task", source / "eval.yaml")
+    dest = init_task(InitRequest(tmp_path / "task", source / "eval.yaml"))
     assert (dest / "tests/data/words.txt").read_text() == "alpha beta\n"
     case = tmp_path / "case"
     case.mkdir()
@@ -368,7 +378,7 @@ def test_vcs_caches_leftovers_and_the_package_itself_stay_out(
     (source / "outside.md").symlink_to(tmp_path / "secret.txt")
     (source / "linked-dir").symlink_to(source / "prompts")
     os.mkfifo(source / "pipe")
-    dest = init_task(source / "tasks" / "one", source / "eval.yaml")  # inside the dir
+    dest = init_task(InitRequest(source / "tasks" / "one", source / "eval.yaml"))  # inside the dir
     copied = _files(dest / "tests")
     assert "inside.md" in copied and (dest / "tests/inside.md").read_text() == "ref\n"
     assert not (dest / "tests/inside.md").is_symlink()
@@ -394,7 +404,7 @@ def test_a_big_directory_is_worth_a_warning(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("verifier.task.tests_dir.TESTS_SIZE_WARNING", 100)
-    init_task(tmp_path / "task", source / "eval.yaml")
+    init_task(InitRequest(tmp_path / "task", source / "eval.yaml"))
     assert "every verifier image of the task carries it" in capsys.readouterr().err
 
 
@@ -404,5 +414,5 @@ def test_a_reference_outside_the_directory_is_a_clear_error(tmp_path: Path) -> N
     config = tmp_path / "suite" / "eval.yaml"
     config.write_text("judges:\n  - name: x\n    prompt_file: ../shared.md\n")
     with pytest.raises(ConfigError, match=r"prompt_file: '../shared.md' must be a path relative"):
-        init_task(tmp_path / "task", config)
+        init_task(InitRequest(tmp_path / "task", config))
     assert not (tmp_path / "task").exists()

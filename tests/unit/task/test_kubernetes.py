@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.paths import REPO
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 DEPLOY = REPO / "deploy" / "kubernetes"
@@ -33,7 +33,7 @@ def kube(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def package(root: Path, config: Path = EXAMPLE) -> Path:
-    return init_task(root / "pkg", config, name="org/report")
+    return init_task(InitRequest(root / "pkg", config, name="org/report"))
 
 
 def component(dest: Path) -> dict:

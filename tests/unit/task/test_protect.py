@@ -8,7 +8,7 @@ import pytest
 
 from verifier.errors import UsageError
 from verifier.grading import grade, load_eval
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 
 GUARDED = """\
 judges:
@@ -43,7 +43,7 @@ def make_environment(dest: Path) -> None:
 def test_protect_copies_the_agents_tests_into_tests_protected(tmp_path: Path) -> None:
     dest = tmp_path / "task"
     make_environment(dest)
-    init_task(dest, make_source(tmp_path), protect=("tests/**",), force=True)
+    init_task(InitRequest(dest, make_source(tmp_path), protect=("tests/**",), force=True))
     protected = dest / "tests" / "protected"
     found = sorted(
         str(path.relative_to(protected)) for path in protected.rglob("*") if path.is_file()
@@ -58,7 +58,7 @@ def test_the_packaged_guard_passes_the_untouched_tests_and_fails_edited_ones(
 ) -> None:
     dest = tmp_path / "task"
     make_environment(dest)
-    init_task(dest, make_source(tmp_path), protect=("tests/**",), force=True)
+    init_task(InitRequest(dest, make_source(tmp_path), protect=("tests/**",), force=True))
     loaded = load_eval(dest / "tests" / "eval.yaml")
     honest = make_case({**AGENT_FILES, "answer.txt": "42\n"}, name="honest")
     assert grade(loaded, honest).reward == 1.0
@@ -78,7 +78,7 @@ def test_a_glob_that_matches_nothing_is_a_usage_error_before_anything_is_written
     dest = tmp_path / "task"
     make_environment(dest)
     with pytest.raises(UsageError, match="--protect test/\\*\\*: matches no file"):
-        init_task(dest, make_source(tmp_path), protect=("test/**",), force=True)
+        init_task(InitRequest(dest, make_source(tmp_path), protect=("test/**",), force=True))
     assert not (dest / "tests").exists()
 
 
@@ -88,5 +88,5 @@ def test_protect_without_a_guard_judge_says_what_to_add(
     dest = tmp_path / "task"
     make_environment(dest)
     source = make_source(tmp_path, "judges:\n  - {name: answer, check: return True}\n")
-    init_task(dest, source, protect=("tests/**",), force=True)
+    init_task(InitRequest(dest, source, protect=("tests/**",), force=True))
     assert "--protect filled tests/protected/, but no judge reads it" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 from verifier.task.record import RECORD
 
 EVAL = """\
@@ -31,7 +31,7 @@ def config(tmp_path: Path) -> Path:
 
 
 def test_the_record_holds_what_init_wrote(tmp_path: Path, config: Path) -> None:
-    dest = init_task(tmp_path / "task", config)
+    dest = init_task(InitRequest(tmp_path / "task", config))
     record = json.loads((dest / RECORD).read_text())
     written = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
     assert set(record["files"]) == written - {RECORD}
@@ -41,12 +41,12 @@ def test_the_record_holds_what_init_wrote(tmp_path: Path, config: Path) -> None:
 def test_force_keeps_and_names_the_files_the_author_changed(
     tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dest = init_task(tmp_path / "task", config)
+    dest = init_task(InitRequest(tmp_path / "task", config))
     capsys.readouterr()
     (dest / "solution/solve.sh").write_text("#!/bin/bash\necho 42 > /app/answer.txt\n")
     (dest / "environment/Dockerfile").write_text("FROM debian\nWORKDIR /app\n")
     (config.parent / "notes.txt").write_text("v2\n")  # the source changed: rewritten
-    init_task(dest, config, force=True)
+    init_task(InitRequest(dest, config, force=True))
     assert (dest / "solution/solve.sh").read_text() == "#!/bin/bash\necho 42 > /app/answer.txt\n"
     assert (dest / "environment/Dockerfile").read_text() == "FROM debian\nWORKDIR /app\n"
     assert (dest / "tests/notes.txt").read_text() == "v2\n"
@@ -55,7 +55,7 @@ def test_force_keeps_and_names_the_files_the_author_changed(
         assert f"{dest / name}: kept as it is (changed since task init wrote it)" in warnings
     assert "tests/notes.txt: kept" not in warnings
     # Still recorded as init's own content: a third init keeps them too.
-    init_task(dest, config, force=True)
+    init_task(InitRequest(dest, config, force=True))
     assert (dest / "solution/solve.sh").read_text().endswith("/app/answer.txt\n")
 
 
@@ -66,7 +66,7 @@ def test_force_keeps_a_file_init_never_recorded_when_it_differs(
     dest = tmp_path / "task"
     (dest / "solution").mkdir(parents=True)
     (dest / "solution/solve.sh").write_text("#!/bin/bash\n# mine\n")
-    init_task(dest, config, force=True)
+    init_task(InitRequest(dest, config, force=True))
     assert (dest / "solution/solve.sh").read_text() == "#!/bin/bash\n# mine\n"
     assert "not recorded by an earlier task init" in capsys.readouterr().err
 
@@ -76,11 +76,11 @@ def test_files_init_no_longer_writes_are_removed_unless_edited(
 ) -> None:
     (config.parent / "old.txt").write_text("old\n")
     (config.parent / "edited.txt").write_text("edited\n")
-    dest = init_task(tmp_path / "task", config)
+    dest = init_task(InitRequest(tmp_path / "task", config))
     (config.parent / "old.txt").unlink()
     (config.parent / "edited.txt").unlink()
     (dest / "tests/edited.txt").write_text("the author's now\n")
-    init_task(dest, config, force=True)
+    init_task(InitRequest(dest, config, force=True))
     assert not (dest / "tests/old.txt").exists()
     assert (dest / "tests/edited.txt").read_text() == "the author's now\n"
 
@@ -89,15 +89,15 @@ def test_without_an_instruction_no_placeholder_task_input_is_baked(
     tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The placeholder is no task; an edited instruction.md is, on the next init."""
-    dest = init_task(tmp_path / "task", config)
+    dest = init_task(InitRequest(tmp_path / "task", config))
     assert not (dest / "tests/input.yaml").exists()
     assert "instruction.md is a placeholder" in capsys.readouterr().err
     (dest / "instruction.md").write_text("Write 42 to answer.txt.\n")
-    init_task(dest, config, force=True)
+    init_task(InitRequest(dest, config, force=True))
     assert yaml.safe_load((dest / "tests/input.yaml").read_text()) == {
         "prompt": "Write 42 to answer.txt.\n"
     }
     instruction = tmp_path / "instruction.md"
     instruction.write_text("Given.\n")
-    other = init_task(tmp_path / "other", config, instruction=instruction)
+    other = init_task(InitRequest(tmp_path / "other", config, instruction=instruction))
     assert yaml.safe_load((other / "tests/input.yaml").read_text()) == {"prompt": "Given.\n"}

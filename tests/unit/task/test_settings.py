@@ -11,7 +11,7 @@ import pytest
 
 from tests.paths import TESTS
 from verifier.errors import ConfigError, UsageError
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 from verifier.task.settings import GRADE_SLACK_S, HARBOR_SLACK_S, verifier_settings
 
 FIXTURES = TESTS / "fixtures"
@@ -25,7 +25,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def task_toml(tmp_path: Path, config: Path, **options) -> dict:
-    dest = init_task(tmp_path / "task", config, **options)
+    dest = init_task(InitRequest(tmp_path / "task", config, **options))
     return tomllib.loads((dest / "task.toml").read_text())
 
 
@@ -140,6 +140,6 @@ def test_each_step_gets_its_own_timeout_deadline_and_min_reward(tmp_path: Path) 
 def test_a_bad_min_reward_is_refused(tmp_path: Path) -> None:
     config = two_steps(tmp_path, "    - id: plan\n", "    - id: plan\n      min_reward: 2\n")
     with pytest.raises(ConfigError, match=r"execution.steps\[0\] \(plan\).min_reward.*\[0, 1\]"):
-        init_task(tmp_path / "task", config)
+        init_task(InitRequest(tmp_path / "task", config))
     with pytest.raises(UsageError, match=r"--min-reward: .* has no execution.steps"):
-        init_task(tmp_path / "other", write(tmp_path, COMMANDS), min_reward=0.5)
+        init_task(InitRequest(tmp_path / "other", write(tmp_path, COMMANDS), min_reward=0.5))

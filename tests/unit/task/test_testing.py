@@ -10,7 +10,7 @@ import pytest
 
 from tests.paths import TESTS
 from verifier.errors import UsageError
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 from verifier.task.testing import read_package, resolve_env, reward_matches
 
 FIXTURES = TESTS / "fixtures"
@@ -21,11 +21,13 @@ def test_a_package_reads_as_harbor_would_run_it(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "eval.yaml").write_text(COMMAND)
     dest = init_task(
-        tmp_path / "task",
-        tmp_path / "src" / "eval.yaml",
-        workdir="/work",
-        agent_image="localhost/a:1",
-        name="o/t",
+        InitRequest(
+            tmp_path / "task",
+            tmp_path / "src" / "eval.yaml",
+            workdir="/work",
+            agent_image="localhost/a:1",
+            name="o/t",
+        )
     )
     package = read_package(dest)
     assert (package.name, package.workdir, package.agent_image) == ("o/t", "/work", "localhost/a:1")
@@ -38,7 +40,7 @@ def test_a_package_reads_as_harbor_would_run_it(tmp_path: Path) -> None:
 def test_a_multi_step_package_runs_each_steps_solution(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     shutil.copytree(FIXTURES / "two-steps", suite)
-    dest = init_task(tmp_path / "task", suite / "eval.yaml", verifier_network="public")
+    dest = init_task(InitRequest(tmp_path / "task", suite / "eval.yaml", verifier_network="public"))
     package = read_package(dest)
     assert [step.name for step in package.steps] == ["plan", "build"]
     assert package.steps[1].solution == dest / "steps/build/solution"

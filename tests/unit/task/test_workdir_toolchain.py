@@ -13,7 +13,7 @@ import pytest
 
 from tests.unit.task.test_importer import harbor_task
 from verifier.errors import UsageError
-from verifier.task import init_task
+from verifier.task import InitRequest, init_task
 from verifier.task.dockerfile import parse_dockerfile
 from verifier.task.importer import import_task
 from verifier.task.workdir_toolchain import (
@@ -151,7 +151,11 @@ UV_LAYOUT = (
 def test_task_init_refuses_a_toolchain_in_the_work_dir_before_writing(tmp_path: Path) -> None:
     environment = _environment(tmp_path / "env", UV_LAYOUT)
     with pytest.raises(UsageError, match=r"--environment .*/env: /app/\.venv/bin \(an ENV PATH"):
-        init_task(tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment)
+        init_task(
+            InitRequest(
+                tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment
+            )
+        )
     assert not (tmp_path / "task").exists()
 
 
@@ -161,7 +165,9 @@ def test_task_init_takes_the_same_environment_with_its_venv_outside(tmp_path: Pa
         "ENV UV_PROJECT_ENVIRONMENT=/opt/venv PATH=/opt/venv/bin:$PATH\nWORKDIR /app\n",
     )
     environment = _environment(tmp_path / "env", fixed)
-    init_task(tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment)
+    init_task(
+        InitRequest(tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment)
+    )
     assert (tmp_path / "task/tests/Dockerfile").is_file()
 
 
@@ -170,10 +176,16 @@ def test_task_init_refuses_a_venv_its_context_copies_in(tmp_path: Path) -> None:
     (environment / ".venv/bin").mkdir(parents=True)
     (environment / ".venv/pyvenv.cfg").write_text("home = /usr/local/bin\n")
     with pytest.raises(UsageError, match=r"/app/\.venv \(a venv copied from the build context"):
-        init_task(tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment)
+        init_task(
+            InitRequest(
+                tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment
+            )
+        )
     # left out of the build by its .dockerignore, it is not in the image
     (environment / ".dockerignore").write_text(".venv\n")
-    init_task(tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment)
+    init_task(
+        InitRequest(tmp_path / "task", _eval_yaml(tmp_path / "grading"), environment=environment)
+    )
 
 
 def test_the_command_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -713,6 +713,23 @@ def test_the_probe_runs_with_the_trusted_ini_as_it_is(task: Task) -> None:
     assert honest == 1.0
 
 
+def test_the_run_ends_once_its_report_is_written(task: Task) -> None:
+    """What the code under test leaves for the interpreter's exit (an atexit function, a
+    non-daemon thread the exit would wait for) neither runs nor holds the run: the
+    launcher ends its process as soon as the signed report and the output are out."""
+    for name, left in (
+        ("an atexit function", "import atexit, time\natexit.register(time.sleep, 60)\n"),
+        (
+            "a non-daemon thread",
+            "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()\n",
+        ),
+    ):
+        started = time.monotonic()
+        reward, tests = graded(task.alone, task.case(f"left {name}", left + FIXED))
+        assert (reward, tests["tests"]["passed"]) == (1.0, 3), name
+        assert time.monotonic() - started < 30, name
+
+
 def test_a_deleted_test_file_fails_every_listed_test(task: Task) -> None:
     case = task.case("deleted-tests", FIXED)
     (case / "tests" / "test_calc.py").unlink()

@@ -1,9 +1,10 @@
-"""One options record for every command: the same flag, variable, parser and default
-whichever command reads it, and help generated from the same declarations."""
+"""One declaration per setting: the same flag, variable, parser and default whichever
+command reads it, each command's values read into its own record, and help generated
+from the same declarations."""
 
 from __future__ import annotations
 
-import json
+import ast
 import os
 import re
 import resource
@@ -11,10 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
+from tests.paths import REPO
+from verifier.cli.options import COMMANDS, OPTIONS, read_values
+from verifier.cli.parser import RUNS, record_class
 from verifier.errors import UsageError
-from verifier.options import build_options
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 BOTH = ("grade", "batch")
@@ -23,7 +27,9 @@ BATCH_REQUIRED = {"cases": "/cases", "out": "/out"}
 
 def options_of(command: str, environ: dict[str, str], **given: str | bool):
     required = BATCH_REQUIRED if command == "batch" else {}
-    return build_options(command, {**required, **given}, environ)
+    values = read_values(command, {**required, **given}, environ)
+    values.pop("debug")
+    return record_class(COMMANDS[command])(**values)
 
 
 @pytest.mark.parametrize("command", BOTH)
@@ -82,10 +88,58 @@ def test_bad_values_are_usage_errors_naming_the_flag_or_variable(
 
 def test_batch_needs_cases_and_out_but_out_may_come_from_its_variable() -> None:
     with pytest.raises(UsageError, match="batch: missing --cases"):
-        build_options("batch", {"out": "/o"}, {})
+        read_values("batch", {"out": "/o"}, {})
     with pytest.raises(UsageError, match="batch: missing --out"):
-        build_options("batch", {"cases": "/c"}, {})
-    assert build_options("batch", {"cases": "/c"}, {"VERIFIER_OUT": "/o"}).out == Path("/o")
+        read_values("batch", {"cases": "/c"}, {})
+    assert read_values("batch", {"cases": "/c"}, {"VERIFIER_OUT": "/o"})["out"] == Path("/o")
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_commands_record_has_a_field_per_option_and_no_default(name: str) -> None:
+    """The declarations are the one place a default is stated: the record a command
+    reads has exactly its options (--debug aside) and defaults none of them."""
+    fields = attrs.fields(record_class(COMMANDS[name]))
+    assert [field.name for field in fields] == [
+        option for option in COMMANDS[name].options if option != "debug"
+    ]
+    assert all(field.default is attrs.NOTHING for field in fields)
+
+
+def test_every_command_runs_from_its_module() -> None:
+    assert RUNS.keys() == COMMANDS.keys()
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_commands_values_with_nothing_given_are_the_declared_defaults(name: str) -> None:
+    command = COMMANDS[name]
+    given = dict.fromkeys(command.required, "/x")
+    values = read_values(name, given, {})
+    for option in command.options:
+        if option not in command.required:
+            assert values[option] == OPTIONS[option].default, option
+
+
+def test_no_engine_judge_or_pipeline_module_imports_the_cli() -> None:
+    """The core reads records of its own (Limits, BatchRequest, InitRequest): the CLI's
+    declarations and its records are the CLI's and the commands' alone."""
+    root = REPO / "verifier"
+    for path in root.rglob("*.py"):
+        relative = path.relative_to(root).parts
+        if relative[0] in ("cli", "commands", "__main__.py"):
+            continue
+        tree = ast.parse(path.read_text())
+        imported = [
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        ]
+        imported += [
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        ]
+        assert not [
+            name for name in imported if name.startswith(("verifier.cli", "verifier.commands"))
+        ], path
 
 
 @pytest.mark.parametrize("command", BOTH)
@@ -115,11 +169,11 @@ def imported_modules(verbose_stderr: str) -> set[str]:
 
 
 def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
-    """The grading path's start-up budget: a plain command line is read without typer
-    and click (help and mistakes are theirs), and an eval of `check` judges loads no
-    other judge kind, nothing of the LLM judges, and no part of the sandbox that only a
-    command from the case needs. (attrs, which the records are, is paid for, and
-    brings ast with it.)"""
+    """The grading path's start-up budget: the command line is read by verifier.cli.parser
+    alone, without argparse (gettext, locale) or a CLI framework (help texts and the
+    suggestions of a mistake are imported only to be shown), and an eval of `check` judges loads no other judge kind, nothing of the LLM judges, and no
+    part of the sandbox that only a command from the case needs. (attrs, which the
+    records are, is paid for, and brings ast with it.)"""
     config = tmp_path / "eval.yaml"
     config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
     (tmp_path / "case").mkdir()
@@ -148,8 +202,12 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
     costly = {
         "typer",
         "click",
-        "jinja2",
         "argparse",
+        "gettext",
+        "difflib",
+        "textwrap",
+        "verifier.cli.help",
+        "jinja2",
         "multiprocessing",
         "verifier.batch",
         "verifier.commands.batch",
@@ -163,40 +221,6 @@ def test_grading_imports_none_of_the_costly_modules(tmp_path: Path) -> None:
         "verifier.sandbox.case_copy",
     }
     assert not costly & imported, sorted(costly & imported)
-
-
-def test_a_plain_batch_command_line_runs_without_typer(tmp_path: Path) -> None:
-    """typer in a batch worker's memory makes every judge's fork dearer."""
-    config = tmp_path / "eval.yaml"
-    config.write_text("judges:\n  - {name: a, check: 'return True'}\n")
-    (tmp_path / "cases" / "one").mkdir(parents=True)
-    (tmp_path / "cases" / "one" / "x.txt").write_text("x")
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-m",
-            "verifier",
-            "batch",
-            "--config",
-            str(config),
-            "--cases",
-            str(tmp_path / "cases"),
-            "--out",
-            str(tmp_path / "out"),
-            "-j",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    assert completed.returncode == 0, completed.stderr
-    imported = {line.rsplit("|", 1)[-1].strip() for line in completed.stderr.splitlines()}
-    assert "verifier.commands.batch" in imported
-    assert not {"typer", "click"} & imported
-    assert json.loads((tmp_path / "out" / "one" / "reward.json").read_text())["reward"] == 1.0
 
 
 def test_a_memory_limit_above_the_hard_data_limit_is_a_usage_error(tmp_path: Path) -> None:

@@ -13,10 +13,11 @@ from types import ModuleType
 
 import pytest
 
+from tests.paths import REPO
+from verifier.cli.options import COMMANDS, OPTIONS
 from verifier.errors import EXIT_MEANINGS
-from verifier.options import COMMANDS, OPTIONS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 PAGE = ROOT / "docs" / "cli.md"
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
@@ -72,11 +73,11 @@ def test_the_reference_lists_every_variable_and_exit_code() -> None:
 
 
 EXAMPLES = {
-    "verifier: error: grade: No such option '--conf'. Did you mean '--config'?": (
+    "verifier: error: grade: no such option --conf (did you mean --config?)": (
         ["grade", "--conf", "e.yaml"],
         {},
     ),
-    "verifier: error: batch: Option '-j' requires an argument.": (["batch", "-j"], {}),
+    "verifier: error: batch: -j: expects a value": (["batch", "-j"], {}),
     "verifier: error: --memory-mb: 0 must be at least 1": (["grade", "--memory-mb", "0"], {}),
     "verifier: error: $VERIFIER_JUDGE_MEMORY_MB: 'x' is not a whole number": (
         ["grade"],

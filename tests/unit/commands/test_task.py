@@ -8,8 +8,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.paths import REPO
+
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "eval.yaml"
+EXAMPLE = REPO / "examples" / "eval.yaml"
 
 
 def init(*args: str) -> subprocess.CompletedProcess[str]:

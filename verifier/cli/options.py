@@ -1,18 +1,17 @@
-"""Every command's flags, VERIFIER_* variables and exit codes, declared once.
+"""Every command's flags, VERIFIER_* variables, defaults and exit codes, declared once.
 
-The typer commands (their help included), the hot paths' reading of grade's and
-batch's command lines and docs/cli.md are all made from OPTIONS and COMMANDS, and
-every command receives the same `Options` record,
-so a setting has one flag, one environment variable, one parser and one default
-whichever command reads it. A flag given on the command line wins over its
-variable, which wins over the default; a bad value in either is a UsageError
-(exit 2) naming the flag or the variable.
+The parser (verifier.cli.parser), every help (verifier.cli.help) and docs/cli.md are
+made from OPTIONS and COMMANDS, and each command's values come from read_values, so a
+setting has one flag, one environment variable, one parser and one default whichever
+command reads it. A flag given on the command line wins over its variable, which wins
+over the default; a bad value in either is a UsageError (exit 2) naming the flag or the
+variable. Each command receives its values as its own record (verifier.commands), whose
+fields are the command's options: a test holds the two equal.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -20,6 +19,15 @@ from typing import Any
 
 import attrs
 
+from verifier.defaults import (
+    DEFAULT_IMAGE,
+    DEFAULT_LLM_CACHE_MB,
+    DEFAULT_LLM_CONCURRENCY,
+    DEFAULT_LLM_PARALLEL,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_VERIFIER_NETWORK,
+    DEFAULT_WORKDIR,
+)
 from verifier.errors import (
     EXIT_BROKEN_PIPE,
     EXIT_BUDGET,
@@ -40,172 +48,39 @@ from verifier.errors import (
     EXIT_TERMINATED,
     UsageError,
 )
+from verifier.parsers import (
+    ALL_REWARD_KEYS,
+    VERIFIER_NETWORKS,
+    parse_agreement,
+    parse_bool,
+    parse_budget_id,
+    parse_choice,
+    parse_fraction,
+    parse_globs,
+    parse_memory_mb,
+    parse_name,
+    parse_names,
+    parse_path,
+    parse_positive_int,
+    parse_positive_number,
+    parse_reward_keys,
+    parse_seconds,
+    parse_shard,
+    parse_text,
+)
 
 DEFAULT_CONFIG = Path("/tests/eval.yaml")
 DEFAULT_CASE = Path("/case")
 DEFAULT_OUT = Path("/logs/verifier")
 DEFAULT_AGENT_LOGS = Path("/logs/agent")  # Harbor's agent logs dir
-DEFAULT_IMAGE = "localhost/harbor-verifier:latest"
-DEFAULT_WORKDIR = "/app"
-DEFAULT_MEMORY_MB = 2048
-MAX_MEMORY_MB = 1024 * 1024  # 1 TiB: beyond it a limit in bytes stops meaning anything
-DEFAULT_LLM_PARALLEL = 4
-DEFAULT_LLM_CONCURRENCY = 512  # a ceiling: a batch's gates grow towards it (judges/llm/gate)
-DEFAULT_LLM_CACHE_MB = 1024
-VERIFIER_NETWORKS = ("auto", "no-network", "public")
-_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-_FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
-
-
-def parse_path(text: str) -> Path:
-    if "\0" in text or not text.strip():
-        raise ValueError(f"{text!r} is not a path")
-    return Path(text)
-
-
-def parse_positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise ValueError(f"{value} must be at least 1")
-    return value
-
-
-def _parse_number(
-    text: str, accept: Callable[[float], bool], problem: str, what: str = "a number"
-) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not {what}") from None
-    if not accept(value):
-        raise ValueError(f"{text} {problem}")
-    return value
-
-
-def parse_positive_number(text: str) -> float:
-    return _parse_number(text, lambda v: 0 < v < float("inf"), "must be a finite number above 0")
-
-
-def parse_agreement(text: str) -> float:
-    return _parse_number(
-        text, lambda v: -1 <= v <= 1, "must be from -1 to 1 (Spearman's rho, Cohen's kappa)"
-    )
-
-
-def parse_memory_mb(text: str) -> int:
-    value = parse_positive_int(text)
-    if value > MAX_MEMORY_MB:
-        raise ValueError(f"{value} is more than {MAX_MEMORY_MB} (1 TiB)")
-    return value
-
-
-def parse_bool(text: str) -> bool:
-    word = text.strip().lower()
-    if word in _TRUE_WORDS:
-        return True
-    if word in _FALSE_WORDS:
-        return False
-    raise ValueError(f"{text!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """`I/N` -> (I, N) with 0 <= I < N."""
-    index, _, count = text.partition("/")
-    try:
-        shard = int(index), int(count)
-    except ValueError:
-        raise ValueError(f"{text!r}: expected I/N, e.g. 0/4") from None
-    if not 0 <= shard[0] < shard[1]:
-        raise ValueError(f"{text!r}: I must be in 0..N-1 and N at least 1")
-    return shard
-
-
-def parse_name(text: str) -> str:
-    """A dataset case id or a step id: one directory name."""
-    if not text or "/" in text or "\0" in text or text in (".", ".."):
-        raise ValueError(f"{text!r} is not a name (one directory name)")
-    return text
-
-
-def parse_budget_id(text: str) -> str:
-    """A shared budget's name: it names a file (letters, digits, `.`, `_`, `-`)."""
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", text) is None:
-        raise ValueError(f"{text!r}: use up to 128 letters, digits, '.', '_' or '-'")
-    return text
-
-
-def parse_names(text: str) -> tuple[str, ...]:
-    """`ID,ID,...` -> the names, each checked by parse_name."""
-    names = tuple(parse_name(part.strip()) for part in text.split(",") if part.strip())
-    if not names:
-        raise ValueError(f"{text!r}: name at least one (ID,ID,...)")
-    return names
-
-
-def parse_globs(text: str) -> tuple[str, ...]:
-    """`GLOB,GLOB,...` -> the globs (verifier.globs checks each where it is used)."""
-    globs = tuple(part.strip() for part in text.split(",") if part.strip())
-    if not globs or any("\0" in glob for glob in globs):
-        raise ValueError(f"{text!r}: name at least one glob (GLOB,GLOB,...)")
-    return globs
-
-
-ALL_REWARD_KEYS = None  # --reward-keys all: the reward and every judge with a value
-# --reward-keys native: the reward and the keys the task's own test.sh wrote (output.py,
-# native_rewards). A marker no list of judge names can equal: parse_name refuses "/".
-NATIVE_REWARD_KEYS: tuple[str, ...] = ("/native",)
-
-
-def parse_reward_keys(text: str) -> tuple[str, ...] | None:
-    """`reward` -> (), `all` -> None (ALL_REWARD_KEYS), `native` -> NATIVE_REWARD_KEYS,
-    `NAME,...` -> the judges' names (besides the reward, always written; `reward` may be
-    listed too)."""
-    words = [part.strip() for part in text.split(",") if part.strip()]
-    if words == ["all"]:
-        return ALL_REWARD_KEYS
-    if words == ["native"]:
-        return NATIVE_REWARD_KEYS
-    if not words or "all" in words or "native" in words:
-        raise ValueError(f"{text!r}: use reward, all, native, or judge names (NAME,NAME,...)")
-    return tuple(dict.fromkeys(parse_name(word) for word in words if word != "reward"))
-
-
-def parse_seconds(text: str) -> float:
-    """A positive, finite number of seconds."""
-    return _parse_number(
-        text,
-        lambda v: 0 < v < float("inf"),
-        "must be a positive number of seconds",
-        "a number of seconds",
-    )
-
-
-def parse_fraction(text: str) -> float:
-    """A number in [0, 1] (a reward)."""
-    return _parse_number(text, lambda v: 0 <= v <= 1, "must be in [0, 1]")
-
-
-def parse_choice(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"{text!r}: use one of {', '.join(choices)}")
-        return text
-
-    return parse
-
-
-def parse_text(text: str) -> str:
-    if "\0" in text:
-        raise ValueError(f"{text!r} contains a NUL byte")
-    return text
+DEFAULT_SHARDS = 4  # task kube's Indexed Job
+DEFAULT_EXPECT = 1.0  # task test: the reward the solution must get
 
 
 @attrs.frozen
 class Option:
-    """One setting: its attribute on Options, flags, variable, parser and default."""
+    """One setting: its field in the records of the commands that take it, its flags,
+    variable, parser and default (the one place it is stated)."""
 
     name: str
     flags: tuple[str, ...]
@@ -574,7 +449,7 @@ OPTIONS: dict[str, Option] = {
             "the verifier's network: auto (no-network, or the LLM endpoint's host), "
             "no-network or public",
             parse_choice(*VERIFIER_NETWORKS),
-            default="auto",
+            default=DEFAULT_VERIFIER_NETWORK,
             metavar="MODE",
         ),
         Option(
@@ -599,7 +474,7 @@ OPTIONS: dict[str, Option] = {
             ("--expect",),
             "the reward the solution must get, to the 4 significant digits shown (2/3 is 0.6667)",
             parse_fraction,
-            default=1.0,
+            default=DEFAULT_EXPECT,
             metavar="R",
         ),
         Option(
@@ -625,7 +500,7 @@ OPTIONS: dict[str, Option] = {
             ("--shards",),
             "the Indexed Job's shard count: its completions, one pod each",
             parse_positive_int,
-            default=4,
+            default=DEFAULT_SHARDS,
             metavar="N",
         ),
     )
@@ -868,76 +743,27 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-@attrs.frozen
-class Options:
-    """What a command was asked to do: flags, else VERIFIER_* variables, else defaults."""
-
-    command: str
-    config: Path = DEFAULT_CONFIG
-    case: Path = DEFAULT_CASE
-    out: Path = DEFAULT_OUT
-    case_id: str | None = None
-    step: str | None = None
-    agent_logs: Path = DEFAULT_AGENT_LOGS
-    cases: Path | None = None
-    jobs: int | None = None
-    shard: tuple[int, int] | None = None
-    force: bool = False
-    memory_mb: int = DEFAULT_MEMORY_MB
-    llm_parallel: int = DEFAULT_LLM_PARALLEL
-    no_llm: bool = False
-    llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
-    llm_cache: Path | None = None
-    no_llm_cache: bool = False
-    llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
-    max_cost_usd: float | None = None
-    budget_id: str | None = None
-    calibrate: bool = False
-    labels: Path | None = None
-    min_agreement: float | None = None
-    keep_errors: bool = False
-    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
-    deadline: float | None = None
-    write_back: bool = False
-    termination_log: Path | None = None
-    weak_sandbox: bool = False
-    debug: bool = False
-    strict: bool = False
-    dest: Path | None = None
-    source: Path | None = None
-    image: str = DEFAULT_IMAGE
-    agent_image: str | None = None
-    name: str | None = None
-    workdir: str = DEFAULT_WORKDIR
-    instruction: Path | None = None
-    task_input: Path | None = None
-    from_dataset: bool = False
-    case_ids: tuple[str, ...] | None = None
-    protect: tuple[str, ...] | None = None
-    environment: Path | None = None
-    verifier_network: str = "auto"
-    min_reward: float | None = None
-    engine: str | None = None
-    expect: float = 1.0
-    build_network: str | None = None
-    package: Path | None = None
-    task_image: str | None = None
-    shards: int = 4
+# The command groups and what each is: "" is `verifier` itself, whose help lists them.
+GROUPS = {
+    "": "Grade agent case directories against eval.yaml and write Harbor rewards.",
+    "task": "Harbor task packages graded by this image.",
+}
 
 
-def build_options(
+def read_values(
     command: str, given: Mapping[str, str | bool | None], environ: Mapping[str, str] | None = None
-) -> Options:
-    """The Options of one command from what its parser collected (None: not given).
-
-    Flags are True when given; values are the raw text, parsed here so that a flag
-    and its variable go through the same parser.
-    """
+) -> dict[str, Any]:
+    """Every option of one command, by name, from what its line gave (None: not given):
+    the flag, else its variable (when set and not empty), else its default; a switch is
+    True when given. Text is parsed here, so a flag and its variable go through one
+    parser. UsageError (exit 2) naming the flag or variable for a bad value, or the one
+    missing that the command requires."""
     environ = os.environ if environ is None else environ
     spec = COMMANDS[command]
     values: dict[str, Any] = {}
     for name in spec.options:
         option = OPTIONS[name]
+        values[name] = option.default
         raw = given.get(name)
         if raw is not None and raw is not False:
             values[name] = True if raw is True else _parse(option, str(raw), _label(option, spec))
@@ -945,7 +771,7 @@ def build_options(
             values[name] = _parse(option, environ[option.env], f"${option.env}")
         elif name in spec.required:
             raise UsageError(f"{command}: missing {_label(option, spec)}")
-    return Options(command=command, **values)
+    return values
 
 
 def _label(option: Option, command: Command) -> str:
