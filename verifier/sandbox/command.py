@@ -18,8 +18,9 @@ loaded makes every judge's fork and exit dearer.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     import subprocess
 
 RETURNED_BYTES = 64 * 1024 * 1024  # of each file a command hands back in $VERIFIER_RESULTS
+_NOT_REWRITTEN = "its writer may not have rewritten what was there, so it is not read"
 _STDIN_BYTES = 4096  # what a command may be handed on stdin: within any pipe's buffer
 
 
@@ -186,11 +188,44 @@ class Sandbox:
             if run.start_error is not None:
                 return run
             collected = probe.after(dirs.case) if probe is not None else None
+            owner = os.getuid() if uid is None else uid
             returned = {
-                name: read_case_file(dirs.results, name, RETURNED_BYTES)
+                name: _handed_back(dirs.results, name, owner)
+                if command.views  # a script, whose later writes must win
+                else read_case_file(dirs.results, name, RETURNED_BYTES)
                 for name in command.returned
             }
         return attrs.evolve(run, collected=collected, returned=returned)
+
+
+def _handed_back(results: Path, name: str, uid: int) -> CaseFile:
+    """A file a command with views (a task's test script) hands back, read as a case
+    file; unless it ended as one its writer (running as `uid`) could no longer rewrite:
+    a symlink, or not its own and writable to it, or in a dir it cannot enter. The code
+    under test the script runs keeps a reward of its own from being overwritten so (as
+    root, the command owns its files; the grader reading them would not notice)."""
+    parts = PurePosixPath(name).parts
+    directories = [results.joinpath(*parts[:depth]) for depth in range(len(parts))]
+    if not all(_its_own(directory, uid, stat.S_IXUSR) for directory in directories):
+        return CaseFile(None, f"is in a dir closed to its writer: {_NOT_REWRITTEN}")
+    try:
+        info = os.lstat(results / name)
+    except OSError:  # missing, or beneath a file: read_case_file says so
+        return read_case_file(results, name, RETURNED_BYTES)
+    if stat.S_ISLNK(info.st_mode):
+        return CaseFile(None, f"is a symlink: {_NOT_REWRITTEN}")
+    if stat.S_ISREG(info.st_mode) and not _its_own(results / name, uid, stat.S_IWUSR):
+        return CaseFile(None, f"was made read-only to its writer: {_NOT_REWRITTEN}")
+    return read_case_file(results, name, RETURNED_BYTES)
+
+
+def _its_own(path: Path, uid: int, permission: int) -> bool:
+    """Whether `uid` owns `path` with `permission` (or it is missing: nothing to say)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return True
+    return info.st_uid == uid and bool(info.st_mode & permission)
 
 
 def _views_problem(command: Command, uid: int | None) -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
+import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -54,6 +54,10 @@ REWARD_FILES = (REWARD_JSON, REWARD_TXT)  # Harbor's order: reward.json first
 RESULT_BYTES = 1024 * 1024  # of a reward file; a CTRF report may be larger
 CTRF_BYTES = 16 * 1024 * 1024
 _MAX_KEYS = 100
+# A shell's exit on SIGINT when it cannot die of it (bash, as the PID 1 it is here, sent
+# SIGINT while a child that then dies of SIGINT runs): the code under test's way to end
+# the script before its reward is written. No honest run ends so (pytest exits 2 on it).
+INTERRUPTED = 128 + signal.SIGINT
 _ABSENT = CaseFile(None, "does not exist")  # what read_case_file says of a missing file
 
 
@@ -287,6 +291,8 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
     ending = describe_run(run, arguments.timeout)
     if run.timed_out:
         return JudgeAnswer(0.0, f"the script {ending}; no reward is read", details)
+    if run.exit_code == INTERRUPTED:
+        return JudgeAnswer(0.0, f"the script was interrupted; no reward is read\n{ending}", details)
     if result.value is None:
         return JudgeAnswer(0.0, f"{result.why}\n{ending}", details)
     if result.value < 1.0:  # what failed: the end of its output
@@ -295,18 +301,18 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
 
 
 def script_argv(script: Path, path: str) -> tuple[str, ...]:
-    """How Harbor runs the script: `chmod +x`, then `(path)` in bash, so its `#!` line
-    decides (bash itself for a script without one). The script's copy keeps the mode it
-    has beside eval.yaml: one that is not executable there is run as the kernel would
-    run it once executable. OSError when it cannot be read: the author's fault."""
-    if os.access(script, os.X_OK):
-        return ("bash", "-c", f"({shlex.quote(path)})")
+    """How Harbor runs the script (`chmod +x`, then `(path)` in bash: its `#!` line
+    decides, bash itself for a script without one), with its interpreter started
+    directly, so that the script is PID 1 of its PID namespace: the code under test it
+    runs cannot kill it (the kernel ignores a SIGKILL sent to its init from inside) and
+    so end it before it writes its reward, leaving one of its own to be read. OSError
+    when it cannot be read: the author's fault."""
     with script.open("rb") as handle:
         first = handle.readline(256)
     if first.startswith(b"#!"):
-        interpreter, _, argument = first[2:].decode(errors="replace").strip().partition(" ")
-        if interpreter:
-            return (interpreter, *([argument.strip()] if argument.strip() else []), path)
+        words = first[2:].decode(errors="replace").strip().split(None, 1)
+        if words:  # as the kernel reads it: the interpreter, and one argument at most
+            return (*words, path)
     return ("bash", path)
 
 

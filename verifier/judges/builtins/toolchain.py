@@ -36,6 +36,7 @@ SHELL = "/bin/sh"  # what subprocess runs a shell string with
 NOT_STARTED_CODES = (126, 127)  # a shell's "cannot execute" and "not found"
 PROBE_TIMEOUT_S = 20  # a probe does little: it must leave the judge time to report
 _SHOWN_CHARS = 1500
+_INTERPRETER_DEPTH = 4  # the kernel's limit of nested #! interpreters
 # Words that start a command without being one: the shell's keywords and the prefixes
 # that run the next word.
 _PREFIXES = frozenset(
@@ -165,14 +166,34 @@ def executable_problem(program: str, path: str, hidden: tuple[str, ...] = ()) ->
         if which is None:
             return f"{program!r} is not in its PATH ({path})"
         found = which
-    place = leads_into(found, hidden)
-    if place is not None:
-        return (
-            f"{found} lies in {place}, the case's or the grader's own, never the toolchain "
-            "(a toolchain in the agent's work dir is the agent's: install it outside, e.g. "
-            "a venv in /opt/venv)"
-        )
+    for step in _interpreters(found):
+        place = leads_into(step, hidden)
+        if place is not None:
+            via = "" if step == found else f" (the interpreter of {found})"
+            return (
+                f"{step}{via} lies in {place}, the case's or the grader's own, never the "
+                "toolchain (a toolchain in the agent's work dir is the agent's: install it "
+                "outside, e.g. a venv in /opt/venv)"
+            )
     return None
+
+
+def _interpreters(program: str) -> list[str]:
+    """program, and the interpreters its `#!` line runs it with, as the kernel follows
+    them (a venv's script copied out of `/app/.venv` still names `/app/.venv/bin/python`):
+    the agent's, when the case is where they lie."""
+    chain = [program]
+    for _ in range(_INTERPRETER_DEPTH):
+        try:
+            with open(chain[-1], "rb") as handle:
+                first = handle.readline(256)
+        except OSError:
+            break
+        words = first[2:].split(None, 1) if first.startswith(b"#!") else []
+        if not words or not words[0].startswith(b"/"):
+            break
+        chain.append(os.fsdecode(words[0]))
+    return chain
 
 
 def check_start(

@@ -103,8 +103,12 @@ def test_the_ctrf_report_is_detail_never_the_value() -> None:
 @pytest.mark.parametrize(
     ("text", "mode", "argv"),
     [
-        ("#!/bin/bash\necho\n", 0o755, ("bash", "-c", "(/tests/test.sh)")),
+        # The interpreter itself, so that the script is its namespace's PID 1.
+        ("#!/bin/bash\necho\n", 0o755, ("/bin/bash", "/tests/test.sh")),
         ("#!/bin/bash\necho\n", 0o644, ("/bin/bash", "/tests/test.sh")),
+        ("#!/bin/bash -e  \necho\n", 0o755, ("/bin/bash", "-e", "/tests/test.sh")),
+        ("#! /bin/sh\techo x\n", 0o755, ("/bin/sh", "echo x", "/tests/test.sh")),
+        ("echo no shebang\n", 0o755, ("bash", "/tests/test.sh")),
         ("#!/usr/bin/env python3\nprint()\n", 0o644, ("/usr/bin/env", "python3", "/tests/test.sh")),
         ("echo no shebang\n", 0o644, ("bash", "/tests/test.sh")),
     ],

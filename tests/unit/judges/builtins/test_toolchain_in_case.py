@@ -218,3 +218,27 @@ def test_a_relative_executable_is_a_config_error(arena: Arena) -> None:
     )
     with pytest.raises(Exception, match=r"executable: '\.venv/bin/python' is a path into the case"):
         load_eval(config)
+
+
+def test_a_program_whose_interpreter_lies_in_the_case_is_an_error(tmp_path: Path) -> None:
+    """A venv's script copied out of /app/.venv names /app/.venv/bin/python on its #!
+    line: the kernel would run the agent's interpreter (without Landlock, as root, the
+    original case is readable to the sandbox's user)."""
+    from verifier.judges.builtins.toolchain import executable_problem
+
+    case, tools = tmp_path / "app", tmp_path / "opt"
+    (case / ".venv" / "bin").mkdir(parents=True)
+    tools.mkdir()
+    python = case / ".venv" / "bin" / "python"
+    python.write_text("#!/bin/sh\n")
+    pytest_script = tools / "pytest"
+    pytest_script.write_text(f"#!{python} -I\nimport pytest\n")
+    for path in (python, pytest_script):
+        path.chmod(0o755)
+    problem = executable_problem("pytest", str(tools), (str(case),))
+    assert problem is not None
+    assert problem.startswith(f"{python} (the interpreter of {pytest_script}) lies in {case}")
+    honest = tools / "honest"
+    honest.write_text("#!/bin/sh\necho\n")
+    honest.chmod(0o755)
+    assert executable_problem("honest", str(tools), (str(case),)) is None
