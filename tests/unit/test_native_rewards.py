@@ -217,6 +217,15 @@ def test_a_script_that_times_out_after_writing_its_keys_gets_them_as_zero(
     assert judges["per_judge"]["script"]["credited"] is False
 
 
+def test_an_interrupted_script_gets_its_keys_as_zero(tmp_path: Path) -> None:
+    """A script that wrote its keys and was then interrupted (exit 130: no reward is
+    read) gets each key as 0, not as written."""
+    completed, rewards, judges = grade(tmp_path, MULTI_KEY + "exit 130\n")
+    assert completed.returncode == 0, completed.stderr
+    assert rewards == {"reward": 0.0, "accuracy": 0.0, "style": 0.0}
+    assert judges["per_judge"]["script"]["credited"] is False
+
+
 def test_planted_reward_json_with_extra_keys_adds_none(tmp_path: Path) -> None:
     """The tests write reward.txt; the code under test plants a reward.json of its own
     with more keys: the judge fails, and reward.json has the reward alone."""
