@@ -126,7 +126,7 @@ class HarborPhase:
         return took
 
     def close(self) -> None:
-        subprocess.run([*self.compose, "down", "-t", "0"], capture_output=True)
+        subprocess.run([*self.compose, "down", "-t", "0"], capture_output=True, check=False)
 
 
 def main() -> None:

@@ -89,7 +89,9 @@ def time_batch(
 ) -> tuple[float, dict]:
     command = [verifier, "batch", "--config", str(config), "--cases", str(cases), "--out", str(out)]
     started = time.perf_counter()
-    completed = subprocess.run([*command, *args], capture_output=True, text=True, env=env)
+    completed = subprocess.run(
+        [*command, *args], capture_output=True, text=True, env=env, check=False
+    )
     elapsed = time.perf_counter() - started
     if completed.returncode != 0:
         raise SystemExit(f"batch failed:\n{completed.stderr}")
@@ -116,7 +118,14 @@ def measure(
 
 
 def time_grade_per_cpu(
-    verifier: str, config: Path, cases: Path, out: Path, env: dict[str, str], jobs: int, sample: int
+    verifier: str,
+    config: Path,
+    cases: Path,
+    out: Path,
+    env: dict[str, str],
+    *,
+    jobs: int,
+    sample: int,
 ) -> float:
     """Cases/s of `verifier grade` per case, `jobs` at a time (one case per CPU)."""
     names = sorted(path.name for path in cases.iterdir())[:sample]
@@ -124,7 +133,11 @@ def time_grade_per_cpu(
     def grade(name: str) -> None:
         command = [verifier, "grade", "--config", str(config), "--case", str(cases / name)]
         completed = subprocess.run(
-            [*command, "--out", str(out / name)], capture_output=True, text=True, env=env
+            [*command, "--out", str(out / name)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
         if completed.returncode != 0:
             raise SystemExit(f"grade failed:\n{completed.stderr}")
@@ -166,8 +179,8 @@ def main() -> None:
                 large,
                 root / "grade",
                 env,
-                options.jobs,
-                options.sample,
+                jobs=options.jobs,
+                sample=options.sample,
             )
             shutil.rmtree(root / "grade")
             jobs = ("--jobs", str(options.jobs))

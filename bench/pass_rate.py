@@ -70,8 +70,10 @@ ABLATIONS = (
     (
         "launcher, the audit watching only its own events",
         "        watched = _AUDITED\n",
-        "        watched = frozenset(_FORWARDED) | "
-        "{'pytest_launcher.of_case', 'pytest_launcher.getframe'}\n",
+        (
+            "        watched = frozenset(_FORWARDED) | "
+            "{'pytest_launcher.of_case', 'pytest_launcher.getframe'}\n"
+        ),
     ),
     (
         "launcher, pins not checked at each test",
@@ -205,7 +207,7 @@ class Runner:
 
 
 def _base_env() -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/tmp"}
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/tmp"}  # noqa: S108 (the bench's own runs)
 
 
 def _run(

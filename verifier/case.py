@@ -89,10 +89,11 @@ def check_case_dir(case_dir: Path) -> Path:
     return real
 
 
-def read_case(
+def read_case(  # noqa: PLR0913 (each a distinct input of the case's reading, by keyword)
     case_dir: Path,
     outputs: Sequence[str],
     annotations: Mapping[str, Any],
+    *,
     task_input: TaskInput | None = None,
     limits: CaseLimits = DEFAULT_LIMITS,
     tool_outputs: Sequence[str] = (),

@@ -82,10 +82,10 @@ def stopped_by_signals() -> Iterator[None]:
     when this process is PID 1 in a container (where unhandled signals are ignored), so
     that the code below stops, cleans up (its `finally` blocks) and exits 143 / 130."""
 
-    def terminate(signum: int, frame: object) -> None:
+    def terminate(_signum: int, _frame: object) -> None:
         raise Terminated
 
-    def interrupt(signum: int, frame: object) -> None:
+    def interrupt(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
     previous = {

@@ -316,7 +316,7 @@ def read(
         resolved,
         config.outputs,
         sources.annotations,
-        sources.task_input,
+        task_input=sources.task_input,
         annotation_contents=sources.annotation_contents,
         agent_logs=agent_logs,
         tool_outputs=config.tool_outputs,

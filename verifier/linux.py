@@ -16,7 +16,7 @@ import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
-JUDGE_TOKEN_ENV = "VERIFIER_JUDGE_TOKEN"
+JUDGE_TOKEN_ENV = "VERIFIER_JUDGE_TOKEN"  # noqa: S105 (the variable's name)
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36

@@ -155,9 +155,7 @@ def failed_gates(judged: Judged, on_error: str) -> tuple[str, ...]:
     return tuple(failed)
 
 
-def normalization_range(
-    name: str, declared: ScoreRange | None, fallback: ScoreRange | None
-) -> ScoreRange:
+def normalization_range(declared: ScoreRange | None, fallback: ScoreRange | None) -> ScoreRange:
     """A judge's own score_range, else the block's deprecated one, else [1, 5]."""
     return declared or fallback or DEFAULT_SCORE_RANGE
 
@@ -174,7 +172,7 @@ def _scaled(
         return 1.0 if value else 0.0
     if name in raw:
         return clamp(value)
-    return normalize(value, normalization_range(name, judged.declared_range(name), fallback))
+    return normalize(value, normalization_range(judged.declared_range(name), fallback))
 
 
 def _zeroed(judged: Judged, on_error: str, names: frozenset[str]) -> dict[str, float]:
@@ -289,7 +287,7 @@ class JudgeReward:
             score = clamp(float(value))
         else:
             declared = judged.declared_range(self.judge)
-            score = normalize(value, normalization_range(self.judge, declared, self.score_range))
+            score = normalize(value, normalization_range(declared, self.score_range))
         return Composition(
             reward=score,
             mode=self.mode,

@@ -46,11 +46,11 @@ def process_started() -> float:
 def _cgroup_cpu_quota() -> float | None:
     try:
         fields = Path("/sys/fs/cgroup/cpu.max").read_text().split()
-        if fields and fields[0] != "max":
-            return int(fields[0]) / int(fields[1])
-        return None
+        quota = int(fields[0]) / int(fields[1]) if fields and fields[0] != "max" else None
     except (OSError, ValueError, IndexError, ZeroDivisionError):
         pass
+    else:
+        return quota
     try:
         quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
         period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())

@@ -45,7 +45,7 @@ def _loaders() -> tuple[type[yaml.SafeLoader], type[yaml.SafeLoader]]:
 
 def _pyyaml_load(text: str, *, strict: bool) -> Any:
     safe, strict_loader = _loaders()
-    return yaml.load(text, Loader=strict_loader if strict else safe)
+    return yaml.load(text, Loader=strict_loader if strict else safe)  # noqa: S506 (both are SafeLoaders)
 
 
 def read_yaml(path: Path, *, missing: str = "file not found") -> Any:

@@ -147,10 +147,7 @@ def remove_trial_images(jobs: Path) -> None:
     listed = podman("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout
     for image in listed.split():
         repository = image.rsplit(":", 1)[0].rsplit("/", 1)[-1]
-        if any(
-            repository.startswith(f"{trial}__") or repository.startswith(f"{trial}_")
-            for trial in trials
-        ):
+        if any(repository.startswith((f"{trial}__", f"{trial}_")) for trial in trials):
             podman("rmi", "--force", image, check=False)
 
 

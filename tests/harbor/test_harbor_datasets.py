@@ -54,7 +54,7 @@ ANOVA = FIXTURES / "anova-example"
 ATIF = FIXTURES / "atif" / "trajectory.json"
 SCORES = {"task-0010": 4, "task-0031": 2}  # what the server answers for each case
 API_KEY = "sk-ant-issue10-test-0123456789"
-FENCE = re.compile(r"<case-material-([0-9a-f]+)>\n(.*?)\n</case-material-\1>", re.S)
+FENCE = re.compile(r"<case-material-([0-9a-f]+)>\n(.*?)\n</case-material-\1>", re.DOTALL)
 
 TWO_STEPS = FIXTURES / "two-steps"
 PLAN = "one two three four five\n"
@@ -218,7 +218,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     require_harbor()
     root = tmp_path_factory.mktemp("issue10-harbor")
     mixups: list[str] = []
-    server = FakeLLM("anthropic", host="0.0.0.0")
+    server = FakeLLM("anthropic", host="0.0.0.0")  # noqa: S104 (reached from Harbor's containers)
     server.route = _route(server, mixups)
     server.start()
     image, as_root = agent_image_with_workdir(root, AGENT_IMAGE)

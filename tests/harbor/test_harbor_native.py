@@ -333,7 +333,7 @@ def test_harbor_view_shows_the_written_back_rewards(
     base = f"http://127.0.0.1:{port}/api"
 
     def get(path: str) -> Any:
-        with urllib.request.urlopen(f"{base}{path}", timeout=10) as response:
+        with urllib.request.urlopen(f"{base}{path}", timeout=10) as response:  # noqa: S310 (http://127.0.0.1)
             return json.load(response)
 
     try:

@@ -271,8 +271,7 @@ def test_a_case_bigger_than_the_containers_tmp_fails_its_judge_and_a_sparse_one_
     with open(tmp_path / "cases" / "sparse" / "big", "wb") as handle:
         handle.truncate(sparse)
     with open(tmp_path / "cases" / "dense" / "big", "wb") as handle:
-        for _ in range(dense // 1024**2):
-            handle.write(os.urandom(1024**2))
+        handle.writelines(os.urandom(1024**2) for _ in range(dense // 1024**2))
     options = RunOptions.restricted()
     options.tmpfs = ("/tmp:size=64m",)
     result = batch_in(engine, IMAGE, mounts, options, out, jobs=1)

@@ -209,9 +209,8 @@ EVENT = st.fixed_dictionaries(
             st.sampled_from(["assistant", "tool_result", "result", "user"]), JSON_VALUES
         )
     },
-    optional={
-        key: JSON_VALUES
-        for key in (
+    optional=dict.fromkeys(
+        (
             "text",
             "tools",
             "tool_use_id",
@@ -221,8 +220,9 @@ EVENT = st.fixed_dictionaries(
             "parent_tool_use_id",
             "message",
             "total_cost_usd",
-        )
-    },
+        ),
+        JSON_VALUES,
+    ),
 )
 PYTEST_JSON = st.fixed_dictionaries(
     {},
@@ -248,7 +248,7 @@ PYTEST_JSON = st.fixed_dictionaries(
 )
 GO_EVENT = st.fixed_dictionaries(
     {"Action": st.one_of(st.sampled_from(["run", "pass", "fail", "skip", "output"]), JSON_VALUES)},
-    optional={key: JSON_VALUES for key in ("Package", "Test", "FailedBuild", "ImportPath")},
+    optional=dict.fromkeys(("Package", "Test", "FailedBuild", "ImportPath"), JSON_VALUES),
 )
 
 

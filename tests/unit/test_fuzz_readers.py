@@ -263,14 +263,18 @@ def read_as_a_model_might(text: str) -> str:
     ).replace("\u3008", "<")
 
 
-ATTRIBUTED_TAG = re.compile(r"<\s*/?\s*(case.?material|task.?input|reference.?material)", re.I)
+ATTRIBUTED_TAG = re.compile(
+    r"<\s*/?\s*(case.?material|task.?input|reference.?material)", re.IGNORECASE
+)
 
 
 def fences_hold(user: str, nonce: str) -> None:
     """Every fence opened is closed, in order, and nothing inside one reads as a tag."""
     tags = re.findall(rf"</?case-material-{nonce}>", user)
     assert tags == [f"<case-material-{nonce}>", f"</case-material-{nonce}>"] * (len(tags) // 2)
-    for body in re.findall(rf"<case-material-{nonce}>(.*?)</case-material-{nonce}>", user, re.S):
+    for body in re.findall(
+        rf"<case-material-{nonce}>(.*?)</case-material-{nonce}>", user, re.DOTALL
+    ):
         assert not ATTRIBUTED_TAG.search(read_as_a_model_might(body)), body
 
 

@@ -19,6 +19,7 @@ when a labelled judge's agreement is below X or undefined.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -195,7 +196,7 @@ def _label(raw: Any, pass_fail: bool) -> bool | float | None:
     if isinstance(raw, bool) or not isinstance(raw, int | float):
         return None
     value = float(raw)
-    return value if value == value and abs(value) != float("inf") else None
+    return value if math.isfinite(value) else None
 
 
 def calibrate(

@@ -209,7 +209,7 @@ def harbor_trial_case(trial: Path) -> Path:
         for entry, source in zip(entries, sources, strict=True)
         if source == HARBOR_CONVENTION_SOURCE
     ]
-    chosen = declared if declared else convention
+    chosen = declared or convention
     artifacts = trial / "artifacts"
     if len(chosen) != 1 or not isinstance(chosen[0], str):
         return artifacts

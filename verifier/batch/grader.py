@@ -259,7 +259,7 @@ def _llm_task(
 
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    def expire(signum: int, frame: object) -> None:
+    def expire(_signum: int, _frame: object) -> None:
         raise _TimeUp
 
     previous = signal.signal(signal.SIGALRM, expire)

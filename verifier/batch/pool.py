@@ -262,7 +262,7 @@ def run_pool(
         pool = _Pool(work, llm, before)
         previous_wakeup = signal.set_wakeup_fd(pool.wake_w, warn_on_full_buffer=False)
         previous = {
-            sig: signal.signal(sig, lambda s, f: received.append(s)) for sig in _STOP_SIGNALS
+            sig: signal.signal(sig, lambda s, _frame: received.append(s)) for sig in _STOP_SIGNALS
         }
         try:
             if llm is not None:
@@ -283,7 +283,7 @@ def run_pool(
                 replacing = any(worker.killed for worker in pool.workers)
                 if not pool.waiting and idle and not (pending and replacing):
                     break
-                _step(pool, record, pending)
+                _step(pool, record)
         finally:
             spent = pool.purse is not None and pool.purse.closed
             pool.stop(kill=bool(received) or bool(pool.waiting) or (bool(pending) and not spent))
@@ -301,7 +301,7 @@ def run_pool(
     )
 
 
-def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Case]) -> None:
+def _step(pool: _Pool, record: Callable[[CaseOutcome], None]) -> None:
     """Wait for something to happen, and handle it."""
     waitables: list[Any] = [pool.wake_r]
     for worker in pool.workers:
@@ -318,7 +318,7 @@ def _step(pool: _Pool, record: Callable[[CaseOutcome], None], pending: deque[Cas
         if worker.conn in ready and worker.case is not None:
             _received(pool, worker, record)
         if worker.pidfd in ready:
-            _replace(pool, index, record, pending)
+            _replace(pool, index, record)
     stage = pool.stage
     if stage is not None and stage.conn in ready:
         try:
@@ -407,9 +407,7 @@ def _answers(result: Any, case: Case) -> bool:
     return isinstance(result, CaseOutcome | PendingCase) and result.name == case.name
 
 
-def _replace(
-    pool: _Pool, index: int, record: Callable[[CaseOutcome], None], pending: deque[Case]
-) -> None:
+def _replace(pool: _Pool, index: int, record: Callable[[CaseOutcome], None]) -> None:
     """A worker died: its case is an error row, what it left running is killed."""
     worker = pool.workers[index]
     worker.conn.close()

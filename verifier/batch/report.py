@@ -98,10 +98,14 @@ class JobReport:
 
         uniform = "n/a" if self.uniform_share is None else f"{self.uniform_share:.3f}"
         lines = [
-            f"report: trials={self.trials} tasks={len(self.tasks)} "
-            f"mean_reward={self.mean_reward:.4f} uniform_tasks={uniform} (no GRPO signal)",
-            f"report: pass {at_k(self.pass_at_k)}; max {at_k(self.max_at_k)}; "
-            f"avg@k={self.avg_at_k:.4f}",
+            (
+                f"report: trials={self.trials} tasks={len(self.tasks)} "
+                f"mean_reward={self.mean_reward:.4f} uniform_tasks={uniform} (no GRPO signal)"
+            ),
+            (
+                f"report: pass {at_k(self.pass_at_k)}; max {at_k(self.max_at_k)}; "
+                f"avg@k={self.avg_at_k:.4f}"
+            ),
         ]
         for figures in self.tasks:
             same = " all the same" if figures.uniform else ""

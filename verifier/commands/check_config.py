@@ -130,7 +130,7 @@ def read_task(directory: Path) -> HarborTask:
 # Harbor 0.26 (utils/env.py: is_sensitive_env_key) takes an env name with one of these
 # for a secret, and replaces its value in every file of the trial (trial.py:
 # _scrub_trial_outputs), reward.json included.
-HARBOR_SECRET_NAME = re.compile(r"(KEY|SECRET|TOKEN(?!S)|PASSWORD|CREDENTIAL|AUTH)", re.I)
+HARBOR_SECRET_NAME = re.compile(r"(KEY|SECRET|TOKEN(?!S)|PASSWORD|CREDENTIAL|AUTH)", re.IGNORECASE)
 
 
 def scrubbed_env(env: Mapping[str, Any], path: Path) -> list[str]:

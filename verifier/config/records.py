@@ -186,7 +186,7 @@ class EvalConfig:
         """The range a judge's numbers are normalized over (see reward.normalization_range)."""
         judge = self.judge(name)
         declared = judge.score_range if judge is not None else None
-        return normalization_range(name, declared, self.reward.score_range)
+        return normalization_range(declared, self.reward.score_range)
 
     def locator(self, key: str = "") -> Locator:
         return Locator(str(self.path), key, self.base_dir)

@@ -13,6 +13,7 @@ output file is written. What judges print reaches stderr only after redaction.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -196,6 +197,7 @@ class _Running:
         result_fd: int,
         output_fd: int,
         token: str,
+        *,
         grade_deadline: float | None,
         lane: int | None,
     ) -> None:
@@ -256,16 +258,12 @@ def run_judges(
         processes.stop_everything()
 
 
-_guarded = False
-
-
+@functools.cache
 def guard_grader() -> None:
-    """Once per process: adopt orphans (subreaper) and close /proc/<pid> to same-UID code."""
-    global _guarded
-    if not _guarded:
-        become_subreaper()
-        make_undumpable()
-        _guarded = True
+    """Once per process (a fork inherits it, as it inherits both settings): adopt orphans
+    (subreaper) and close /proc/<pid> to same-UID code."""
+    become_subreaper()
+    make_undumpable()
 
 
 class _JudgeProcesses:
@@ -377,7 +375,15 @@ class _JudgeProcesses:
             os.setpgid(pid, pid)
         if lane is not None:
             self.free_lanes.remove(lane)
-        run = _Running(judge, pid, result_read, output_read, token, self.limits.deadline, lane)
+        run = _Running(
+            judge,
+            pid,
+            result_read,
+            output_read,
+            token,
+            grade_deadline=self.limits.deadline,
+            lane=lane,
+        )
         self.running[pid] = run
         for fd in (result_read, output_read):
             self.poller.register(fd, select.POLLIN)

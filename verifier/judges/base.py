@@ -94,7 +94,7 @@ class PreparedJudge:
             "annotations": record.get("annotations", {}),
             "arguments": dict(self.config.arguments),
         }
-        return bool(eval(self.condition, {"__builtins__": CONDITION_BUILTINS}, names))
+        return bool(eval(self.condition, {"__builtins__": CONDITION_BUILTINS}, names))  # noqa: S307 (the author's `when:`, checked at load)
 
 
 def interpret(returned: Any, config: JudgeConfig) -> tuple[JudgeValue, str | None]:

@@ -267,7 +267,8 @@ def _execute(
             user=plan.uid,
             group=plan.uid,
             extra_groups=[] if plan.uid is not None else None,
-            preexec_fn=functools.partial(confine, plan, handover),
+            # Between fork and exec, in a judge's own process, which runs no threads.
+            preexec_fn=functools.partial(confine, plan, handover),  # noqa: PLW1509
         )
     except OSError as error:  # exec failed: the program is missing, or not executable
         if handover is not None:

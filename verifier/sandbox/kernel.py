@@ -170,7 +170,7 @@ def confine_with_landlock(
     import ctypes
 
     library = libc()
-    RulesetAttr, PathBeneath = _landlock_structs()
+    RulesetAttr, PathBeneath = _landlock_structs()  # noqa: N806 (ctypes classes)
     handled = _WRITE_FILE | _MAKE_AND_REMOVE
     handled |= _REFER if abi >= 2 else 0
     handled |= _TRUNCATE if abi >= 3 else 0

@@ -40,7 +40,7 @@ import re
 import stat
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
@@ -595,7 +595,7 @@ class _Target:
         self.pid = pid
         self.mem: int | None = None
 
-    def __enter__(self) -> _Target:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -149,9 +149,11 @@ def init_task(request: InitRequest) -> Path:
     if placeholder and input_text is None:
         warn_all(
             [
-                f"{dest / 'instruction.md'} is a placeholder, so the task has no trusted "
-                "task input yet: edit it and run task init --force again (or pass "
-                "--instruction)"
+                (
+                    f"{dest / 'instruction.md'} is a placeholder, so the task has no trusted "
+                    "task input yet: edit it and run task init --force again (or pass "
+                    "--instruction)"
+                )
             ]
         )
     if protect:

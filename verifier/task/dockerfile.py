@@ -297,7 +297,7 @@ def _matches(pattern: str, files: Sequence[str]) -> Iterable[tuple[str, str | No
         head = "/".join(parts[:depth])
         if head == pattern or _docker_glob_match(pattern, head):
             rest = "/".join(parts[depth:])
-            found.append((file, rest if rest else None))
+            found.append((file, rest or None))
     return found
 
 

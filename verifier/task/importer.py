@@ -327,8 +327,10 @@ def _dockerfile(task: HarborTask, plan: ScriptPlan, image: str) -> str:
         "# task's test.sh read them as root, here it runs as the sandbox's user. They are the",
         "# image's own, never the agent's (the case is only what Harbor copies in), so they",
         "# are made readable to it; the verifier's config, added below, stays root's.",
-        f"RUN find / -xdev \\( {_UNTOUCHED} \\) -prune -o \\( -type d ! -perm -o=rx -o "
-        "-type f ! -perm -o=r \\) -exec chmod o+rX {} +",
+        (
+            f"RUN find / -xdev \\( {_UNTOUCHED} \\) -prune -o \\( -type d ! -perm -o=rx -o "
+            "-type f ! -perm -o=r \\) -exec chmod o+rX {} +"
+        ),
         "# The environment's variables (its ENV), for the task's script: it runs with them.",
         f"RUN mkdir -p {CONFIG_DIR} && env | grep -Ev '^({_build_only(task)})=' > {IMAGE_ENV}",
     ]
@@ -425,8 +427,10 @@ def summary_lines(outcomes: Iterable[Outcome]) -> list[str]:
     noted = [o for o in outcomes if o.imported is not None and o.imported.notes]
     failed = [o for o in outcomes if o.imported is None]
     lines = [
-        f"imported {len(clean) + len(noted)} of {len(outcomes)} tasks: {len(clean)} cleanly, "
-        f"{len(noted)} with notes; {len(failed)} need the author"
+        (
+            f"imported {len(clean) + len(noted)} of {len(outcomes)} tasks: {len(clean)} "
+            f"cleanly, {len(noted)} with notes; {len(failed)} need the author"
+        )
     ]
     lines += [f"  ok     {o.source.name}" for o in clean]
     for outcome in noted:

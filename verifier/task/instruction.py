@@ -147,7 +147,8 @@ def with_min_rewards(
         for entry in (listed if isinstance(listed, list) else [])
     ]
     result = []
-    for index, step in enumerate(steps):
+    for index, declared in enumerate(steps):
+        step = declared
         value = given[index] if index < len(given) else None
         if value is None and index < len(steps) - 1:
             value = default  # the last step stops nothing: the flag leaves it alone

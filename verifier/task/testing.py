@@ -188,6 +188,7 @@ class Engine:
                 text=True,
                 timeout=timeout,
                 stdin=subprocess.DEVNULL,
+                check=False,
             )
         except FileNotFoundError:
             raise UsageError(f"--engine {self.name}: not installed") from None
@@ -260,15 +261,17 @@ def test_package(
                 cases[0],
                 package.steps[-1],
                 root / "untouched",
-                "untouched",
-                environ,
+                label="untouched",
+                environ=environ,
             )
             report(f"untouched environment: reward {untouched.reward:.4g}")
             solved = untouched
             for step, case in zip(package.steps, cases[1:], strict=True):
                 label = f"solution step {step.name}" if step.name else "solution"
                 out = root / f"out-{step.name or 'solution'}"
-                solved = _grade(package, engine, verifier_image, case, step, out, label, environ)
+                solved = _grade(
+                    package, engine, verifier_image, case, step, out, label=label, environ=environ
+                )
                 report(f"{label}: reward {solved.reward:.4g}")
     finally:
         for image in built:
@@ -395,6 +398,7 @@ def _grade(
     case: Path,
     step: Step,
     out: Path,
+    *,
     label: str,
     environ: Mapping[str, str],
 ) -> Graded:

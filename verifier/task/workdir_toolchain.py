@@ -292,9 +292,9 @@ def _run_findings(
     variables = {**args, **stage.env}
     cwd = stage.workdir
     found = []
-    for words, local in _simple_commands(script):
+    for written, local in _simple_commands(script):
         env = {**variables, **local}
-        words = [_expand(word, env) for word in words]
+        words = [_expand(word, env) for word in written]
         if words and words[0] == "cd" and len(words) > 1:
             cwd = posixpath.normpath(posixpath.join(cwd, words[1]))
             continue

@@ -27,7 +27,7 @@ VERIFIER = str(Path(sys.executable).with_name("verifier"))
 EXAMPLE = FIXTURES / "anova-example"
 # The score each case's answer gets: different per case, so a mixed-up request shows.
 SCORES = {"task-0008": 5, "task-0010": 4, "task-0031": 2, "task-0034": 3}
-FENCE = re.compile(r"<case-material-([0-9a-f]+)>\n(.*?)\n</case-material-\1>", re.S)
+FENCE = re.compile(r"<case-material-([0-9a-f]+)>\n(.*?)\n</case-material-\1>", re.DOTALL)
 
 
 @pytest.fixture

@@ -231,7 +231,7 @@ class Recipe:
             makefile = (REPO / "Makefile").read_text()
             return (
                 None
-                if re.search(rf"^{re.escape(target)}:", makefile, re.M)
+                if re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE)
                 else ("names a make target the Makefile does not define")
             )
         if PATH.fullmatch(span):

@@ -87,8 +87,7 @@ def grade_big_case(
             handle.truncate(big)
         else:
             chunk = os.urandom(1024**2)
-            for _ in range(big // len(chunk)):
-                handle.write(chunk)
+            handle.writelines(chunk for _ in range(big // len(chunk)))
     (tests / "eval.yaml").write_text(
         "judges:\n  - name: sees_it\n    builtin: command_succeeds\n"
         f"    arguments: {{cmd: 'test $(stat -c %s big) = {big}'}}\n"

@@ -211,7 +211,10 @@ def consulted_docs(
 
 
 @builtin("process", NoArguments)
-def tool_call_validation(context: BuiltinContext, arguments: NoArguments) -> ValueWithRationale:
+def tool_call_validation(
+    context: BuiltinContext,
+    arguments: NoArguments,  # noqa: ARG001 (every builtin takes its record)
+) -> ValueWithRationale:
     """agent-eval-harness's process/tool_call_validation over the record's `tool_calls`
     (here with each call's result, from the trajectory's observations or tool_result
     events: an error result, or one whose text starts with an error, fails)."""

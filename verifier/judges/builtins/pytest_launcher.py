@@ -974,7 +974,7 @@ class Assertions:
             try:
                 if relation(value, decoy):
                     return True
-            except Exception:  # refusing to compare with a decoy is honest
+            except Exception:  # noqa: S112 (refusing to compare with a decoy is honest)
                 continue
         return False
 
@@ -1125,7 +1125,7 @@ def _lookup(kind, name):
         namespace = _type_dict(klass)
         if name in namespace:
             return namespace[name]
-    return lambda *arguments: NotImplemented
+    return lambda *_arguments: NotImplemented
 
 
 def _kind(value):
@@ -1175,7 +1175,7 @@ def _strict_assertions(assertions):
     original = rewriter.visit_Compare
     symbols = _SYMBOLS
 
-    def visit_Compare(self, comp):
+    def visit_Compare(self, comp):  # noqa: N802 (ast.NodeVisitor's name)
         start = len(self.statements)
         result = original(self, comp)
         for statement in self.statements[start:]:

@@ -203,5 +203,5 @@ def prompt_builtin(category: str, name: str, prompt: str, record: type[Any]) -> 
     BUILTINS[name] = Builtin(name, category, _no_run, record, declared_keys(record), prompt=prompt)
 
 
-def _no_run(context: BuiltinContext, arguments: Any) -> BuiltinReturn:
+def _no_run(_context: BuiltinContext, _arguments: Any) -> BuiltinReturn:
     raise TypeError("an LLM builtin is run by the llm judge kind")

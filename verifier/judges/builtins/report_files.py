@@ -24,7 +24,7 @@ Identity = tuple[int, int, int]  # a file's (inode, size, mtime_ns): changed whe
 def read_reports(
     root: Path,
     location: str | Glob,
-    format: str | None,
+    report_format: str | None,
     existing: Mapping[str, Identity] | None = None,
 ) -> Reading:
     """The reports at location under root, merged, or the fact that stops them.
@@ -50,7 +50,7 @@ def read_reports(
         if total > MAX_TOTAL_BYTES:
             return Reading(None, tuple(found), f"the reports are over {MAX_TOTAL_BYTES} bytes")
         try:
-            reports.append(parse_report(read.data, format))
+            reports.append(parse_report(read.data, report_format))
         except ReportError as error:
             return Reading(None, tuple(found), f"report {cut(path)} {error}")
     return Reading(merge(reports), tuple(found))
@@ -102,9 +102,9 @@ class FreshReports:
     """The sandbox's probe: before the command runs, the identity of each report already
     there; after it, the reports it wrote or rewrote, read in the dir where it ran."""
 
-    def __init__(self, location: str | Glob, format: str | None) -> None:
+    def __init__(self, location: str | Glob, report_format: str | None) -> None:
         self.location = location
-        self.format = format
+        self.report_format = report_format
         self.existing: dict[str, Identity] = {}
 
     def before(self, workdir: Path) -> None:
@@ -116,4 +116,4 @@ class FreshReports:
         }
 
     def after(self, workdir: Path) -> Reading:
-        return read_reports(workdir, self.location, self.format, self.existing)
+        return read_reports(workdir, self.location, self.report_format, self.existing)

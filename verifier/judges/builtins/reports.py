@@ -132,17 +132,18 @@ class Reading:
     tool: str = ""  # what ran the tests, for ctrf.json (the format when not known)
 
 
-def parse_report(data: bytes, format: str | None = None) -> Report:
-    """The report in data, in `format` (detected when None), or ReportError saying why not."""
+def parse_report(data: bytes, report_format: str | None = None) -> Report:
+    """The report in data, in `report_format` (detected when None), or ReportError saying
+    why not."""
     data = data.removeprefix(b"\xef\xbb\xbf")
     if not data.strip():
         raise ReportError("is empty")
-    if format is not None:
-        return _PARSERS[format](data)
-    format, document = _detect(data)
+    if report_format is not None:
+        return _PARSERS[report_format](data)
+    detected, document = _detect(data)
     if document is not None:  # a JSON document, already read to tell its format
-        return _DOCUMENT_PARSERS[format](document)
-    return _PARSERS[format](data)
+        return _DOCUMENT_PARSERS[detected](document)
+    return _PARSERS[detected](data)
 
 
 def detect_format(data: bytes) -> str:
@@ -313,8 +314,8 @@ def parse_go_json(data: bytes) -> Report:
     for package in _GO_BUILD_FAILED.findall(data):
         packages[package.decode("utf-8", "replace")] = "build failed"
     seen_event = bool(packages)
-    for number, line in enumerate(data.splitlines(), 1):
-        line = line.strip()
+    for number, raw_line in enumerate(data.splitlines(), 1):
+        line = raw_line.strip()
         if not line.startswith(b"{"):
             continue
         event = _go_event(line, number)

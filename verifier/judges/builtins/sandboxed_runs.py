@@ -39,7 +39,8 @@ def run_report_command(
 ) -> Graded:
     """Run the author's command (with the trusted files it is handed), and judge the
     reports it wrote."""
-    assert arguments.command is not None and arguments.report is not None
+    assert arguments.command is not None
+    assert arguments.report is not None
     sandbox, command, env = context.command_sandbox, arguments.command, arguments.env
     timeout = arguments.timeout
     check_program(sandbox, command, env)

@@ -276,7 +276,7 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
             View(arguments.case_at, "case"),
             View(tests_at, "provided/tests"),
             View(logs_at, "results"),
-            View("/tmp", "tmp"),
+            View("/tmp", "tmp"),  # noqa: S108 (the script's private /tmp)
         ),
         start_at=arguments.cwd or arguments.case_at,
         home_from=Path(arguments.home) if arguments.home else None,

@@ -83,7 +83,8 @@ class CheckKind(KindDefaults):
                 f"uses {name!r} (line {line - 1}), defined nowhere{hint}: a check sees "
                 "outputs, arguments, the names it assigns or imports, and Python's builtins"
             )
-        exec(_lines_shifted(code, -1), namespace)  # line 1 is the body's first line
+        # The author's code from eval.yaml, run in the judge's own process (never the case's).
+        exec(_lines_shifted(code, -1), namespace)  # noqa: S102 (line 1 is the body's first line)
         return _Check(
             namespace["check"],
             _Strict(judge.arguments, "arguments"),

@@ -199,7 +199,8 @@ class LLMKind(KindDefaults):
         if present:
             raise at.child(present[0]).error(f"builtin {values['builtin']} brings its own prompt")
         found = find_builtin(values["builtin"])
-        assert found is not None and found.prompt is not None  # claims() checked it
+        assert found is not None  # claims() checked it
+        assert found.prompt is not None
         if "criteria" in values:
             raise at.child("criteria").error(
                 f"builtin {values['builtin']} grades pass/fail with its own prompt; "

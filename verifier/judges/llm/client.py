@@ -57,6 +57,7 @@ class Client:
         scale: AnswerScale,
         generation: Generation,
         policy: RetryPolicy,
+        *,
         sample: int,
         deadline: float,
     ) -> Answered:

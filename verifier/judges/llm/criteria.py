@@ -139,10 +139,12 @@ class CriteriaForm:
 
     def describe(self) -> str:
         lines = [
-            "every criterion below, each on its own scale. Give one verdict per criterion "
-            f"in `{VERDICTS_FIELD}`, an object keyed by the criterion's name, each entry "
-            f"with `rationale` (why, in a sentence or two) and `{SCORE_FIELD}`; a criterion "
-            "that does not apply still gets a verdict. The criteria:"
+            (
+                "every criterion below, each on its own scale. Give one verdict per criterion "
+                f"in `{VERDICTS_FIELD}`, an object keyed by the criterion's name, each entry "
+                f"with `rationale` (why, in a sentence or two) and `{SCORE_FIELD}`; a criterion "
+                "that does not apply still gets a verdict. The criteria:"
+            )
         ]
         lines += [f"- `{c.name}` ({_scale_words(c)}): {c.description}" for c in self.criteria]
         return "\n".join(lines)

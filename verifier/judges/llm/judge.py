@@ -210,7 +210,13 @@ class LLMJudge:
         endpoint = self.endpoint_of(index)
         try:
             answered = client.ask(
-                endpoint, prompt, scale, self.generation, self.policy, sample_index, deadline
+                endpoint,
+                prompt,
+                scale,
+                self.generation,
+                self.policy,
+                sample=sample_index,
+                deadline=deadline,
             )
         except RequestFailed as error:
             if is_context_overflow(error.status, str(error)):

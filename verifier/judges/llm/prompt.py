@@ -106,7 +106,7 @@ class PromptPlan:
             parts.append("## Material to grade\n\n" + shown)
         if self.solution:
             parts.append(solution_text(self.solution))
-        parts.append(closing_text(self.scale, self.output_mode))
+        parts.append(closing_text(self.output_mode))
         nonce = secrets.token_hex(6)
         skeleton = "\n\n".join(part for part in parts if part)
         system = system_text(self.scale, self.output_mode, nonce)
@@ -285,7 +285,7 @@ def answer_instruction(scale: AnswerScale, output_mode: OutputMode) -> str:
     return json_only[0].upper() + json_only[1:] + "."
 
 
-def closing_text(scale: AnswerScale, output_mode: OutputMode) -> str:
+def closing_text(output_mode: OutputMode) -> str:
     how = f"call {TOOL_NAME}" if output_mode == "tool" else "reply with the JSON object"
     return f"Grade the material against the rubric on the stated scale and {how}."
 
@@ -557,7 +557,7 @@ def _blocks(pieces: Sequence[_Piece]) -> list[str | list[_Piece]]:
 
     for item in items:
         if isinstance(item, str):
-            (group if group else grouped).append(item)
+            (group or grouped).append(item)
             continue
         if group and seen % per_group == 0:
             close()

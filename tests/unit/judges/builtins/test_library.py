@@ -844,7 +844,9 @@ def test_a_regex_the_case_makes_backtrack_for_ever_fails_not_errors(run: Grader)
 def test_the_reference_table_lists_every_builtin_and_argument() -> None:
     rows = {
         match.group(1): match.group(2)
-        for match in re.finditer(r"^\| `([a-z_]+/[a-z_]+)` \| ([^|]*) \|", DOCS.read_text(), re.M)
+        for match in re.finditer(
+            r"^\| `([a-z_]+/[a-z_]+)` \| ([^|]*) \|", DOCS.read_text(), re.MULTILINE
+        )
     }
     for found in all_builtins():
         assert found.qualified_name in rows, f"{found.qualified_name} is not in {DOCS.name}"

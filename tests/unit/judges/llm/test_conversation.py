@@ -25,7 +25,7 @@ from verifier.trajectory import parse_trajectory
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 ATIF = TESTS / "fixtures" / "atif" / "trajectory.json"
-FENCE = re.compile(r"<case-material-([0-9a-f]+)>\n(.*?)\n</case-material-\1>", re.S)
+FENCE = re.compile(r"<case-material-([0-9a-f]+)>\n(.*?)\n</case-material-\1>", re.DOTALL)
 
 EVAL = """\
 models:
