@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from verifier.case import check_case_dir, read_case
-from verifier.config import EvalConfig, IncompleteConfig, TaskInput, load_config
+from verifier.config import EvalConfig, IncompleteConfig, JudgeConfig, TaskInput, load_config
 from verifier.engine import Limits, run_judges
 from verifier.errors import (
     ConfigError,
@@ -26,7 +26,8 @@ from verifier.errors import (
 )
 from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
-from verifier.results import Composition, Grading, JudgeResult
+from verifier.parsers import NATIVE_REWARD_KEYS
+from verifier.results import SCRIPT_BUILTIN, Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
 
 if TYPE_CHECKING:
@@ -382,9 +383,20 @@ def refuse_cache_inside_case(cache: Path, case_dir: Path) -> None:
 
 
 def check_reward_keys(config: EvalConfig, keys: tuple[str, ...] | None) -> None:
-    """`--reward-keys NAME,...` names judges of eval.yaml: UsageError (exit 2) otherwise,
-    before any case is graded (a typo would leave a key out of every trial)."""
+    """`--reward-keys NAME,...` names judges of eval.yaml, and `native` needs exactly one
+    `tests/script` judge (whose reward file's keys it writes): UsageError (exit 2)
+    otherwise, before any case is graded (a typo would leave a key out of every trial)."""
     judges = [judge.name for judge in config.judges]
+    if keys == NATIVE_REWARD_KEYS:
+        scripts = [judge.name for judge in config.judges if _is_script(judge)]
+        if len(scripts) != 1:
+            raise UsageError(
+                f"--reward-keys native (or $VERIFIER_REWARD_JSON=native): {config.path} has "
+                f"{len(scripts)} tests/script judges ({', '.join(scripts) or 'none'}); native "
+                "writes the keys of the one task script's reward file: keep exactly one "
+                "tests/script judge, or use reward, all or judge names"
+            )
+        return
     unknown = [name for name in keys or () if name not in judges]
     if unknown:
         raise UsageError(
@@ -392,6 +404,15 @@ def check_reward_keys(config: EvalConfig, keys: tuple[str, ...] | None) -> None:
             f"{'is not a judge' if len(unknown) == 1 else 'are not judges'} of {config.path} "
             f"(its judges: {', '.join(judges) or 'none'}); name judges, or use reward or all"
         )
+
+
+def _is_script(judge: JudgeConfig) -> bool:
+    """A `tests/script` judge: the task's own test script, whose reward file it reads."""
+    if judge.kind != "builtin":
+        return False
+    category, _, name = str(judge.spec.name).rpartition("/")  # as find_builtin reads it
+    wanted_category, _, wanted_name = SCRIPT_BUILTIN.partition("/")
+    return name == wanted_name and category in ("", wanted_category)
 
 
 def refuse_config_inside_case(config_path: Path, case_dir: Path) -> None:

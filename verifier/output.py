@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from verifier.errors import OutputError, StaleRewardError, VerifierError
-from verifier.results import CTRF_DETAILS, Grading, JudgeResult
+from verifier.parsers import NATIVE_REWARD_KEYS
+from verifier.results import (
+    CTRF_DETAILS,
+    SCRIPT_CREDITED,
+    SCRIPT_REWARDS,
+    Grading,
+    JudgeResult,
+)
+from verifier.values import finite_float
 
 REWARD_JSON = "reward.json"
 REWARD_TXT = "reward.txt"
@@ -90,10 +98,13 @@ def reward_json(grading: Grading, keys: Sequence[str] | None = None) -> dict[str
     keys for Harbor to average: a judge without a value is written as 0.0, which is
     what Harbor's per-key mean counts an absent key as (judges.json says why it has
     none). An empty sequence (`reward`): the reward alone, the one key Harbor's pass@k
-    needs.
+    needs. NATIVE_REWARD_KEYS (`native`): the reward, then the keys the task's own
+    script wrote (native_rewards).
     """
     flat = {"reward": grading.reward}
-    if keys is None:
+    if keys == NATIVE_REWARD_KEYS:
+        flat.update(native_rewards(grading))
+    elif keys is None:
         for result in grading.results:
             if result.value is not None:
                 flat[result.name] = float(result.value)
@@ -110,6 +121,56 @@ def reward_json(grading: Grading, keys: Sequence[str] | None = None) -> dict[str
             "is written (a bug of the verifier: please report it)"
         )
     return flat
+
+
+def native_rewards(grading: Grading) -> dict[str, float]:
+    """The keys of the reward file the `tests/script` judge's script wrote, as credited
+    (native_keys), besides `reward`; none when no such judge has a result that says
+    (it errored, was skipped, or there is none: check_reward_keys wants exactly one)."""
+    scripts = [
+        result
+        for result in grading.results
+        if result.kind == "builtin" and SCRIPT_CREDITED in result.details
+    ]
+    if len(scripts) != 1:
+        return {}
+    [script] = scripts
+    written = script.details.get(SCRIPT_REWARDS)
+    numbers = {
+        str(key): number
+        for key, value in (written.items() if isinstance(written, Mapping) else ())
+        if (number := finite_float(value)) is not None
+    }
+    value = None if script.value is None else float(script.value)
+    credited = script.details[SCRIPT_CREDITED] is True
+    return native_keys(numbers, value if credited else None, grading.reward)
+
+
+def native_keys(
+    written: Mapping[str, float], value: float | None, reward: float
+) -> dict[str, float]:
+    """The keys the task's script wrote, never claiming more than the reward gave it.
+
+    `written`: its reward file's numbers; `value`: the judge's value, which is that
+    file's own (its `reward` key, its one key, or the mean of its keys), None when the
+    judge did not credit the file (the script timed out, the file was not usable);
+    `reward`: the composed reward. Each key is its number times reward / value when
+    the reward is below the value (a gate failed: 0; another judge pulled it down:
+    that share), else its number as written; and never above its number as written
+    (a negative one stays as it was). An uncredited file's keys are 0. `reward` is not
+    among them: reward.json's `reward` is the composed reward. Nothing written: none.
+    """
+    if value is None:
+        scale = 0.0
+    elif reward >= value:
+        scale = 1.0
+    else:  # value > reward >= 0
+        scale = reward / value
+    return {
+        key: min(number, number * scale) + 0.0  # + 0.0: no -0.0
+        for key, number in written.items()
+        if key != "reward"
+    }
 
 
 def judges_json(grading: Grading) -> dict[str, Any]:

@@ -111,16 +111,22 @@ def parse_globs(text: str) -> tuple[str, ...]:
 
 
 ALL_REWARD_KEYS = None  # --reward-keys all: the reward and every judge with a value
+# --reward-keys native: the reward and the keys the task's own test.sh wrote (output.py,
+# native_rewards). A marker no list of judge names can equal: parse_name refuses "/".
+NATIVE_REWARD_KEYS: tuple[str, ...] = ("/native",)
 
 
 def parse_reward_keys(text: str) -> tuple[str, ...] | None:
-    """`reward` -> (), `all` -> None (ALL_REWARD_KEYS), `NAME,...` -> the judges' names
-    (besides the reward, always written; `reward` may be listed too)."""
+    """`reward` -> (), `all` -> None (ALL_REWARD_KEYS), `native` -> NATIVE_REWARD_KEYS,
+    `NAME,...` -> the judges' names (besides the reward, always written; `reward` may be
+    listed too)."""
     words = [part.strip() for part in text.split(",") if part.strip()]
     if words == ["all"]:
         return ALL_REWARD_KEYS
-    if not words or "all" in words:
-        raise ValueError(f"{text!r}: use reward, all, or judge names (NAME,NAME,...)")
+    if words == ["native"]:
+        return NATIVE_REWARD_KEYS
+    if not words or "all" in words or "native" in words:
+        raise ValueError(f"{text!r}: use reward, all, native, or judge names (NAME,NAME,...)")
     return tuple(dict.fromkeys(parse_name(word) for word in words if word != "reward"))
 
 

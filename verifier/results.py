@@ -27,6 +27,12 @@ JudgeValue = bool | float
 # The details key of a judge that read a test report: its tests, for ctrf.json (output.py);
 # judges.json leaves them out (it has the counts and the failing names).
 CTRF_DETAILS = "ctrf"
+SCRIPT_BUILTIN = "tests/script"  # the builtin `--reward-keys native` takes the keys of
+# The details keys of a `tests/script` judge that `--reward-keys native` reads (output.py):
+# the numbers of the reward file the task's script wrote, and whether the judge's value is
+# that file's own (false: the script timed out, or the file was not usable as a reward).
+SCRIPT_REWARDS = "rewards"
+SCRIPT_CREDITED = "credited"
 
 
 @attrs.frozen

@@ -5,8 +5,9 @@ import`, graded by their own test.sh, unchanged, in a separate verifier.
 
 One job with Harbor's oracle agent (each task's solution), one with its `nop` agent
 (nothing done): the rewards are what the tasks' own test.sh gives natively (checked by
-running them natively with Harbor: 1.0 for every solution), reward.json holds
-`reward` alone (Harbor's pass@k), and the packages pass `harbor lint`. A hostile
+running them natively with Harbor: 1.0 for every one-value solution), reward.json holds
+`reward` alone (Harbor's pass@k) for a task whose test.sh writes one value and its own
+keys for one that writes several, and the packages pass `harbor lint`. A hostile
 solution of the loopback-server task, whose code the tests run, plants the reward
 files, rewrites the trusted tests and the script, and leaves a process behind that
 keeps writing the reward after the tests: it gets its honest reward, 0.
@@ -37,12 +38,17 @@ pytestmark = pytest.mark.harbor
 
 NATIVE = Path(__file__).resolve().parent / "native"
 # The reward each task's own test.sh gives (checked natively): solved, and untouched.
-EXPECTED = {
+EXPECTED: dict[str, tuple[Any, Any]] = {
     "primes": (1.0, 0.0),  # Python, an output file checked by pytest
     "echo-server": (1.0, 0.0),  # a server on loopback, a CTRF report, reward.json
     "go-sum": (1.0, 0.0),  # a Go repair graded by go test, with the image's ENV
     "c-words": (1.0, 0.5),  # C, built into /tmp, the share of cases right
     "git-answer": (1.0, 0.0),  # git, and an answer key only root may read
+    # shell, a reward.json of two keys: their mean is the reward, the keys Harbor's
+    "multi-key": (
+        {"reward": 0.75, "accuracy": 1.0, "style": 0.5},
+        {"reward": 0.0, "accuracy": 0.0, "style": 0.0},
+    ),
 }
 HOSTILE_SERVER = r"""
 import os, time
@@ -115,8 +121,10 @@ def test_an_imported_task_gets_what_its_own_test_sh_gives(
     assert trial.result["exception_info"] is None, (trial.result["exception_info"], stdout)
     assert trial.result["verifier_environment_mode"] == "separate"
     expected = EXPECTED[task][0 if agent == "oracle" else 1]
-    # reward.json: the one key the native test.sh wrote, so Harbor's pass@k works
-    assert trial.rewards == {"reward": expected}, stdout
+    # reward.json: the keys the native test.sh wrote: the one key `reward` for a task that
+    # wrote one value, so Harbor's pass@k works; the task's own keys for a multi-key one
+    wanted = expected if isinstance(expected, dict) else {"reward": expected}
+    assert trial.rewards == wanted, stdout
     judges = json.loads((trial.directory / "verifier" / "judges.json").read_text())
     tests = judges["per_judge"]["tests"]
     assert tests["judge_type"] == "builtin" and tests["status"] == "ok", tests

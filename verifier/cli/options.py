@@ -302,15 +302,16 @@ OPTIONS: dict[str, Option] = {
             "reward_keys",
             ("--reward-keys",),
             "what reward.json holds: `reward` alone (Harbor's pass@k needs it), `all` "
-            "(the reward and every judge with a value), or `NAME,...` (the reward and "
-            "these judges, always present); judges.json has every judge either way",
+            "(the reward and every judge with a value), `native` (the reward and the keys "
+            "the task's own test.sh wrote, via its tests/script judge), or `NAME,...` (the "
+            "reward and these judges, always present); judges.json has every judge either way",
             # Not VERIFIER_REWARD_KEYS: Harbor scrubs the value of every [verifier] env
             # name with KEY in it from every file of the trial, reward.json included.
             parse_reward_keys,
             "VERIFIER_REWARD_JSON",
             ALL_REWARD_KEYS,
             default_text="all",
-            metavar="reward|all|NAME,...",
+            metavar="reward|all|native|NAME,...",
         ),
         Option(
             "deadline",
@@ -690,7 +691,7 @@ COMMANDS: dict[str, Command] = {
                 "force": "write into a non-empty DEST (its other files stay)",
                 "name": "the task's org/name (with --from-dataset: the org)",
                 "reward_keys": "what the package's reward.json holds: its [verifier] env "
-                "VERIFIER_REWARD_JSON (reward, all, NAME,...)",
+                "VERIFIER_REWARD_JSON (reward, all, native, NAME,...)",
             },
         ),
         Command(

@@ -15,7 +15,7 @@ import attrs
 from verifier.console import warn, warn_all
 from verifier.errors import EXIT_CONFIG, EXIT_OK, EXIT_TASK_TEST, ConfigErrors
 from verifier.grading import check_eval, check_reward_keys
-from verifier.parsers import ALL_REWARD_KEYS
+from verifier.parsers import ALL_REWARD_KEYS, NATIVE_REWARD_KEYS
 from verifier.task import InitRequest, init_task
 from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.harbor_task import TASK_TOML
@@ -186,6 +186,8 @@ def verifier_env(args: InitArgs) -> dict[str, str]:
     config = check_eval(args.config).config
     if config is not None:
         check_reward_keys(config, args.reward_keys)
+    if args.reward_keys == NATIVE_REWARD_KEYS:
+        return {"VERIFIER_REWARD_JSON": "native"}
     return {"VERIFIER_REWARD_JSON": ",".join(args.reward_keys) or "reward"}
 
 

@@ -8,8 +8,9 @@ DEST is SRC as it was, plus what a separate verifier graded by this image needs:
                                    `[verifier.environment]` (the resources the tests had),
                                    `user = "root"`, a network mode, and `[verifier] env`
                                    with the case, a deadline inside `timeout_sec` and
-                                   `VERIFIER_REWARD_JSON = "reward"` (reward.json's one key,
-                                   as the task's own test.sh wrote it: pass@k works)
+                                   `VERIFIER_REWARD_JSON = "native"` (reward.json: `reward`
+                                   and the keys the task's own test.sh wrote, so `reward`
+                                   alone for a one-value task: pass@k works)
     DEST/instruction.md, environment/, solution/, ...   as they were
     DEST/tests/task-tests/         SRC's tests/ as it was: the trusted /tests of its script
     DEST/tests/eval.yaml           one judge, `tests/script`: test.sh run unchanged
@@ -219,7 +220,7 @@ def separate_config(task: HarborTask, times: Times, network: str) -> dict[str, A
         **verifier.get("env", {}),
         "VERIFIER_CASE": task.workdir,
         "VERIFIER_DEADLINE": _seconds(times.deadline_s),
-        "VERIFIER_REWARD_JSON": "reward",
+        "VERIFIER_REWARD_JSON": "native",
     }
     verifier["environment_mode"] = "separate"
     verifier["user"] = "root"  # the grader; the script runs in its sandbox (eval.yaml)

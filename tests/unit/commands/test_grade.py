@@ -188,8 +188,8 @@ def test_reward_keys_choose_what_reward_json_holds(
     ("keys", "message"),
     [
         ("quality,nosuch", "'nosuch' is not a judge of"),
-        ("all,quality", "use reward, all, or judge names"),
-        (",", "use reward, all, or judge names"),
+        ("all,quality", "use reward, all, native, or judge names"),
+        (",", "use reward, all, native, or judge names"),
     ],
 )
 def test_reward_keys_naming_no_judge_exit_2_before_grading(

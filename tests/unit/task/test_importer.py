@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from verifier.errors import UsageError
+from verifier.grading import check_reward_keys, load_eval
+from verifier.parsers import NATIVE_REWARD_KEYS, parse_reward_keys
 from verifier.task.importer import (
     CONFIG_DIR,
     ImportOptions,
@@ -114,7 +116,7 @@ def test_every_key_of_task_toml_is_kept_and_separate_mode_added(tmp_path: Path) 
         "GRADER_MODE": "strict",
         "VERIFIER_CASE": "/app/repo",
         "VERIFIER_DEADLINE": "240",
-        "VERIFIER_REWARD_JSON": "reward",
+        "VERIFIER_REWARD_JSON": "native",
     }
     assert verifier["environment"] == {
         "cpus": 2,
@@ -124,6 +126,17 @@ def test_every_key_of_task_toml_is_kept_and_separate_mode_added(tmp_path: Path) 
         "build_timeout_sec": 900.0,
     }
     assert imported.name == "me/primes" and imported.notes == ()
+
+
+def test_reward_json_has_the_keys_the_tasks_own_script_wrote(tmp_path: Path) -> None:
+    """Harbor-native by default: `native` (reward.json: `reward`, and the keys a multi-key
+    test.sh writes), which the package's eval.yaml, with its one tests/script judge, takes
+    when it loads."""
+    import_task(harbor_task(tmp_path / "src"), tmp_path / "pkg")
+    env = tomllib.loads((tmp_path / "pkg" / "task.toml").read_text())["verifier"]["env"]
+    keys = parse_reward_keys(env["VERIFIER_REWARD_JSON"])
+    assert keys == NATIVE_REWARD_KEYS
+    check_reward_keys(load_eval(tmp_path / "pkg" / "tests" / "eval.yaml").config, keys)
 
 
 def test_the_package_carries_the_task_over_and_its_tests_as_they_were(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ from verifier.judges.builtins.process import TIMEOUT, describe_run
 from verifier.judges.builtins.registry import PARTIAL_CREDIT, BuiltinContext, argument, builtin
 from verifier.judges.builtins.reports import Report, ReportError, parse_report
 from verifier.judges.builtins.toolchain import ToolchainFault, check_program
-from verifier.results import CTRF_DETAILS
+from verifier.results import CTRF_DETAILS, SCRIPT_CREDITED, SCRIPT_REWARDS
 from verifier.sandbox import Command
 from verifier.sandbox.views import View
 
@@ -227,10 +227,15 @@ def _ctrf(file: CaseFile | None, path: str) -> tuple[Report | None, str | None]:
         return None, f"{path} {error}"
 
 
-def details_of(result: ScriptResult) -> dict[str, Any]:
-    """judges.json's details: the reward file's numbers, and the tests of the CTRF
-    report (for ctrf.json and `harbor view`)."""
-    details: dict[str, Any] = {"rewards": dict(result.rewards)}
+def details_of(result: ScriptResult, *, not_read: bool = False) -> dict[str, Any]:
+    """judges.json's details: the reward file's numbers, whether they are credited (the
+    judge's value is the file's: usable, and not `not_read`, a script that timed out or
+    was interrupted; `--reward-keys native` writes them as they are only then,
+    output.py), and the tests of the CTRF report (for ctrf.json and `harbor view`)."""
+    details: dict[str, Any] = {
+        SCRIPT_REWARDS: dict(result.rewards),
+        SCRIPT_CREDITED: result.value is not None and not not_read,
+    }
     if result.tests is not None:
         counts = result.tests.counts
         details["tests"] = {
@@ -282,7 +287,8 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
             f"the script cannot be run here: {run.start_error}", {"sandbox": run.confinement}
         )
     result = read_result(run.returned, reward_files, ctrf, logs_at)
-    details = {**details_of(result), "sandbox": run.confinement}
+    not_read = run.timed_out or run.exit_code == INTERRUPTED  # no reward is read then
+    details = {**details_of(result, not_read=not_read), "sandbox": run.confinement}
     ending = describe_run(run, arguments.timeout)
     if run.timed_out:
         return JudgeAnswer(0.0, f"the script {ending}; no reward is read", details)
