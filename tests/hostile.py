@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import shutil
 import stat
@@ -19,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.toolchain import copy_packages, world_dir
 
@@ -116,6 +118,31 @@ def run_grader(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def grade_as(
+    uid: int | None,
+    config: Path,
+    case: Path,
+    marker: str,
+    *,
+    landlock: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> tuple[float, dict[str, Any]]:
+    """`verifier grade` of case as uid (without Landlock: `--weak-sandbox` too), into
+    `<case>-out`: (reward, judges.json's per_judge), once it exited 0 and left no process
+    whose command line holds marker."""
+    out = Path(str(case) + "-out")
+    out.mkdir()
+    give(uid, out)
+    arguments = ["grade", "--config", str(config), "--case", str(case), "--out", str(out)]
+    if not landlock:
+        arguments.append("--weak-sandbox")
+    completed = run_grader(uid, arguments, landlock=landlock, env=env)
+    assert completed.returncode == 0, completed.stderr
+    assert leftovers(marker) == []
+    reward = json.loads((out / "reward.json").read_text())["reward"]
+    return reward, json.loads((out / "judges.json").read_text())["per_judge"]
 
 
 def idle_uid(start: int = NONROOT + 1) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.hostile import NONROOT, REPO, give, leftovers, remove_world_dir, run_grader
+from tests.hostile import NONROOT, REPO, grade_as, remove_world_dir, run_grader
 from tests.toolchain import PYTEST_PACKAGES, toolchain_python, world_dir
 from tests.unit.judges.builtins.test_runners import (
     BUGGY,
@@ -115,27 +115,7 @@ class Arena:
 
     def grade(self, case: Path, uid: int | None, landlock: bool) -> tuple[float, dict[str, str]]:
         """(reward, the tests judge's judges.json entry) of `verifier grade` as uid."""
-        out = Path(str(case) + "-out")
-        out.mkdir()
-        give(uid, out)
-        completed = run_grader(
-            uid,
-            [
-                "grade",
-                "--config",
-                str(self.config),
-                "--case",
-                str(case),
-                "--out",
-                str(out),
-                *(() if landlock else ("--weak-sandbox",)),
-            ],
-            landlock=landlock,
-        )
-        assert completed.returncode == 0, completed.stderr
-        assert leftovers(self.marker) == []
-        reward = json.loads((out / "reward.json").read_text())["reward"]
-        judges = json.loads((out / "judges.json").read_text())["per_judge"]
+        reward, judges = grade_as(uid, self.config, case, self.marker, landlock=landlock)
         return reward, judges["tests"]
 
 

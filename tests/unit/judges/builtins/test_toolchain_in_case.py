@@ -13,7 +13,6 @@ honest one. An `executable` in the case (the author's config) is an error that s
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.hostile import NONROOT, give, leftovers, remove_world_dir, run_grader
+from tests.hostile import NONROOT, grade_as, remove_world_dir
 from tests.toolchain import PYTEST_PACKAGES, portable_python, toolchain_python, world_dir
 from tests.unit.judges.builtins.test_runners import (
     BUGGY,
@@ -118,28 +117,10 @@ class Arena:
     def grade(
         self, case: Path, path: str, uid: int | None, landlock: bool
     ) -> tuple[float, dict[str, object]]:
-        out = Path(str(case) + "-out")
-        out.mkdir()
-        give(uid, out)
-        completed = run_grader(
-            uid,
-            [
-                "grade",
-                "--config",
-                str(self.config),
-                "--case",
-                str(case),
-                "--out",
-                str(out),
-                *(() if landlock else ("--weak-sandbox",)),
-            ],
-            landlock=landlock,
-            env={"PATH": path},
+        reward, judges = grade_as(
+            uid, self.config, case, self.marker, landlock=landlock, env={"PATH": path}
         )
-        assert completed.returncode == 0, completed.stderr
-        assert leftovers(self.marker) == []
-        reward = json.loads((out / "reward.json").read_text())["reward"]
-        return reward, json.loads((out / "judges.json").read_text())["per_judge"]["tests"]
+        return reward, judges["tests"]
 
 
 @pytest.fixture(scope="module")
