@@ -410,9 +410,10 @@ def _is_script(judge: JudgeConfig) -> bool:
     """A `tests/script` judge: the task's own test script, whose reward file it reads."""
     if judge.kind != "builtin":
         return False
-    category, _, name = str(judge.spec.name).rpartition("/")  # as find_builtin reads it
-    wanted_category, _, wanted_name = SCRIPT_BUILTIN.partition("/")
-    return name == wanted_name and category in ("", wanted_category)
+    from verifier.judges.builtins import find_builtin  # the registry: only for `native`
+
+    found = find_builtin(str(judge.spec.name))
+    return found is not None and found.qualified_name == SCRIPT_BUILTIN
 
 
 def refuse_config_inside_case(config_path: Path, case_dir: Path) -> None:

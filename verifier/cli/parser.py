@@ -155,7 +155,7 @@ def read_arguments(command: Command, argv: Sequence[str]) -> Given:
             for word in words[position:]:
                 _argument(command, given, arguments, word)
             break
-        if not word.startswith("-") or word == "-" or _NUMBER.fullmatch(word):
+        if not _is_flag(word):
             _argument(command, given, arguments, word)
             continue
         flag, equals, value = word.partition("=") if word.startswith("--") else (word, "", "")

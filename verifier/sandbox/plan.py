@@ -137,7 +137,7 @@ def leads_into(
             resolved = posixpath.dirname(resolved)
             continue
         candidate = posixpath.join(resolved, part)
-        place = next((place for place in places if _beneath(candidate, place)), None)
+        place = next((place for place in places if beneath(candidate, place)), None)
         if place is not None:
             return place
         try:
@@ -154,6 +154,7 @@ def leads_into(
     return None
 
 
-def _beneath(path: str, place: str) -> bool:
+def beneath(path: str, place: str) -> bool:
+    """Whether `path` is `place` or inside it, both normalized (no symlink followed)."""
     path, place = os.path.normpath(path), os.path.normpath(place)
     return path == place or path.startswith(place.rstrip("/") + "/")

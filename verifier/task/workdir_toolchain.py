@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from verifier.errors import UsageError
+from verifier.sandbox.plan import beneath
 from verifier.task.dockerfile import Dockerfile, Instruction, copy_arguments
 from verifier.task.environment import Environment, case_files
 
@@ -169,11 +170,6 @@ def context_findings(case_paths: Iterable[str], workdir: str) -> list[Finding]:
                     path, Finding(path, "node", "node_modules/.bin copied from the build context")
                 )
     return [found[path] for path in sorted(found)]
-
-
-def beneath(path: str, place: str) -> bool:
-    path, place = posixpath.normpath(path), posixpath.normpath(place)
-    return path == place or path.startswith(place.rstrip("/") + "/")
 
 
 def _kind_of(name: str) -> str:
