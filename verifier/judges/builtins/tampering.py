@@ -46,6 +46,8 @@ PRIMITIVES: Mapping[str, str] = {
     "sys._getframe": "reaches the interpreter's frames",
     "sys._current_frames": "reaches every thread's frames",
     "sys.addaudithook": "installs an audit hook",
+    "signal.signal": "installs a signal handler (it is handed the running frame)",
+    "_signal.signal": "installs a signal handler (it is handed the running frame)",
     "threading.settrace": "installs a trace function",
     "threading.setprofile": "installs a profile function",
     "threading.settrace_all_threads": "installs a trace function",
@@ -97,6 +99,12 @@ ATTRIBUTES: Mapping[str, str] = {
     "get_referrers": "reaches the objects that refer to a value",
     "get_referents": "reaches the objects a value refers to",
 }
+# A frame's attributes named by a string alone (operator.attrgetter("f_back"), a name
+# kept in a variable for getattr): what reaches a frame without spelling `.f_back`.
+FRAME_NAMES = frozenset(
+    ("f_back", "f_locals", "f_globals", "f_builtins", "f_trace")
+    + ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
+)
 PYTEST_ATTRIBUTES: Mapping[str, str] = {"pluginmanager": "reaches pytest's plugin manager"}
 REPLACED_ATTRIBUTES: Mapping[str, str] = {
     "__code__": "replaces a function's code",
@@ -163,6 +171,8 @@ class _PythonScan:
                 self.class_body(node)
             elif isinstance(node, ast.Constant | ast.JoinedStr) and _names_memory(node):
                 self.flag(node, "names a process's memory file (/proc/.../mem): writes any object")
+            elif isinstance(node, ast.Constant) and node.value in FRAME_NAMES:
+                self.flag(node, f"names a frame's attribute ({node.value!r}): reaches a frame")
             elif not self.pytest_allowed:
                 self.pytest_hook(node)
         return tuple(sorted(self.found.values(), key=lambda found: found.line))

@@ -57,6 +57,13 @@ def _on_signal(signum, frame):
 
 _signal.signal(_signal.SIGUSR1, _on_signal)
 """
+# The same, every name guard/no_tamper knows computed at run time.
+_MAIN_FRAME_COMPUTED = (
+    _MAIN_FRAME.replace("import signal as _signal", "_signal = __import__('sig' + 'nal')")
+    .replace('"f_back"', '"f_" + "back"')
+    .replace('"f_locals"', '"f_" + "locals"')
+    .replace("_signal.signal(", "getattr(_signal, 'sig' + 'nal')(")
+)
 # ... then the run's records of each test read "passed" when the report is written.
 RECORDS_FLIPPED = (
     _MAIN_FRAME
@@ -150,6 +157,8 @@ def mul(a, b):
 ATTACKS = {  # attack: calc.py
     "a signal handler's frame: the run's records flipped": BUGGY + RECORDS_FLIPPED,
     "a signal handler's frame: the signing key taken": BUGGY + KEY_TAKEN,
+    "a signal handler's frame, names computed: the run's records flipped": BUGGY
+    + RECORDS_FLIPPED.replace(_MAIN_FRAME, _MAIN_FRAME_COMPUTED),
     "a test module's names rebound through sys.modules": BUGGY + NAMESPACE_REBOUND,
 }
 

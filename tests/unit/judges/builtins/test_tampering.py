@@ -53,6 +53,18 @@ PLANTED = {
         ".tb_frame",
     ),
     "a frame's locals": ("def f(frame):\n    return frame.f_locals\n", ".f_locals"),
+    "a signal handler": (
+        "import signal\nsignal.signal(signal.SIGUSR1, lambda number, frame: None)\n",
+        "signal.signal: installs a signal handler",
+    ),
+    "a frame's attribute by attrgetter": (
+        "import operator\nback = operator.attrgetter('f_back')\n",
+        "names a frame's attribute ('f_back')",
+    ),
+    "a frame's attribute kept in a variable": (
+        "NAME = 'f_locals'\n\n\ndef peek(frame):\n    return getattr(frame, NAME)\n",
+        "names a frame's attribute ('f_locals')",
+    ),
     "a generator's frame": ("def f(g):\n    return g.gi_frame\n", ".gi_frame"),
     "inspect.stack": ("import inspect\nwho = inspect.stack()\n", "inspect.stack"),
     "every live object": ("import gc\nall_ = gc.get_objects()\n", "gc.get_objects"),
