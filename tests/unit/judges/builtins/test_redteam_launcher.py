@@ -154,12 +154,29 @@ def mul(a, b):
     _once("Fraction", lambda n: n - 1)
     return _mul(a, b)
 """
+# The same through the caller's FrameView (sys._getframe, spelled at run time): its
+# f_globals are read only, but a function in them hands its __globals__ on, writable.
+VIEW_GLOBALS = NAMESPACE_REBOUND.replace(
+    """def _test_module():
+    for module in list(_sys.modules.values()):
+        if str(getattr(module, "__file__", "")).endswith("test_calc.py"):
+            return vars(module)
+    return {}
+""",
+    """def _test_module():
+    caller = getattr(_sys, "_get" + "frame")(3)
+    names = getattr(caller, "f_" + "globals")
+    function = names[caller.f_code.co_name]
+    return function.__globals__
+""",
+)
 ATTACKS = {  # attack: calc.py
     "a signal handler's frame: the run's records flipped": BUGGY + RECORDS_FLIPPED,
     "a signal handler's frame: the signing key taken": BUGGY + KEY_TAKEN,
     "a signal handler's frame, names computed: the run's records flipped": BUGGY
     + RECORDS_FLIPPED.replace(_MAIN_FRAME, _MAIN_FRAME_COMPUTED),
     "a test module's names rebound through sys.modules": BUGGY + NAMESPACE_REBOUND,
+    "a test module's names rebound through a FrameView's __globals__": BUGGY + VIEW_GLOBALS,
 }
 
 
