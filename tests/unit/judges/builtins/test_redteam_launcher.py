@@ -170,12 +170,45 @@ VIEW_GLOBALS = NAMESPACE_REBOUND.replace(
     return function.__globals__
 """,
 )
+# The launcher's own helper that reads a report's outcome, looked up in its module's
+# globals (sys.modules["__main__"], writable) when pytest logs the report: swapped from
+# inside the test's call for a stand-in that answers "passed" once and puts the original
+# back, so the pins checked at the test's teardown hold again.
+OUTCOME_SWAPPED = """
+
+import sys as _sys
+
+
+def _pass_once():
+    names = vars(_sys.modules["__main__"])
+    original = names["_outcome"]
+
+    def stand_in(report):
+        names["_outcome"] = original
+        return "passed", None
+
+    names["_outcome"] = stand_in
+
+
+_sub, _mul = sub, mul
+
+
+def sub(a, b):
+    _pass_once()
+    return _sub(a, b)
+
+
+def mul(a, b):
+    _pass_once()
+    return _mul(a, b)
+"""
 ATTACKS = {  # attack: calc.py
     "a signal handler's frame: the run's records flipped": BUGGY + RECORDS_FLIPPED,
     "a signal handler's frame: the signing key taken": BUGGY + KEY_TAKEN,
     "a signal handler's frame, names computed: the run's records flipped": BUGGY
     + RECORDS_FLIPPED.replace(_MAIN_FRAME, _MAIN_FRAME_COMPUTED),
     "a test module's names rebound through sys.modules": BUGGY + NAMESPACE_REBOUND,
+    "the launcher's outcome helper swapped for one call": BUGGY + OUTCOME_SWAPPED,
     "a test module's names rebound through a FrameView's __globals__": BUGGY + VIEW_GLOBALS,
 }
 
