@@ -102,8 +102,17 @@ ATTRIBUTES: Mapping[str, str] = {
 # A frame's attributes named by a string alone (operator.attrgetter("f_back"), a name
 # kept in a variable for getattr): what reaches a frame without spelling `.f_back`.
 FRAME_NAMES = frozenset(
-    ("f_back", "f_locals", "f_globals", "f_builtins", "f_trace")
-    + ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
+    {
+        "f_back",
+        "f_locals",
+        "f_globals",
+        "f_builtins",
+        "f_trace",
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "ag_frame",
+    }
 )
 PYTEST_ATTRIBUTES: Mapping[str, str] = {"pluginmanager": "reaches pytest's plugin manager"}
 REPLACED_ATTRIBUTES: Mapping[str, str] = {
