@@ -49,8 +49,10 @@ before any code of the case runs:
   function's defaults or a trusted object's class, is refused (the call raises) and the
   fact kept; so is any native module loaded from the working dir but those the author
   names (--native). sys._getframe gives code of the case a FrameView (code, line, read
-  only globals: what libraries name their module with), never a frame. Who did it is
-  the calling frame, past the standard functions that only hand things on.
+  only globals: what libraries name their module with), never a frame; so is every
+  signal handler installed once the case can run (the interpreter hands it the frame
+  it interrupted, unaudited). Who did it is the calling frame, past the standard
+  functions that only hand things on.
 - The run's records (Run) live behind the audit hook: the plugin pytest calls
   (Forwarder) keeps nothing and hands each hook's arguments to it through sys.audit,
   taken only from the Forwarder's own code called under pytest (no code of the case on
@@ -89,6 +91,8 @@ on stderr. The grader runs it only when the real run left no usable report, to t
 fault of the toolchain (an error) from what the case did (a failure).
 """
 
+import _imp
+import _signal
 import ast
 import builtins
 import contextlib
@@ -189,6 +193,7 @@ _WATCHED = (
     "ctypes.wstring_at",
     "pytest_launcher.of_case",
     "pytest_launcher.getframe",
+    "pytest_launcher.signal",
 )
 _FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 _REPLACED_ATTRIBUTES = frozenset(
@@ -278,6 +283,7 @@ def main(argv):
         sys.stderr.write(f"the toolchain cannot import pytest or its plugins: {error!r}\n")
         return PROBE_FAILED
     sys._getframe = _getframe
+    _signal.signal, _signal.getsignal, _imp.create_builtin = _signals()
     pytest_args = _fresh_rewrite_cache(pytest_args)
     for path in _given_paths(pytest_args, workdir):
         provenance.trust_tests(path)
@@ -556,6 +562,32 @@ def _view(frame):
     return view
 
 
+def _signals():
+    """_signal.signal and getsignal (which signal.signal and getsignal call), and
+    _imp.create_builtin, while the case can run: the audit hook answers, holding the
+    originals (nothing the case reaches does): a signal handler is handed a FrameView
+    of the frame it interrupted, never the frame (from which main()'s locals are
+    reached), and no second _signal or _imp module (which would hold the originals) is
+    made."""
+
+    def signal(signalnum, handler):
+        answer = []
+        _audit("pytest_launcher.signal", "signal", (signalnum, handler), answer)
+        return answer[0]
+
+    def getsignal(signalnum):
+        answer = []
+        _audit("pytest_launcher.signal", "getsignal", (signalnum,), answer)
+        return answer[0]
+
+    def create_builtin(spec):
+        answer = []
+        _audit("pytest_launcher.signal", "create_builtin", (spec,), answer)
+        return answer[0]
+
+    return signal, getsignal, create_builtin
+
+
 def _getframe(depth=0):
     """sys._getframe while the case can run: the frame for trusted code, a FrameView for
     code of the case (the audit hook answers; it refuses the real one to the case)."""
@@ -565,6 +597,39 @@ def _getframe(depth=0):
     if not answer or answer[0] is None:
         raise ValueError("call stack is not deep enough")
     return answer[0]
+
+
+def _signal_keeper():
+    """What _signals asks the audit hook, with the originals it alone holds. Every
+    handler installed while the case can run is handed a view: whose code it finally
+    calls is not to be told (functools.singledispatch, lru_cache hand the frame on)."""
+    install, current, create = _signal.signal, _signal.getsignal, _imp.create_builtin
+    view = _view
+    handed = {}  # id(wrapper) -> (wrapper, the case's handler)
+
+    def unwrapped(handler):
+        entry = handed.get(id(handler))
+        return entry[1] if entry is not None and entry[0] is handler else handler
+
+    def keeper(what, *arguments):
+        if what == "getsignal":
+            return unwrapped(current(*arguments))
+        if what == "create_builtin":
+            name = getattr(arguments[0], "name", None)
+            if name in ("_signal", "_imp"):  # a fresh one holds the original functions
+                raise ImportError(f"pytest_launcher: refused: a second {name} module")
+            return create(*arguments)
+        signalnum, handler = arguments
+        if callable(handler):
+            inner = handler
+
+            def handler(number, frame):
+                return inner(number, view(frame))
+
+            handed[id(handler)] = (handler, inner)
+        return unwrapped(install(signalnum, handler))
+
+    return keeper
 
 
 class Audit:
@@ -628,6 +693,7 @@ class Audit:
         busy = set()
         get_ident = _get_ident
         getframe = sys._getframe
+        signals = _signal_keeper()
 
         def audit(event, args):
             if event not in watched:
@@ -644,6 +710,9 @@ class Audit:
             elif event == "open":  # every file opened: only a process's memory matters
                 if not _names_process_memory(args[0]):
                     return
+            elif event == "pytest_launcher.signal":  # _signals asks (what, arguments, answer)
+                args[2].append(signals(args[0], *args[1]))
+                return
             elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
                 args[1].append(of_case(args[0]))
                 return

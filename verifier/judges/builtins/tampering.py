@@ -46,8 +46,6 @@ PRIMITIVES: Mapping[str, str] = {
     "sys._getframe": "reaches the interpreter's frames",
     "sys._current_frames": "reaches every thread's frames",
     "sys.addaudithook": "installs an audit hook",
-    "signal.signal": "installs a signal handler (it is handed the running frame)",
-    "_signal.signal": "installs a signal handler (it is handed the running frame)",
     "threading.settrace": "installs a trace function",
     "threading.setprofile": "installs a profile function",
     "threading.settrace_all_threads": "installs a trace function",

@@ -53,10 +53,6 @@ PLANTED = {
         ".tb_frame",
     ),
     "a frame's locals": ("def f(frame):\n    return frame.f_locals\n", ".f_locals"),
-    "a signal handler": (
-        "import signal\nsignal.signal(signal.SIGUSR1, lambda number, frame: None)\n",
-        "signal.signal: installs a signal handler",
-    ),
     "a frame's attribute by attrgetter": (
         "import operator\nback = operator.attrgetter('f_back')\n",
         "names a frame's attribute ('f_back')",
@@ -183,6 +179,19 @@ class Missing:
 
     def __repr__(self):
         return "MISSING"
+""",
+    "a timeout by a signal (the runner hands its handler a view of the frame)": """\
+import signal
+
+
+def bounded(function, seconds):
+    old = signal.signal(signal.SIGALRM, lambda number, frame: print(frame.f_lineno))
+    signal.alarm(seconds)
+    try:
+        return function()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 """,
     "introspection that rewrites nothing": """\
 import inspect
