@@ -4,16 +4,17 @@ the test run, by ways the launcher's four layers do not see. Each test asserts t
 honest reward, graded by `verifier grade` as root and as an arbitrary non-root UID,
 with Landlock and without it, behind the launcher alone and the recommended gate.
 
-Two ways in, each 1.0 today:
-- a signal handler is handed a real frame (no audit event): from it, the launcher's
-  main() and its locals (the run's records, the signing key). guard/no_tamper flags
-  `signal.signal` and frame attributes spelled plainly; names computed at run time
-  pass it.
+Two ways in, each 1.0 before the launcher's fix or still:
+- a signal handler is handed the frame it interrupted (no audit event): from it, the
+  launcher's main() and its locals (the run's records, the signing key). Fixed: every
+  handler installed once the case can run is handed a FrameView; installing one
+  through a fresh _signal module, or handing the frame on through a standard wrapper,
+  is held too; honest handlers keep working.
 - a name swapped for one call and put back by the stand-in itself, between the times
   the pins are compared (each test's teardown, the run's end): a test module's names
   (through sys.modules, or a FrameView's function's __globals__), the launcher's own
   `_outcome` (sys.modules["__main__"]), a builtin it calls (vars). No primitive the
-  guard knows is used.
+  guard knows is used. Open: these tests fail.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UID
 # A signal handler is handed the frame the main thread was running (signal.signal raises
 # no audit event, and a frame's f_back and f_locals none either): walked outwards, it
 # reaches the launcher's main() and its locals, the run's records among them. Attribute
-# names through operator.attrgetter, which guard/no_tamper does not read.
+# names through operator.attrgetter (guard/no_tamper flags these strings; the variant
+# whose names are computed at run time passes it).
 _MAIN_FRAME = """
 
 import operator as _operator
