@@ -145,6 +145,11 @@ _UNPINNED = ("__dict__", "__weakref__", "__doc__", "__annotations__", "_abc_impl
 _FUNCTION = types.FunctionType
 _METHOD = types.MethodType
 _MODULE = types.ModuleType
+_CODE = types.CodeType
+_BOUND_BUILTINS = (types.BuiltinMethodType, types.MethodWrapperType)
+# A generator's, a coroutine's or an async generator's code: pytest or a plugin runs it.
+_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200
+_MAX_PRIVATE_DEPTH = 8  # functions naming functions, copied for a test's call
 _CORE = (
     "_pytest.runner",
     "_pytest.reports",
@@ -155,10 +160,10 @@ _CORE = (
     "pluggy",
 )  # pinned and checked at each test
 _MAX_FOUND = 20  # facts of tampering named
+_COMPARE_NAME = "@verifier_compare"  # the comparison's name in a rewritten test module
 _PR_SET_DUMPABLE = 4
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
-_real_getframe = sys._getframe  # the launcher's own (a test may take sys._getframe away)
 # What the audit hook looks at (besides the Forwarder's events): all else returns at once.
 _WATCHED = (
     "import",
@@ -195,6 +200,7 @@ _WATCHED = (
     "pytest_launcher.of_case",
     "pytest_launcher.getframe",
     "pytest_launcher.signal",
+    "pytest_launcher.compare",
 )
 _FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 _REPLACED_ATTRIBUTES = frozenset(
@@ -264,6 +270,36 @@ _MATCHERS = (
 )
 
 
+def _sealed(function, names=None):
+    """A copy of function whose globals are its own: `names` (what its code looks up of
+    this script's globals, each itself sealed) and a copy of the builtins of its own.
+    What code of the case can reach (sys._getframe, the signal functions, the
+    comparison of the tests' asserts, the plugin pytest calls, the import hooks) is
+    sealed so: its __globals__ and __builtins__ hold nothing the launcher looks up."""
+    namespace = dict(names or {})
+    namespace["__builtins__"] = dict(vars(builtins))
+    copy = _FUNCTION(
+        function.__code__,
+        namespace,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    if function.__kwdefaults__ is not None:
+        copy.__kwdefaults__ = dict(function.__kwdefaults__)
+    vars(copy).update(vars(function))
+    copy.__qualname__ = function.__qualname__
+    return copy
+
+
+def _seal_class(kind, names=None):
+    """Each function of a class sealed (see _sealed)."""
+    for name, value in list(vars(kind).items()):
+        if type(value) is _FUNCTION:
+            setattr(kind, name, _sealed(value, names))
+    return kind
+
+
 def main(argv):
     signer = _take_signer()
     options, pytest_args = _parse(argv)
@@ -289,7 +325,8 @@ def main(argv):
     for path in _given_paths(pytest_args, workdir):
         provenance.trust_tests(path)
     run.assertions = _strict_assertions(Assertions())
-    forwarder = Forwarder(pytest)
+    forwarder = _forwarder(pytest)
+    run.pyfunc = vars(sys.modules["_pytest.python"]).get("pytest_pyfunc_call")
     run.integrity = Integrity(workdir, plugins, found, audit.touched)
     report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
@@ -437,7 +474,7 @@ def _source_only_hook(workdir):
             raise ImportError("not a dir of the case")
         return finder(path)
 
-    return hook
+    return _sealed(hook, {"os": os, "_within": _sealed(_within, {"os": os})})
 
 
 class _CaseRoot:
@@ -456,6 +493,10 @@ class _CaseRoot:
         importlib.machinery.PathFinder.invalidate_caches()
 
 
+_seal_class(_CaseRoot, {"importlib": importlib})
+_seal_class(_SourceOnlyLoader)
+
+
 def _fresh_rewrite_cache(pytest_args):
     """pytest's rewritten test modules are cached beside them; read them from a fresh dir
     (pytest before 6: no rewriting at all, it has no way to move its cache)."""
@@ -468,7 +509,7 @@ def _fresh_rewrite_cache(pytest_args):
     from pathlib import Path
 
     cache = Path(tempfile.mkdtemp(prefix="pytest-rewrite-"))
-    rewrite.get_cache_dir = lambda file_path: cache.joinpath(*file_path.parts[1:-1])
+    rewrite.get_cache_dir = _sealed(lambda file_path: cache.joinpath(*file_path.parts[1:-1]))
     return pytest_args
 
 
@@ -539,27 +580,38 @@ def _pseudo(filename):
 class FrameView:
     """What code of the case gets from sys._getframe (and inspect.currentframe): a
     frame's code, line and module globals (read only), and a view of its caller; never
-    the frame itself (its locals, their objects, its trace)."""
+    the frame itself (its locals, their objects, its trace). Of a frame of trusted code
+    (a test, pytest, the launcher) the globals are its strings alone (its __name__,
+    __file__): its functions would hand their own, writable, __globals__ on. No method
+    of its own: nothing of it leads back to the launcher's globals."""
 
     __slots__ = ("f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno")
 
-    def __init__(self, frame, back):
-        self.f_back = back
-        self.f_builtins = types.MappingProxyType(frame.f_builtins)
-        self.f_code = frame.f_code
-        self.f_globals = types.MappingProxyType(frame.f_globals)
-        self.f_lasti = frame.f_lasti
-        self.f_lineno = frame.f_lineno
 
-
-def _view(frame):
+def _view(frame, of_case):
+    """The FrameView of frame (and of its callers); of_case tells whose code a file is."""
     chain = []
     while frame is not None:
         chain.append(frame)
         frame = frame.f_back
     view = None
+    strings = {}  # id(globals) -> their strings, for the trusted frames of this chain
     for frame in reversed(chain):
-        view = FrameView(frame, view)
+        made = FrameView()
+        made.f_back = view
+        made.f_builtins = types.MappingProxyType(frame.f_builtins)
+        code = made.f_code = frame.f_code
+        namespace = frame.f_globals
+        if not of_case(code.co_filename) or _pseudo(code.co_filename):
+            if id(namespace) not in strings:
+                strings[id(namespace)] = {
+                    name: value for name, value in namespace.items() if type(value) is str
+                }
+            namespace = strings[id(namespace)]
+        made.f_globals = types.MappingProxyType(namespace)
+        made.f_lasti = frame.f_lasti
+        made.f_lineno = frame.f_lineno
+        view = made
     return view
 
 
@@ -569,38 +621,55 @@ def _signals():
     originals (nothing the case reaches does): a signal handler is handed a FrameView
     of the frame it interrupted, never the frame (from which main()'s locals are
     reached), and no second _signal or _imp module (which would hold the originals) is
-    made."""
+    made. Each is sealed, and what it calls is a default (replacing a trusted
+    function's defaults is refused)."""
 
-    def signal(signalnum, handler):
+    def signal(signalnum, handler, _audit=_audit):
         answer = []
         _audit("pytest_launcher.signal", "signal", (signalnum, handler), answer)
         return answer[0]
 
-    def getsignal(signalnum):
+    def getsignal(signalnum, _audit=_audit):
         answer = []
         _audit("pytest_launcher.signal", "getsignal", (signalnum,), answer)
         return answer[0]
 
-    def create_builtin(spec):
+    def create_builtin(spec, _audit=_audit):
         answer = []
         _audit("pytest_launcher.signal", "create_builtin", (spec,), answer)
         return answer[0]
 
-    return signal, getsignal, create_builtin
+    return _sealed(signal), _sealed(getsignal), _sealed(create_builtin)
 
 
-def _getframe(depth=0):
+def _getframe(depth=0, _audit=_audit, _index=operator.index, _error=ValueError):
     """sys._getframe while the case can run: the frame for trusted code, a FrameView for
-    code of the case (the audit hook answers; it refuses the real one to the case)."""
-    depth = operator.index(depth)
+    code of the case (the audit hook answers; it refuses the real one to the case).
+    Sealed (see _sealed): it looks up nothing but its defaults."""
+    depth = _index(depth)
     answer = []
     _audit("pytest_launcher.getframe", depth, answer)
     if not answer or answer[0] is None:
-        raise ValueError("call stack is not deep enough")
+        raise _error("call stack is not deep enough")
     return answer[0]
 
 
-def _signal_keeper():
+_getframe = _sealed(_getframe)
+
+
+def _compare(symbol, left, right, _audit=_audit):
+    """What pytest's rewritten `assert` of a test module calls (as `@verifier_compare`,
+    a global of the module its import binds): the audit hook answers through
+    Assertions, which nothing the case reaches holds. Sealed (see _sealed)."""
+    answer = []
+    _audit("pytest_launcher.compare", symbol, left, right, answer)
+    return answer[0]
+
+
+_compare = _sealed(_compare)
+
+
+def _signal_keeper(of_case):
     """What _signals asks the audit hook, with the originals it alone holds. Every
     handler installed while the case can run is handed a view: whose code it finally
     calls is not to be told (functools.singledispatch, lru_cache hand the frame on)."""
@@ -625,7 +694,7 @@ def _signal_keeper():
             inner = handler
 
             def handler(number, frame):
-                return inner(number, view(frame))
+                return inner(number, view(frame, of_case))
 
             handed[id(handler)] = (handler, inner)
         return unwrapped(install(signalnum, handler))
@@ -694,7 +763,8 @@ class Audit:
         busy = set()
         get_ident = _get_ident
         getframe = sys._getframe
-        signals = _signal_keeper()
+        signals = _signal_keeper(of_case)
+        compare = self.compare
 
         def audit(event, args):
             if event not in watched:
@@ -713,6 +783,9 @@ class Audit:
                     return
             elif event == "pytest_launcher.signal":  # _signals asks (what, arguments, answer)
                 args[2].append(signals(args[0], *args[1]))
+                return
+            elif event == "pytest_launcher.compare":  # _compare asks (symbol, l, r, answer)
+                args[3].append(compare(args[0], args[1], args[2], getframe(1).f_back))
                 return
             elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
                 args[1].append(of_case(args[0]))
@@ -769,8 +842,14 @@ class Audit:
             return None
         culprit = self.culprit(asker, skip_functions=self.frame_functions)
         if culprit is not None and self.provenance.of_case(culprit.f_code.co_filename):
-            return _view(target)
+            return _view(target, self.provenance.of_case)
         return target
+
+    def compare(self, symbol, left, right, caller):
+        """An assert's comparison (see _compare), as Assertions decides it for the
+        file of its caller."""
+        filename = caller.f_code.co_filename if caller is not None else None
+        return self.run.assertions.compare(symbol, left, right, filename)
 
     def accept(self, event, code, frame):
         """None when pytest called the Forwarder: the event comes from its function for
@@ -964,6 +1043,32 @@ def _module_file(kind):
     return path if type(path) is str else ""
 
 
+def _value_of_case(provenance, value):
+    """Whether a value is code of the case: a function it defined (a bound method's, a
+    partial's), a class it defined or an instance of one, a builtin method bound to such
+    a value. A function compiled from a string counts as no one's (mock's autospec)."""
+    for _ in range(10):
+        kind = type(value)
+        if kind is _METHOD:
+            if _value_of_case(provenance, value.__self__):
+                return True
+            value = value.__func__
+        elif kind is functools.partial:
+            value = value.func
+        elif kind is _FUNCTION:
+            filename = value.__code__.co_filename
+            return not _pseudo(filename) and provenance.of_case(filename)
+        elif kind in _BOUND_BUILTINS:
+            value = value.__self__
+            if type(value) is _MODULE or value is None:
+                return False
+        elif type in _type_mro(kind):
+            return _class_of_case(provenance, value)
+        else:
+            return _class_of_case(provenance, kind)
+    return False
+
+
 def _class_of_case(provenance, kind):
     """A class the case defined (a class defined in C is not)."""
     return bool(_type_flags(kind) & _HEAPTYPE) and provenance.of_case(_module_file(kind))
@@ -987,9 +1092,9 @@ class Assertions:
         self.notes = []  # what a strict comparison decided, for the failing test's message
         self.sources = {}  # test file -> its text
 
-    def compare(self, symbol, left, right):
-        """What pytest's rewritten `assert` evaluates for `left <symbol> right`."""
-        self.test_file = _real_getframe(1).f_code.co_filename
+    def compare(self, symbol, left, right, filename):
+        """What pytest's rewritten `assert` in filename evaluates for `left <symbol> right`."""
+        self.test_file = filename
         if symbol in ("==", "!="):
             strict = self.equal(left, right, 0, symbol)
             if strict is None:
@@ -1287,7 +1392,7 @@ def _strict_assertions(assertions):
     except ImportError:
         return assertions
     rewriter = rewrite.AssertionRewriter
-    original = rewriter.visit_Compare
+    original, original_run = rewriter.visit_Compare, rewriter.run
     symbols = _SYMBOLS
 
     def visit_Compare(self, comp):  # noqa: N802 (ast.NodeVisitor's name)
@@ -1300,12 +1405,32 @@ def _strict_assertions(assertions):
             if len(value.ops) != 1 or type(value.ops[0]) not in symbols:
                 continue
             symbol = ast.Constant(symbols[type(value.ops[0])])
-            call = self.helper("_verifier_compare", symbol, value.left, value.comparators[0])
+            function = ast.Name(_COMPARE_NAME, ast.Load())
+            call = ast.Call(function, [symbol, value.left, value.comparators[0]], [])
             statement.value = ast.copy_location(call, value)
         return result
 
-    rewriter.visit_Compare = visit_Compare
-    rewrite._verifier_compare = assertions.compare
+    def run(self, mod):
+        """pytest's own, then `@verifier_compare` bound beside `@pytest_ar`: the asserts
+        look it up in their module's globals (which the launcher hands each test a copy
+        of), not as an attribute of a module of pytest's (which the case can reach)."""
+        original_run(self, mod)
+        body = getattr(mod, "body", [])
+        for index, statement in enumerate(body):
+            names = getattr(statement, "names", ())
+            if type(statement) is ast.Import and [alias.asname for alias in names] == [
+                "@pytest_ar"
+            ]:
+                alias = ast.alias("_verifier_compare", _COMPARE_NAME)
+                found = ast.ImportFrom("_pytest.assertion.rewrite", [alias], 0)
+                body.insert(index + 1, ast.copy_location(found, statement))
+                ast.fix_missing_locations(found)
+                break
+
+    names = {"ast": ast, "_COMPARE_NAME": _COMPARE_NAME}
+    rewriter.visit_Compare = _sealed(visit_Compare, names)
+    rewriter.run = _sealed(run, {"ast": ast, "_COMPARE_NAME": _COMPARE_NAME})
+    rewrite._verifier_compare = _compare
     return assertions
 
 
@@ -1332,6 +1457,7 @@ class Integrity:
         self.functions = ([], [])
         self.objects = ([], [])
         self.bulk = [None, None]  # each index's pins gathered for holds()
+        self.by_namespace = None  # the pins by namespace: see pinned_names()
         self.trusted = set()  # ids of the pinned functions (kept alive): trusted hooks
         self.impls = []  # (hook, implementation, its function) before any conftest
         self.impl_ids = set()
@@ -1361,6 +1487,17 @@ class Integrity:
             replaceable = name in _REPLACEABLE_BUILTINS
             if type(value) in (types.BuiltinFunctionType, type) and not replaceable:
                 self.bind("builtins", namespace, name, value, False)
+
+    def pinned_names(self, namespace):
+        """name -> pinned value of a namespace's pins (none for one not pinned)."""
+        sizes = (len(self.bindings[0]), len(self.bindings[1]))
+        if self.by_namespace is None or self.by_namespace[0] != sizes:
+            spaces = {}
+            for pins in self.bindings:
+                for _, space, name, value in pins:
+                    spaces.setdefault(id(space), {})[name] = value
+            self.by_namespace = (sizes, spaces)
+        return self.by_namespace[1].get(id(namespace), {})
 
     def bind(self, what, namespace, name, value, every):
         """namespace[name] must stay value (and a function's code its code)."""
@@ -1799,40 +1936,68 @@ class Forwarder:
     """The plugin pytest calls. It keeps nothing: each hook hands its arguments to the
     audit hook (sys.audit), which alone holds the run's records (Run), so that no code of
     the case reaches them through pytest's objects. The audit hook takes an event only
-    from these functions' own code, called by pytest (no code of the case on the stack)."""
+    from these functions' own code, called by pytest (no code of the case on the stack).
+    Its functions are sealed (see _sealed): sys.audit is a default of each.
 
-    def __init__(self, pytest):
-        wrapper = pytest.hookimpl(hookwrapper=True, tryfirst=True)
-        for name in _WRAPPERS:
-            wrapper(vars(Forwarder)[name])
+    A test's function is called (pytest_pyfunc_call) as pytest's own hook calls it, but
+    with a copy of its module's globals and of the builtins made for that call (Run's
+    private_test): what the code under test rebinds in the module or the builtins while
+    the test runs, and puts back, the test never looks up."""
 
-    def pytest_load_initial_conftests(self, early_config):
+    def pytest_load_initial_conftests(self, early_config, _audit=_audit):
         _audit("pytest_launcher.load_initial_conftests", early_config)
 
-    def pytest_pycollect_makemodule(self, parent):
+    def pytest_pycollect_makemodule(self, parent, _audit=_audit):
         outcome = yield
         _audit("pytest_launcher.pycollect_makemodule", outcome)
 
-    def pytest_collection_finish(self, session):
+    def pytest_collection_finish(self, session, _audit=_audit):
         _audit("pytest_launcher.collection_finish", session)
 
-    def pytest_collectreport(self, report):
+    def pytest_collectreport(self, report, _audit=_audit):
         _audit("pytest_launcher.collectreport", report)
 
-    def pytest_runtest_logstart(self, nodeid):
+    def pytest_runtest_logstart(self, nodeid, _audit=_audit):
         _audit("pytest_launcher.runtest_logstart", nodeid)
 
-    def pytest_runtest_call(self, item):
+    def pytest_runtest_call(self, item, _audit=_audit):
         _audit("pytest_launcher.runtest_call", item, None)
         outcome = yield
         _audit("pytest_launcher.runtest_call", item, outcome)
 
-    def pytest_runtest_makereport(self, item, call):
+    def pytest_runtest_makereport(self, item, call, _audit=_audit):
         outcome = yield
         _audit("pytest_launcher.runtest_makereport", item, outcome)
 
-    def pytest_runtest_logreport(self, report):
+    def pytest_runtest_logreport(self, report, _audit=_audit):
         _audit("pytest_launcher.runtest_logreport", report)
+
+    def pytest_pyfunc_call(self, pyfuncitem, _audit=_audit):
+        found = []  # pytest's own pytest_pyfunc_call, and the item it is handed
+        _audit("pytest_launcher.pyfunc_call", pyfuncitem, found)
+        return found[0](found[1]) if found else None
+
+
+class _Handed:
+    """The item pytest's own pytest_pyfunc_call is handed: the test's item, but its
+    function (obj) the private copy (see Run.private_test)."""
+
+    __slots__ = ("_item", "obj")
+
+    def __getattr__(self, name):
+        return getattr(self._item, name)
+
+
+_seal_class(_Handed)
+
+
+def _forwarder(pytest):
+    """The Forwarder, its hook wrappers marked so, sealed."""
+    wrapper = pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    for name in _WRAPPERS:
+        wrapper(vars(Forwarder)[name])
+    _seal_class(Forwarder)
+    return Forwarder()
 
 
 _WRAPPERS = ("pytest_pycollect_makemodule", "pytest_runtest_call", "pytest_runtest_makereport")
@@ -1874,6 +2039,8 @@ class Run:
         self.made = {}  # (node id, phase) -> (the report pytest made, its outcome)
         self.notes = {}  # node id -> what its assertions' strict comparisons decided
         self.outcomes = None  # pytest's Skipped and XFailed
+        self.pyfunc = None  # pytest's own pytest_pyfunc_call
+        self.names_of = {}  # id(code) -> (code, the global names it and its nested code use)
         self.start = _now_ms()
 
     def find(self, fact):
@@ -1904,6 +2071,115 @@ class Run:
 
     def collection_finish(self, session):
         self.integrity.pin_tests(session.items)
+
+    def pyfunc_call(self, item, found):
+        """pytest's own pytest_pyfunc_call and the item to hand it, its function a
+        private copy (see private_test); nothing when the test is no plain function of a
+        trusted module (a coroutine, a generator, a wrapper of a plugin's): pytest calls
+        it as it is."""
+        private = self.private_test(item)
+        if private is not None and self.pyfunc is not None:
+            handed = _Handed()
+            handed._item, handed.obj = item, private
+            found += [self.pyfunc, handed]
+
+    def private_test(self, item):
+        """The test's function with a copy of its module's globals of its own, made now
+        (what fixtures set up is in it), and a copy of the builtins: what the code under
+        test rebinds in the module (through sys.modules, or a function's __globals__) or
+        in the builtins while the test runs, the test does not look up. So, each
+        function of a trusted module (a test module, a helper beside the tests) that the
+        test's code names, in turn. A name pinned when collection ended that is bound to
+        code of the case now is a fact, and the copy keeps the pinned value."""
+        obj = getattr(item, "obj", None)
+        function = _function(obj)
+        if type(function) is not _FUNCTION or function.__code__.co_flags & _NOT_PLAIN:
+            return None
+        if self.trusted_namespace(function.__globals__) is None:
+            return None
+        copy = self.private_function(function, {}, {}, 0)
+        return _METHOD(copy, obj.__self__) if type(obj) is _METHOD else copy
+
+    def trusted_namespace(self, namespace):
+        """The file of a module whose globals these are, when it is trusted code of the
+        working dir (a test module, a helper beside the tests); else None."""
+        path = namespace.get("__file__")
+        if type(path) is not str or not _within(path, self.workdir):
+            return None
+        return None if self.provenance.of_case(path) else path
+
+    def private_function(self, function, spaces, copies, depth):
+        """A copy of function with a private copy of its globals (spaces: id -> the copy
+        made for this call) whose functions of trusted modules it names are copied so in
+        turn (copies: id -> the copy)."""
+        namespace = function.__globals__
+        private = spaces.get(id(namespace))
+        if private is None:
+            private = spaces[id(namespace)] = self.private_namespace(namespace)
+        copy = _FUNCTION(
+            function.__code__,
+            private,
+            function.__name__,
+            function.__defaults__,
+            function.__closure__,
+        )
+        copies[id(function)] = copy
+        if depth > _MAX_PRIVATE_DEPTH:
+            return copy
+        for name in self.global_names(function.__code__):
+            value = private.get(name)
+            if type(value) is not _FUNCTION:
+                continue
+            if id(value) in copies:
+                private[name] = copies[id(value)]
+            elif (
+                value.__kwdefaults__ is None  # setting them is an event: copies kept
+                and not value.__code__.co_flags & _NOT_PLAIN
+                and self.trusted_namespace(value.__globals__) is not None
+            ):
+                private[name] = self.private_function(value, spaces, copies, depth + 1)
+        return copy
+
+    def private_namespace(self, namespace):
+        """A copy of a trusted module's globals and of the builtins, for one test's call:
+        a name pinned at collection's end now bound to code of the case is a fact, and
+        keeps its pinned value."""
+        private = dict(namespace)
+        pinned = self.integrity.pinned_names(namespace)
+        for name, value in pinned.items():
+            current = private.get(name, _ABSENT)
+            if current is not value and _value_of_case(self.provenance, current):
+                self.find(f"{namespace.get('__name__')}.{name} was bound to code of the case")
+                private[name] = value
+        private["__builtins__"] = self.private_builtins()
+        if _COMPARE_NAME in private:
+            private[_COMPARE_NAME] = _compare
+        return private
+
+    def private_builtins(self):
+        """The builtins as they are now (what a fixture replaced on purpose included),
+        but any pinned one bound to code of the case: its pinned value (and a fact)."""
+        namespace = vars(builtins)
+        private = dict(namespace)
+        for name, value in self.integrity.pinned_names(namespace).items():
+            current = private.get(name, _ABSENT)
+            if current is not value and _value_of_case(self.provenance, current):
+                self.find(f"builtins.{name} was bound to code of the case")
+                private[name] = value
+        return private
+
+    def global_names(self, code):
+        """The global (and builtin) names code and the code nested in it look up."""
+        known = self.names_of.get(id(code))
+        if known is not None and known[0] is code:
+            return known[1]
+        names, pending = set(), [code]
+        while pending:
+            current = pending.pop()
+            names.update(current.co_names)
+            pending.extend(const for const in current.co_consts if type(const) is _CODE)
+        self.names_of[id(code)] = (code, names)
+        return names
 
     def runtest_logstart(self, nodeid):
         self.bodies.pop(nodeid, None)
@@ -2083,5 +2359,19 @@ def _exit_now(code):
     _os_exit(code)
 
 
+def _private_run(code):
+    """Run this script's code again in a namespace of its own, with a copy of the
+    builtins of its own, and run main() from there: sys.modules["__main__"] (this
+    first namespace, whose functions are never called) and the builtins module are the
+    case's to rewrite; nothing the launcher looks up is in them."""
+    namespace = {
+        "__name__": "pytest_launcher",
+        "__file__": __file__,
+        "__builtins__": dict(vars(builtins)),
+    }
+    exec(code, namespace)  # noqa: S102 (this script's own code, compiled before the case)
+    return namespace["_exit_now"](namespace["main"](sys.argv[1:]))
+
+
 if __name__ == "__main__":
-    _exit_now(main(sys.argv[1:]))
+    _private_run(sys._getframe().f_code)
