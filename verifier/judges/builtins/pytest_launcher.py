@@ -327,7 +327,7 @@ def main(argv):
     run.assertions = _strict_assertions(Assertions())
     forwarder = _forwarder(pytest)
     run.pyfunc = vars(sys.modules["_pytest.python"]).get("pytest_pyfunc_call")
-    run.integrity = Integrity(workdir, plugins, found, audit.touched)
+    run.integrity = Integrity(workdir, plugins, found, audit.touched, provenance)
     report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
     finish, document, say, write = run.finish, run.document, os.write, _write
@@ -1443,8 +1443,9 @@ class Integrity:
     that no object of the case is asked anything (an `__eq__` or a `__class__` could
     lie)."""
 
-    def __init__(self, workdir, plugins, found, touched):
+    def __init__(self, workdir, plugins, found, touched, provenance):
         self.workdir = workdir
+        self.provenance = provenance
         self.started = time.time_ns()  # what was written after this, the case wrote
         self.found = found
         self.touched = touched  # the functions whose code or defaults were set: see holds()
@@ -1579,11 +1580,12 @@ class Integrity:
         if type(path) is not str:
             return
         base, top = _import_base(path)
-        if top == self.workdir or not _within(top, self.workdir):
-            return  # tests at the repo's root: no telling their helpers from the code
+        # Tests at the repo's root: no telling their helpers from the code.
+        beside = top != self.workdir and _within(top, self.workdir)
         for name, bound in _imports(path, vars(module).get("__package__")):
-            helper = _helper_file(base, name)
+            helper = _helper_file(base, name) if beside else None
             if helper is None or not _within(helper, top):
+                self.check_import(module, name, bound)
                 continue
             found = sys.modules.get(name)
             origin = vars(found).get("__file__") if type(found) is _MODULE else None
@@ -1593,6 +1595,18 @@ class Integrity:
                 value = vars(module).get(bound)
                 if not _defined_in(value, helper, name, self.workdir):
                     self.find(f"{module.__name__}.{bound} is not the one {name} defines")
+
+    def check_import(self, module, name, bound):
+        """A name the test module imported from a module outside the working dir (the
+        standard library, an installed package) must not be code of the case: not a
+        stand-in the code under test bound in the test module, or in that module, before
+        the test module imported it (while it was imported, say)."""
+        found = sys.modules.get(name)
+        origin = vars(found).get("__file__") if type(found) is _MODULE else None
+        if bound is None or (type(origin) is str and _within(origin, self.workdir)):
+            return
+        if _value_of_case(self.provenance, vars(module).get(bound)):
+            self.find(f"{module.__name__}.{bound} (from {name}) is code of the case")
 
     def installed(self, path):
         """A file of the toolchain: outside the repo, there before the run."""
