@@ -1043,21 +1043,24 @@ def _module_file(kind):
     return path if type(path) is str else ""
 
 
-def _value_of_case(provenance, value):
+def _value_of_case(provenance, value, strict=False):
     """Whether a value is code of the case: a function it defined (a bound method's, a
-    partial's), a class it defined or an instance of one, a builtin method bound to such
-    a value. A function compiled from a string counts as no one's (mock's autospec)."""
+    partial's, a static or class method's), a class it defined or an instance of one, a
+    builtin method bound to such a value. A function compiled from a string counts as no
+    one's (mock's autospec makes them), unless strict."""
     for _ in range(10):
         kind = type(value)
         if kind is _METHOD:
-            if _value_of_case(provenance, value.__self__):
+            if _value_of_case(provenance, value.__self__, strict):
                 return True
             value = value.__func__
         elif kind is functools.partial:
             value = value.func
+        elif kind in (staticmethod, classmethod):
+            value = value.__func__
         elif kind is _FUNCTION:
             filename = value.__code__.co_filename
-            return not _pseudo(filename) and provenance.of_case(filename)
+            return (strict or not _pseudo(filename)) and provenance.of_case(filename)
         elif kind in _BOUND_BUILTINS:
             value = value.__self__
             if type(value) is _MODULE or value is None:
@@ -1459,6 +1462,7 @@ class Integrity:
         self.objects = ([], [])
         self.bulk = [None, None]  # each index's pins gathered for holds()
         self.by_namespace = None  # the pins by namespace: see pinned_names()
+        self.collecting = None  # the pinned names' values before the first module
         self.trusted = set()  # ids of the pinned functions (kept alive): trusted hooks
         self.impls = []  # (hook, implementation, its function) before any conftest
         self.impl_ids = set()
@@ -1611,6 +1615,28 @@ class Integrity:
     def installed(self, path):
         """A file of the toolchain: outside the repo, there before the run."""
         return type(path) is str and not _within(path, self.workdir) and self.existed(path)
+
+    def check_collecting(self):
+        """Before any conftest, before each test module is imported, and when
+        collection ends: no pinned name newly bound to code of the case since the last
+        look. Code of the case that runs when a conftest or a test module imports it
+        and rewrites pytest (its assertion rewriter, say) for the test modules imported
+        after, to put it back before anything is torn down, is seen before the next
+        module is imported. (What pytest's own plugins patch when configured is
+        pytest's code, not the case's.)"""
+        values = [
+            tuple(namespace.get(name, _ABSENT) for _, namespace, name, _ in pins)
+            for pins in self.bindings
+        ]
+        last, self.collecting = self.collecting, values
+        if last is None:
+            return
+        for pins, now, then in zip(self.bindings, values, last):  # noqa: B905
+            if len(now) != len(then) or not any(map(operator.is_not, now, then)):
+                continue
+            for (what, _, name, _), value, held in zip(pins, now, then):  # noqa: B905
+                if value is not held and _value_of_case(self.provenance, value, strict=True):
+                    self.find(f"{what}.{name} was bound to code of the case while collecting")
 
     def check_test(self, node_id):
         """When a test was torn down: pytest's core, the hooks, the test's function."""
@@ -1962,6 +1988,7 @@ class Forwarder:
         _audit("pytest_launcher.load_initial_conftests", early_config)
 
     def pytest_pycollect_makemodule(self, parent, _audit=_audit):
+        _audit("pytest_launcher.pycollect_makemodule", None)
         outcome = yield
         _audit("pytest_launcher.pycollect_makemodule", outcome)
 
@@ -1989,7 +2016,12 @@ class Forwarder:
     def pytest_pyfunc_call(self, pyfuncitem, _audit=_audit):
         found = []  # pytest's own pytest_pyfunc_call, and the item it is handed
         _audit("pytest_launcher.pyfunc_call", pyfuncitem, found)
-        return found[0](found[1]) if found else None
+        if not found:
+            return None
+        try:
+            return found[0](found[1])
+        finally:
+            _audit("pytest_launcher.pyfunc_done", pyfuncitem)
 
 
 class _Handed:
@@ -2020,6 +2052,7 @@ _FORWARDED = {
     for name in vars(Forwarder)
     if name.startswith("pytest_")
 }
+_FORWARDED["pytest_launcher.pyfunc_done"] = _FORWARDED["pytest_launcher.pyfunc_call"]
 _AUDITED = frozenset(_WATCHED) | frozenset(_FORWARDED)
 # Forwarded events taken from anyone (the stack is not walked for these, the commonest):
 # a report logged or made, a test started, a module that failed to collect can only
@@ -2054,6 +2087,7 @@ class Run:
         self.notes = {}  # node id -> what its assertions' strict comparisons decided
         self.outcomes = None  # pytest's Skipped and XFailed
         self.pyfunc = None  # pytest's own pytest_pyfunc_call
+        self.private_spaces = []  # (globals, their private copy, as made) of the test's call
         self.names_of = {}  # id(code) -> (code, the global names it and its nested code use)
         self.start = _now_ms()
 
@@ -2066,6 +2100,7 @@ class Run:
         `pythonpath` of the trusted ini, which is relative to the ini (not in the repo),
         pointed at the working dir."""
         self.integrity.pin_hooks(early_config.pluginmanager)
+        self.integrity.check_collecting()
         outcomes = sys.modules.get("_pytest.outcomes")
         self.outcomes = (outcomes.Skipped, getattr(outcomes, "XFailed", outcomes.Skipped))
         inipath = getattr(early_config, "inipath", None)
@@ -2077,13 +2112,19 @@ class Run:
                 sys.path[index] = os.path.join(self.workdir, os.path.relpath(entry, base))
 
     def pycollect_makemodule(self, outcome):
-        """A file pytest collects as a test module is trusted before it is imported."""
+        """Before a file is collected as a test module (outcome None): nothing pinned
+        changed since the first module (see Integrity.check_collecting). Once it is: it
+        is trusted before it is imported."""
+        if outcome is None:
+            self.integrity.check_collecting()
+            return
         module = None if outcome.excinfo is not None else outcome.get_result()
         path = getattr(module, "path", None) or getattr(module, "fspath", None)
         if path is not None:
             self.provenance.trust_tests(str(path))
 
     def collection_finish(self, session):
+        self.integrity.check_collecting()
         self.integrity.pin_tests(session.items)
 
     def pyfunc_call(self, item, found):
@@ -2091,11 +2132,21 @@ class Run:
         private copy (see private_test); nothing when the test is no plain function of a
         trusted module (a coroutine, a generator, a wrapper of a plugin's): pytest calls
         it as it is."""
-        private = self.private_test(item)
-        if private is not None and self.pyfunc is not None:
+        self.private_spaces = []
+        private = self.private_test(item) if self.pyfunc is not None else None
+        if private is not None:
             handed = _Handed()
             handed._item, handed.obj = item, private
             found += [self.pyfunc, handed]
+
+    def pyfunc_done(self, item):
+        """After the test's call: what it bound in its private globals (a `global`
+        statement's) bound in its module too, for the tests after it."""
+        spaces, self.private_spaces = self.private_spaces, []
+        for namespace, private, made in spaces:
+            for name, value in list(private.items()):
+                if made.get(name, _ABSENT) is not value:
+                    namespace[name] = value
 
     def private_test(self, item):
         """The test's function with a copy of its module's globals of its own, made now
@@ -2111,7 +2162,11 @@ class Run:
             return None
         if self.trusted_namespace(function.__globals__) is None:
             return None
-        copy = self.private_function(function, {}, {}, 0)
+        spaces = {}
+        copy = self.private_function(function, spaces, {}, 0)
+        self.private_spaces = [
+            (namespace, private, dict(private)) for namespace, private in spaces.values()
+        ]
         return _METHOD(copy, obj.__self__) if type(obj) is _METHOD else copy
 
     def trusted_namespace(self, namespace):
@@ -2123,13 +2178,13 @@ class Run:
         return None if self.provenance.of_case(path) else path
 
     def private_function(self, function, spaces, copies, depth):
-        """A copy of function with a private copy of its globals (spaces: id -> the copy
-        made for this call) whose functions of trusted modules it names are copied so in
-        turn (copies: id -> the copy)."""
+        """A copy of function with a private copy of its globals (spaces: id -> the
+        globals and their copy made for this call) whose functions of trusted modules it
+        names are copied so in turn (copies: id -> the copy)."""
         namespace = function.__globals__
-        private = spaces.get(id(namespace))
-        if private is None:
-            private = spaces[id(namespace)] = self.private_namespace(namespace)
+        if id(namespace) not in spaces:
+            spaces[id(namespace)] = (namespace, self.private_namespace(namespace))
+        private = spaces[id(namespace)][1]
         copy = _FUNCTION(
             function.__code__,
             private,

@@ -19,18 +19,23 @@ Two ways in, each 1.0 before the launcher's fix or still:
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.hostile import NONROOT
+from tests.hostile import NONROOT, REPO
 from tests.toolchain import PYTEST_PACKAGES, toolchain_python
 from tests.unit.judges.builtins.test_hostile_gate import coding_task, graded
 from tests.unit.judges.builtins.test_runners import (
     BUGGY,
     FIXED,
+    HELPERS,
+    TRUSTED_TESTS,
     UNTOUCHED,
     recommended_gate,
     runner_alone,
@@ -374,3 +379,225 @@ def test_honest_code_with_a_signal_handler_keeps_its_reward(
     judges = graded(task, AS[who])
     per_judge = judges["per_judge"]
     assert judges["reward"] == 1.0, (per_judge["no_tamper"], per_judge["tests"])
+
+
+# --- the launcher run directly, on suites of their own ---------------------------------
+
+LAUNCHER = REPO / "verifier" / "judges" / "builtins" / "pytest_launcher.py"
+
+
+def launched(root: Path, files: dict[str, str]) -> tuple[int, str, dict[str, str]]:
+    """The launcher run on a repo of `files` (its tests in tests/): its exit, its stderr,
+    and each test's status in its report (none when it wrote no report)."""
+    case, results = root / "case", root / "results"
+    results.mkdir()
+    for name, text in files.items():
+        (case / name).parent.mkdir(parents=True, exist_ok=True)
+        (case / name).write_text(text)
+    completed = subprocess.run(
+        [sys.executable, "-I", str(LAUNCHER), "--report", "ctrf.json", "--", "tests"],
+        cwd=case,
+        env={**os.environ, "VERIFIER_RESULTS": str(results)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report = results / "ctrf.json"
+    tests = json.loads(report.read_text())["results"]["tests"] if report.exists() else []
+    return completed.returncode, completed.stderr, {t["name"]: t["status"] for t in tests}
+
+
+# A builtin the test's assert looks up after calling the code, swapped from inside that
+# call for a stand-in that answers the code's value once and puts the original back.
+BUILTIN_SWAPPED = {
+    "calc.py": """\
+import builtins as _builtins
+
+_ORIGINAL = _builtins.sorted
+
+
+def _stand_in(*args):
+    _builtins.sorted = _ORIGINAL
+    return [9]
+
+
+def items():
+    _builtins.sorted = _stand_in
+    return [9]
+""",
+    "tests/test_items.py": """\
+from calc import items
+
+
+def test_items():
+    assert items() == sorted([3, 1, 2])
+""",
+}
+# pytest's assertion rewriter rewritten when the first test module imports the code (an
+# assert becomes `pass`) for the modules imported after it, and put back by the first
+# test that runs, before anything is torn down.
+REWRITER_SWAPPED = {
+    "calc.py": """\
+import ast as _ast
+import sys as _sys
+
+_rewriter = _sys.modules["_pytest.assertion.rewrite"].AssertionRewriter
+_original = _rewriter.__dict__["visit_Assert"]
+
+
+def _dropped(self, assert_):
+    return [_ast.copy_location(_ast.Pass(), assert_)]
+
+
+_rewriter.visit_Assert = _dropped
+
+
+def add(a, b):
+    _rewriter.visit_Assert = _original
+    return a + b
+
+
+def sub(a, b):
+    return a + b
+""",
+    "tests/test_a.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    "tests/test_b.py": "from calc import sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n",
+}
+
+
+def test_a_builtin_swapped_for_one_call_is_not_what_the_test_calls(tmp_path: Path) -> None:
+    code, stderr, tests = launched(tmp_path, BUILTIN_SWAPPED)
+    # The test calls the builtins as they were when its call began: it fails (and the
+    # stand-in, still in the builtins module, voids the run when the pins are checked).
+    assert (code, tests) in [(7, {}), (1, {"tests/test_items.py::test_items": "failed"})]
+    assert code == 1 or "builtins.sorted was replaced" in stderr
+
+
+def test_a_stand_in_bound_in_a_test_module_before_collection_ended_voids_the_run(
+    tmp_path: Path,
+) -> None:
+    files = {
+        "calc.py": BUGGY + NAMESPACE_BOUND_AT_IMPORT,
+        "tests/test_calc.py": TRUSTED_TESTS,
+        "tests/helpers.py": HELPERS,
+    }
+    code, stderr, tests = launched(tmp_path, files)
+    assert code == 7, (stderr, tests)
+    assert "test_calc.Fraction (from fractions) is code of the case" in stderr
+
+
+def test_pytests_rewriter_rewritten_while_collecting_voids_the_run(tmp_path: Path) -> None:
+    code, stderr, tests = launched(tmp_path, REWRITER_SWAPPED)
+    assert code == 7, (stderr, tests)
+    assert "AssertionRewriter.visit_Assert was bound to code of the case" in stderr
+
+
+# The same stand-in bound in the test module when the code is imported (the test module
+# is being imported then), never put back: the pins, taken when collection ends, hold it.
+NAMESPACE_BOUND_AT_IMPORT = """
+
+import sys as _sys
+
+for _module in list(_sys.modules.values()):
+    if str(getattr(_module, "__file__", "")).endswith("test_calc.py"):
+        vars(_module)["Fraction"] = lambda n: n - 1
+"""
+# Honest tests the private copies of a test's globals must not change: a test that
+# rebinds a global, a fixture that monkeypatches the test module and the builtins, a
+# helper with keyword-only defaults, a test method, a nested function and a closure,
+# code of the case that reads its caller's globals through sys._getframe.
+HONEST_SUITE = {
+    "calc.py": """\
+import sys
+
+
+def caller_name():
+    return sys._getframe(1).f_globals["__name__"]
+
+
+def own_globals():
+    return sorted(name for name in sys._getframe(0).f_globals if name == "own_globals")
+
+
+def twice(function, value):
+    return function(function(value))
+""",
+    "tests/helpers.py": """\
+LIMIT = 3
+
+
+def clipped(value, *, limit=None):
+    return min(value, LIMIT if limit is None else limit)
+""",
+    "tests/test_honest.py": """\
+import builtins
+import sys
+
+import pytest
+
+from calc import caller_name, own_globals, twice
+from helpers import clipped
+
+COUNT = 0
+FACTOR = 2
+
+
+def scaled(value):
+    return value * FACTOR
+
+
+@pytest.fixture
+def tripled(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "FACTOR", 3)
+    monkeypatch.setattr(builtins, "input", lambda *args: "typed")
+
+
+def test_global():
+    global COUNT
+    COUNT += 1
+    assert COUNT == 1
+
+
+def test_global_seen_by_the_next_test():
+    assert COUNT == 1
+
+
+def test_monkeypatched_module_and_builtins(tripled):
+    assert scaled(2) == 6 and FACTOR == 3 and input() == "typed"
+
+
+def test_helper_keyword_defaults():
+    assert clipped(5) == 3 and clipped(5, limit=4) == 4
+
+
+def test_nested_and_closures():
+    offset = 1
+
+    def step(value):
+        return scaled(value) + offset
+
+    assert twice(step, 1) == 7
+
+
+def test_the_code_reads_its_callers_name():
+    assert caller_name() == __name__ and own_globals() == ["own_globals"]
+
+
+class TestMethods:
+    def test_method(self):
+        assert scaled(1) == FACTOR
+
+
+@pytest.mark.parametrize("value", [1, 2])
+def test_parametrized(value):
+    assert scaled(value) == 2 * value
+""",
+}
+
+
+def test_honest_tests_keep_their_outcomes_with_private_globals(tmp_path: Path) -> None:
+    code, stderr, tests = launched(tmp_path, HONEST_SUITE)
+    assert code == 0, stderr
+    assert len(tests) == 9 and set(tests.values()) == {"passed"}, (tests, stderr)
