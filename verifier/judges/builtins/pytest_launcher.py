@@ -49,7 +49,7 @@ before any code of the case runs:
   function's defaults or a trusted object's class, is refused (the call raises) and the
   fact kept; so is any native module loaded from the working dir but those the author
   names (--native). sys._getframe gives code of the case a FrameView (code, line, read
-  only globals: what libraries name their module with), never a frame; so is every
+  only globals, only their strings for a trusted frame), never a frame; so is every
   signal handler installed once the case can run (the interpreter hands it the frame
   it interrupted, unaudited). Who did it is the calling frame, past the standard
   functions that only hand things on.
@@ -73,6 +73,17 @@ before any code of the case runs:
   conftest, a test module, or a module a conftest's or test module's `pytest_plugins`
   names (each defined in the source of a file there before the run), or any pinned
   object that changed, voids the run.
+
+And no name swapped for one call and put back (which no pin compared later sees) is
+looked up by the launcher or a test: the launcher runs its code again in a namespace of
+its own, with builtins of its own (_private_run), so sys.modules["__main__"] and the
+builtins module hold nothing it looks up, and what code of the case can reach of it
+(sys._getframe, the signal functions, the asserts' comparison, the Forwarder, the
+import hooks) is sealed (_sealed: globals of its own, holding nothing of the
+launcher's); each test function pytest calls is called with a copy of its module's
+globals and of the builtins made as its call begins, and so each trusted function it
+names (Run.private_test). A pinned name bound to code of the case while the tests are
+collected, or when a test's call begins, is a fact.
 
 A fact of any layer voids the run: no report is written, the facts go to stderr after
 TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a failure. And each
@@ -1494,15 +1505,16 @@ class Integrity:
                 self.bind("builtins", namespace, name, value, False)
 
     def pinned_names(self, namespace):
-        """name -> pinned value of a namespace's pins (none for one not pinned)."""
+        """(names, their pinned values) of a namespace's pins (none for one not pinned)."""
         sizes = (len(self.bindings[0]), len(self.bindings[1]))
         if self.by_namespace is None or self.by_namespace[0] != sizes:
             spaces = {}
             for pins in self.bindings:
                 for _, space, name, value in pins:
                     spaces.setdefault(id(space), {})[name] = value
+            spaces = {key: (tuple(names), tuple(names.values())) for key, names in spaces.items()}
             self.by_namespace = (sizes, spaces)
-        return self.by_namespace[1].get(id(namespace), {})
+        return self.by_namespace[1].get(id(namespace), ((), ()))
 
     def bind(self, what, namespace, name, value, every):
         """namespace[name] must stay value (and a function's code its code)."""
@@ -2214,12 +2226,7 @@ class Run:
         a name pinned at collection's end now bound to code of the case is a fact, and
         keeps its pinned value."""
         private = dict(namespace)
-        pinned = self.integrity.pinned_names(namespace)
-        for name, value in pinned.items():
-            current = private.get(name, _ABSENT)
-            if current is not value and _value_of_case(self.provenance, current):
-                self.find(f"{namespace.get('__name__')}.{name} was bound to code of the case")
-                private[name] = value
+        self.keep_pinned(private, namespace, namespace.get("__name__"))
         private["__builtins__"] = self.private_builtins()
         if _COMPARE_NAME in private:
             private[_COMPARE_NAME] = _compare
@@ -2230,12 +2237,20 @@ class Run:
         but any pinned one bound to code of the case: its pinned value (and a fact)."""
         namespace = vars(builtins)
         private = dict(namespace)
-        for name, value in self.integrity.pinned_names(namespace).items():
-            current = private.get(name, _ABSENT)
-            if current is not value and _value_of_case(self.provenance, current):
-                self.find(f"builtins.{name} was bound to code of the case")
-                private[name] = value
+        self.keep_pinned(private, namespace, "builtins")
         return private
+
+    def keep_pinned(self, private, namespace, what):
+        """In a copy of a pinned namespace, each pinned name bound to code of the case
+        now: a fact, and the pinned value."""
+        names, values = self.integrity.pinned_names(namespace)
+        now = tuple(map(private.get, names, repeat(_ABSENT)))
+        if not any(map(operator.is_not, now, values)):
+            return
+        for name, value, current in zip(names, values, now):  # noqa: B905
+            if current is not value and _value_of_case(self.provenance, current):
+                self.find(f"{what}.{name} was bound to code of the case")
+                private[name] = value
 
     def global_names(self, code):
         """The global (and builtin) names code and the code nested in it look up."""
