@@ -72,7 +72,8 @@ ABLATIONS = (
         "        watched = _AUDITED\n",
         (
             "        watched = frozenset(_FORWARDED) | "
-            "{'pytest_launcher.of_case', 'pytest_launcher.getframe'}\n"
+            "{'pytest_launcher.of_case', 'pytest_launcher.getframe', "
+            "'pytest_launcher.signal', 'pytest_launcher.compare'}\n"
         ),
     ),
     (
