@@ -1473,6 +1473,7 @@ class Integrity:
         self.objects = ([], [])
         self.bulk = [None, None]  # each index's pins gathered for holds()
         self.by_namespace = None  # the pins by namespace: see pinned_names()
+        self.source_names = {}  # id(a test module's globals) -> the names its source binds
         self.collecting = None  # the pinned names' values before the first module
         self.trusted = set()  # ids of the pinned functions (kept alive): trusted hooks
         self.impls = []  # (hook, implementation, its function) before any conftest
@@ -1502,7 +1503,7 @@ class Integrity:
         for name, value in list(namespace.items()):
             replaceable = name in _REPLACEABLE_BUILTINS
             if type(value) in (types.BuiltinFunctionType, type) and not replaceable:
-                self.bind("builtins", namespace, name, value, False)
+                self.bind("builtins", namespace, name, value, True)
 
     def pinned_names(self, namespace):
         """(names, their pinned values) of a namespace's pins (none for one not pinned)."""
@@ -1583,7 +1584,11 @@ class Integrity:
                 modules[id(module)] = module
         for module in modules.values():
             self.test_modules.append(module)
-            self.pin_namespace(f"test module {module.__name__}", vars(module), False)
+            self.pin_namespace(f"test module {module.__name__}", vars(module), True)
+            path = vars(module).get("__file__")
+            bound = _bound_names(path) if type(path) is str else None
+            if bound is not None:
+                self.source_names[id(vars(module))] = bound
             self.check_helpers(module)
 
     def check_helpers(self, module):
@@ -1917,6 +1922,33 @@ def _imports(path, package):
     return found
 
 
+def _bound_names(path):
+    """The names a module's source binds at its top level (imports, def, class,
+    assignments, loops, with) or in a `global` statement; None when it cannot be told
+    (no source, `import *`)."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names = set()
+    for node in ast.walk(tree):
+        if type(node) is ast.Global:
+            names.update(node.names)
+    for node in tree.body:
+        for part in ast.walk(node):
+            if type(part) in (ast.Import, ast.ImportFrom):
+                for alias in part.names:
+                    if alias.name == "*":
+                        return None
+                    names.add(alias.asname or alias.name.split(".")[0])
+            elif type(part) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                names.add(part.name)
+            elif type(part) is ast.Name and type(part.ctx) is ast.Store:
+                names.add(part.id)
+    return frozenset(names)
+
+
 def _definitions(path):
     """The names a module's source defines at its top level (def and class)."""
     try:
@@ -2172,7 +2204,7 @@ class Run:
         function = _function(obj)
         if type(function) is not _FUNCTION or function.__code__.co_flags & _NOT_PLAIN:
             return None
-        if self.trusted_namespace(function.__globals__) is None:
+        if not self.trusted_code(function):
             return None
         spaces = {}
         copy = self.private_function(function, spaces, {}, 0)
@@ -2181,13 +2213,12 @@ class Run:
         ]
         return _METHOD(copy, obj.__self__) if type(obj) is _METHOD else copy
 
-    def trusted_namespace(self, namespace):
-        """The file of a module whose globals these are, when it is trusted code of the
-        working dir (a test module, a helper beside the tests); else None."""
-        path = namespace.get("__file__")
-        if type(path) is not str or not _within(path, self.workdir):
-            return None
-        return None if self.provenance.of_case(path) else path
+    def trusted_code(self, function):
+        """Whether a function's code is trusted code of the working dir (a test module's,
+        a helper's beside the tests): by its code's file, which no one can change
+        unseen (not its globals' __file__, which the code under test can)."""
+        path = function.__code__.co_filename
+        return _within(path, self.workdir) and not self.provenance.of_case(path)
 
     def private_function(self, function, spaces, copies, depth):
         """A copy of function with a private copy of its globals (spaces: id -> the
@@ -2216,7 +2247,7 @@ class Run:
             elif (
                 value.__kwdefaults__ is None  # setting them is an event: copies kept
                 and not value.__code__.co_flags & _NOT_PLAIN
-                and self.trusted_namespace(value.__globals__) is not None
+                and self.trusted_code(value)
             ):
                 private[name] = self.private_function(value, spaces, copies, depth + 1)
         return copy
@@ -2226,8 +2257,20 @@ class Run:
         a name pinned at collection's end now bound to code of the case is a fact, and
         keeps its pinned value."""
         private = dict(namespace)
-        self.keep_pinned(private, namespace, namespace.get("__name__"))
-        private["__builtins__"] = self.private_builtins()
+        what = namespace.get("__name__")
+        self.keep_pinned(private, namespace, what)
+        builtin = private["__builtins__"] = self.private_builtins()
+        for name in builtin.keys() & private.keys():  # a global hiding a builtin
+            if name.startswith("__"):
+                continue  # a module's own (__name__, __loader__, __spec__)
+            bound = self.integrity.source_names.get(id(namespace))
+            if (
+                bound is not None
+                and name not in bound
+                and _value_of_case(self.provenance, private[name])
+            ):
+                self.find(f"{what}.{name} hides the builtin with code of the case")
+                del private[name]
         if _COMPARE_NAME in private:
             private[_COMPARE_NAME] = _compare
         return private

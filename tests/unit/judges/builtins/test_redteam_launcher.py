@@ -500,6 +500,77 @@ def test_pytests_rewriter_rewritten_while_collecting_voids_the_run(tmp_path: Pat
     assert "AssertionRewriter.visit_Assert was bound to code of the case" in stderr
 
 
+# A global hiding a builtin the test calls, bound in the test module when the code is
+# imported (the test module is being imported then).
+GLOBAL_HIDES_BUILTIN = {
+    "calc.py": """\
+import sys as _sys
+
+for _module in list(_sys.modules.values()):
+    if str(getattr(_module, "__file__", "")).endswith("test_items.py"):
+        vars(_module)["sorted"] = lambda values: [9]
+
+
+def items():
+    return [9]
+""",
+    "tests/test_items.py": BUILTIN_SWAPPED["tests/test_items.py"],
+}
+# A trusted stand-in (a builtin: no code of the case) bound in the test module by one
+# test's call, used by the next test, and put back by that test's call.
+STAND_IN_ACROSS_TESTS = {
+    "calc.py": """\
+import operator as _operator
+import sys as _sys
+
+_names = next(
+    vars(module)
+    for module in list(_sys.modules.values())
+    if str(getattr(module, "__file__", "")).endswith("test_two.py")
+)
+
+
+def first():
+    _names["expected"], _names["_original"] = _operator.add, _names["expected"]
+    return 0
+
+
+def second(a, b):
+    _names["expected"] = _names.pop("_original")
+    return a + b
+""",
+    "tests/test_two.py": """\
+from calc import first, second
+
+
+def expected(a, b):
+    return a - b
+
+
+def test_first():
+    assert first() == 0
+
+
+def test_second():
+    assert expected(5, 3) == second(5, 3)
+""",
+}
+
+
+def test_a_global_that_hides_a_builtin_with_code_of_the_case_voids_the_run(
+    tmp_path: Path,
+) -> None:
+    code, stderr, tests = launched(tmp_path, GLOBAL_HIDES_BUILTIN)
+    assert code == 7, (stderr, tests)
+    assert "test_items.sorted hides the builtin with code of the case" in stderr
+
+
+def test_a_stand_in_left_from_one_test_to_the_next_voids_the_run(tmp_path: Path) -> None:
+    code, stderr, tests = launched(tmp_path, STAND_IN_ACROSS_TESTS)
+    assert code == 7, (stderr, tests)
+    assert "test_two.expected was replaced" in stderr
+
+
 # The same stand-in bound in the test module when the code is imported (the test module
 # is being imported then), never put back: the pins, taken when collection ends, hold it.
 NAMESPACE_BOUND_AT_IMPORT = """
