@@ -22,7 +22,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import attrs
 
@@ -39,9 +39,6 @@ from verifier.sandbox.dirs import CommandDirs, command_dirs, provided_names
 from verifier.sandbox.plan import CommandPlan, plan_command
 from verifier.sandbox.policy import SandboxPolicy
 from verifier.sandbox.views import View, view_mounts, views_refused
-
-if TYPE_CHECKING:
-    import subprocess
 
 RETURNED_BYTES = 64 * 1024 * 1024  # of each file a command hands back in $VERIFIER_RESULTS
 _NOT_REWRITTEN = "its writer may not have rewritten what was there, so it is not read"
@@ -323,7 +320,7 @@ def _stdin_file(data: bytes, directory: Path) -> BinaryIO:
     (the pytest launcher: before any code of the case runs), nothing holds it."""
     import tempfile
 
-    handle = tempfile.TemporaryFile(dir=directory)
+    handle = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 (the caller closes it)
     handle.write(data)
     handle.seek(0)
     return handle

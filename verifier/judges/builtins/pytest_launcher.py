@@ -152,7 +152,7 @@ _MAX_FOUND = 20  # facts of tampering named
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
 _real_getframe = sys._getframe  # the launcher's own (a test may take sys._getframe away)
-_HANDED = {}  # path -> source of each trusted test handed over on stdin (--tests)
+_HANDED = {}  # type: dict[str, bytes]  # path -> a trusted test's source (--tests)
 # What the audit hook looks at (besides the Forwarder's events): all else returns at once.
 _WATCHED = (
     "import",
@@ -433,9 +433,10 @@ def _under_tests_root(pytest_args, tests_root):
     moved = []
     for argument in pytest_args:
         path = os.path.join(tests_root, argument.split("::", 1)[0])
-        if not argument.startswith("-") and _within(path, tests_root) and os.path.exists(path):
-            argument = os.path.join(tests_root, argument)
-        moved.append(argument)
+        under = not argument.startswith("-") and _within(path, tests_root)
+        moved.append(
+            os.path.join(tests_root, argument) if under and os.path.exists(path) else argument
+        )
     return moved
 
 
@@ -590,7 +591,7 @@ def _fresh_rewrite_cache(pytest_args, sources=None):
 
     if sources:
         nowhere = Path(os.devnull) / "pytest-rewrite"  # beneath a device: no dir is there
-        rewrite.get_cache_dir = lambda file_path: nowhere
+        rewrite.get_cache_dir = lambda _file_path: nowhere
         rewrite._rewrite_test = _stored_rewrite(rewrite, sources)
         return pytest_args
     cache = Path(tempfile.mkdtemp(prefix="pytest-rewrite-"))
