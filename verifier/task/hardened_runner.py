@@ -61,7 +61,7 @@ _QUIET_PREFIXES = (
     "--capture=",
     "--showlocals",
 )
-_QUIET_VALUED = frozenset({"--ctrf", "--junitxml", "--junit-xml", "--tb", "--color", "-o"})
+_QUIET_VALUED = frozenset({"--ctrf", "--junitxml", "--junit-xml", "--tb", "--color"})
 _PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?$")
 _WITH = ("-w", "--with")
 _PYTHON_OPTIONS = ("-p", "--python")
@@ -98,7 +98,7 @@ def plan_hardened(script: Path, tests: Path, plan: ScriptPlan, workdir: str) -> 
     run: _PytestRun | None = None
     text = script.read_text(encoding="utf-8", errors="replace")
     for line in logical_lines(text):
-        if line.number in moved or _setup(line.text):
+        if _setup(line.text):
             continue
         for command in (part.strip() for part in _SPLIT.split(line.text)):
             found = _pytest_run(command, line)
@@ -108,7 +108,7 @@ def plan_hardened(script: Path, tests: Path, plan: ScriptPlan, workdir: str) -> 
                 if run is not None:
                     return f"{script}:{line.number}: a second pytest run"
                 run = found
-            elif not _harmless(command, workdir):
+            elif line.number not in moved and not _harmless(command, workdir):
                 return f"{script}:{line.number}: `{command[:60]}` is not part of a pytest run"
     if run is None:
         return f"{script}: no pytest run over files in {TESTS_AT}"
@@ -213,7 +213,8 @@ def _with_paths(
             continue
         if argument.startswith("-"):
             option = argument.split("=", 1)[0]
-            if argument in _QUIET_OPTIONS or argument.startswith(_QUIET_PREFIXES):
+            quiet = argument in _QUIET_OPTIONS or option in _QUIET_VALUED
+            if quiet or argument.startswith(_QUIET_PREFIXES):
                 skip = option in _QUIET_VALUED and "=" not in argument
                 continue
             if option == "-p":

@@ -33,7 +33,7 @@ from verifier.judges.builtins.runners import LAUNCHER, handed_input
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
 SECRET = f"s3cr3t-{secrets.token_hex(8)}"
-TESTS = f'''\
+TESTS = f"""\
 from helpers import double
 from calc import answer, twice
 
@@ -46,7 +46,7 @@ def test_the_answer():
 
 def test_twice():
     assert twice(4) == double(4)
-'''
+"""
 HELPERS = "def double(value):\n    return value * 2\n"
 HONEST = """\
 def answer():
