@@ -250,3 +250,27 @@ def test_a_hidden_tests_failure_shows_its_source_and_the_rewritten_assert(tmp_pa
     assert "    value = 2 + 2" in test["trace"]
     assert (provided / "tests" / "test_sum.py").read_text() == ""
     assert not list(tmp_path.rglob("*.pyc")), "no byte code of the tests is written"
+
+
+# What would turn each failure into a pass, if pytest loaded it as a plugin.
+CONFTEST = """\
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+
+
+@pytest.mark.slow
+@needs_root
+def test_a_conftest_the_agent_plants_in_the_repo_is_not_on_the_tests_way(task: Task) -> None:
+    """The tests' rootdir and confcutdir are test_dir: the repo's conftest.py is never
+    loaded (loaded, the launcher would void the run: 0), so the honest reward stands."""
+    case = task.case(HONEST)
+    (case / "conftest.py").write_text(CONFTEST)
+    (case / "conftest.py").chmod(0o644)
+    reward, judges = grade_as(NONROOT, task.gate(), case, task.marker)
+    assert reward == 0.5, judges["tests"]["rationale"]
