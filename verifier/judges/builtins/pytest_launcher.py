@@ -25,6 +25,14 @@ What the case cannot change, and how:
   (a path hook for the case's dirs, which also puts a `.py` before a planted `.so` of
   the same name), and pytest's assertion-rewrite cache is a fresh dir, so a planted
   `__pycache__/*.pyc` (unchecked-hash, or pytest's own) replaces no trusted module.
+- With `--tests NAME` the trusted tests are not the repo's: $VERIFIER_PROVIDED/NAME
+  holds empty stand-ins of them, and their sources come on stdin after the key (read,
+  and stdin closed, before any code of the case runs), so nothing of them is left in a
+  file for the code under test to read. Their modules (tests, conftests, helpers) are
+  compiled from those sources (a path hook for that dir; pytest's _rewrite_test given
+  them), linecache holds their lines for tracebacks, no byte code is written, and
+  pytest's rootdir and confcutdir are that dir: their ids are relative to it and no
+  conftest of the repo is on their way.
 - The report (CTRF JSON) is written by this script, outside the case copy, to
   $VERIFIER_RESULTS/<--report>, with its HMAC-SHA256 beside it (<--report>.sig) under a
   key the grader hands over on stdin for this run alone: read, and stdin closed,
