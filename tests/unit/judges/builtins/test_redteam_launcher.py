@@ -46,6 +46,7 @@ from tests.unit.judges.builtins.test_runners import (
     recommended_gate,
     runner_alone,
 )
+from verifier.judges.builtins.runners import handed_input
 
 AS = {"root": None, "non-root": NONROOT}
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switches to other UIDs: run as root")
@@ -678,3 +679,35 @@ def test_honest_tests_keep_their_outcomes_with_private_globals(tmp_path: Path) -
     code, stderr, tests = launched(tmp_path, HONEST_SUITE)
     assert code == 0, stderr
     assert len(tests) == 9 and set(tests.values()) == {"passed"}, (tests, stderr)
+
+
+def test_handed_tests_are_called_with_private_globals_too(tmp_path: Path) -> None:
+    """The trusted tests handed over (--tests: their files empty stand-ins outside the
+    repo, their sources on stdin): a name of theirs rebound through sys.modules for one
+    call is not what they look up either."""
+    provided, results, case = tmp_path / "provided", tmp_path / "results", tmp_path / "case"
+    for path in (provided / "tests", results, case):
+        path.mkdir(parents=True)
+    (provided / LAUNCHER.name).write_bytes(LAUNCHER.read_bytes())
+    sources = {"test_calc.py": TRUSTED_TESTS, "helpers.py": HELPERS}
+    handed = {}
+    for name, text in sources.items():
+        (provided / "tests" / name).write_text("")
+        handed[name] = tmp_path / name
+        handed[name].write_text(text)
+    (case / "calc.py").write_text(BUGGY + NAMESPACE_REBOUND)
+    arguments = ["--tests", "tests", "--report", "ctrf.json", "--", "test_calc.py"]
+    done = subprocess.run(
+        [sys.executable, "-I", str(provided / LAUNCHER.name), *arguments],
+        input=handed_input(b"key", handed),
+        cwd=case,
+        env={**os.environ, "VERIFIER_PROVIDED": str(provided), "VERIFIER_RESULTS": str(results)},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    report = results / "ctrf.json"
+    tests = json.loads(report.read_text())["results"]["tests"] if report.exists() else []
+    passed = [test["name"] for test in tests if test["status"] == "passed"]
+    assert done.returncode in (1, 7), done.stderr.decode()
+    assert passed in ([], ["test_calc.py::test_add"]), done.stdout.decode()
