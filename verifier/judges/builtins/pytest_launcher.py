@@ -76,7 +76,10 @@ before any code of the case runs:
   each collected test's function and the callables bound in the test modules, and the
   helpers they imported from beside them checked (check_helpers). When each test is
   torn down (what honest tests monkeypatch is restored by then) it checks pytest's
-  core, the hooks and that test; after the run, all of it. A hook implemented by
+  core, the builtins, the test modules, the hooks and that test; after the run, all of
+  it. While the tests are collected, a pinned name newly bound to code of the case is
+  a fact (check_collecting), and so is a name a test module imports from outside the
+  working dir that is code of the case (check_import). A hook implemented by
   anything but pytest, pluggy, a plugin, a module installed in the toolchain, a
   conftest, a test module, or a module a conftest's or test module's `pytest_plugins`
   names (each defined in the source of a file there before the run), or any pinned
