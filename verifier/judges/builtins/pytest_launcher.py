@@ -1248,9 +1248,27 @@ def _value_of_case(provenance, value, strict=False):
             if type(value) is _MODULE or value is None:
                 return False
         elif type in _type_mro(kind):
-            return _class_of_case(provenance, value)
+            return _made_by_case(provenance, value)
         else:
-            return _class_of_case(provenance, kind)
+            return _made_by_case(provenance, kind)
+    return False
+
+
+def _made_by_case(provenance, kind):
+    """A class the case defined: by the module it names, or by the code of any function
+    of its own or of its bases' (a class can name any module as its own)."""
+    if _class_of_case(provenance, kind):
+        return True
+    for klass in _type_mro(kind):
+        if not _type_flags(klass) & _HEAPTYPE:
+            continue
+        for found in list(_type_dict(klass).values()):
+            function = found.__func__ if type(found) in (staticmethod, classmethod) else found
+            if type(function) is not _FUNCTION:
+                continue
+            filename = function.__code__.co_filename
+            if not _pseudo(filename) and provenance.of_case(filename):
+                return True
     return False
 
 
