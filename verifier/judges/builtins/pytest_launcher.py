@@ -92,8 +92,7 @@ builtins module hold nothing it looks up, and what code of the case can reach of
 (sys._getframe, the signal functions, the asserts' comparison, the Forwarder, the
 import hooks) is sealed (_sealed: globals of its own, holding nothing of the
 launcher's); each test function pytest calls is called with a copy of its module's
-globals and of the builtins made as its call begins, and so each trusted function it
-names (Run.private_test). A pinned name bound to code of the case while the tests are
+globals and of the builtins made as its call begins (Run.private_test). A pinned name bound to code of the case while the tests are
 collected, or when a test's call begins, is a fact.
 
 A fact of any layer voids the run: no report is written, the facts go to stderr after
@@ -167,11 +166,9 @@ _UNPINNED = ("__dict__", "__weakref__", "__doc__", "__annotations__", "_abc_impl
 _FUNCTION = types.FunctionType
 _METHOD = types.MethodType
 _MODULE = types.ModuleType
-_CODE = types.CodeType
 _BOUND_BUILTINS = (types.BuiltinMethodType, types.MethodWrapperType)
 # A generator's, a coroutine's or an async generator's code: pytest or a plugin runs it.
 _NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200
-_MAX_PRIVATE_DEPTH = 8  # functions naming functions, copied for a test's call
 _CORE = (
     "_pytest.runner",
     "_pytest.reports",
@@ -1624,10 +1621,10 @@ def _strict_assertions(assertions):
             if type(statement) is ast.Import and [alias.asname for alias in names] == [
                 "@pytest_ar"
             ]:
-                alias = ast.alias("_verifier_compare", _COMPARE_NAME)
-                found = ast.ImportFrom("_pytest.assertion.rewrite", [alias], 0)
-                body.insert(index + 1, ast.copy_location(found, statement))
-                ast.fix_missing_locations(found)
+                at = {"lineno": statement.lineno, "col_offset": 0}  # as pytest's own imports
+                alias = ast.alias("_verifier_compare", _COMPARE_NAME, **at)
+                found = ast.ImportFrom("_pytest.assertion.rewrite", [alias], 0, **at)
+                body.insert(index + 1, found)
                 break
 
     names = {"ast": ast, "_COMPARE_NAME": _COMPARE_NAME}
@@ -2331,7 +2328,6 @@ class Run:
         self.outcomes = None  # pytest's Skipped and XFailed
         self.pyfunc = None  # pytest's own pytest_pyfunc_call
         self.private_spaces = []  # (globals, their private copy, as made) of the test's call
-        self.names_of = {}  # id(code) -> (code, the global names it and its nested code use)
         self.start = _now_ms()
 
     def find(self, fact):
@@ -2395,21 +2391,26 @@ class Run:
         """The test's function with a copy of its module's globals of its own, made now
         (what fixtures set up is in it), and a copy of the builtins: what the code under
         test rebinds in the module (through sys.modules, or a function's __globals__) or
-        in the builtins while the test runs, the test does not look up. So, each
-        function of a trusted module (a test module, a helper beside the tests) that the
-        test's code names, in turn. A name pinned when collection ended that is bound to
-        code of the case now is a fact, and the copy keeps the pinned value."""
+        in the builtins while the test runs, the test does not look up. (The functions it
+        calls keep their own: a copy of one would not be the object a parametrization or
+        a registry holds.) A name pinned when collection ended that is bound to code of
+        the case now is a fact, and the copy keeps the pinned value."""
         obj = getattr(item, "obj", None)
         function = _function(obj)
         if type(function) is not _FUNCTION or function.__code__.co_flags & _NOT_PLAIN:
             return None
         if not self.trusted_code(function):
             return None
-        spaces = {}
-        copy = self.private_function(function, spaces, {}, 0)
-        self.private_spaces = [
-            (namespace, private, dict(private)) for namespace, private in spaces.values()
-        ]
+        namespace = function.__globals__
+        private = self.private_namespace(namespace)
+        copy = _FUNCTION(
+            function.__code__,
+            private,
+            function.__name__,
+            function.__defaults__,
+            function.__closure__,
+        )
+        self.private_spaces = [(namespace, private, dict(private))]
         return _METHOD(copy, obj.__self__) if type(obj) is _METHOD else copy
 
     def trusted_code(self, function):
@@ -2424,38 +2425,6 @@ class Run:
         if tests_root is not None and _within(path, tests_root):
             return True
         return _within(path, self.workdir) and not self.provenance.of_case(path)
-
-    def private_function(self, function, spaces, copies, depth):
-        """A copy of function with a private copy of its globals (spaces: id -> the
-        globals and their copy made for this call) whose functions of trusted modules it
-        names are copied so in turn (copies: id -> the copy)."""
-        namespace = function.__globals__
-        if id(namespace) not in spaces:
-            spaces[id(namespace)] = (namespace, self.private_namespace(namespace))
-        private = spaces[id(namespace)][1]
-        copy = _FUNCTION(
-            function.__code__,
-            private,
-            function.__name__,
-            function.__defaults__,
-            function.__closure__,
-        )
-        copies[id(function)] = copy
-        if depth > _MAX_PRIVATE_DEPTH:
-            return copy
-        for name in self.global_names(function.__code__):
-            value = private.get(name)
-            if type(value) is not _FUNCTION:
-                continue
-            if id(value) in copies:
-                private[name] = copies[id(value)]
-            elif (
-                value.__kwdefaults__ is None  # setting them is an event: copies kept
-                and not value.__code__.co_flags & _NOT_PLAIN
-                and self.trusted_code(value)
-            ):
-                private[name] = self.private_function(value, spaces, copies, depth + 1)
-        return copy
 
     def private_namespace(self, namespace):
         """A copy of a trusted module's globals and of the builtins, for one test's call:
@@ -2499,19 +2468,6 @@ class Run:
             if current is not value and _value_of_case(self.provenance, current):
                 self.find(f"{what}.{name} was bound to code of the case")
                 private[name] = value
-
-    def global_names(self, code):
-        """The global (and builtin) names code and the code nested in it look up."""
-        known = self.names_of.get(id(code))
-        if known is not None and known[0] is code:
-            return known[1]
-        names, pending = set(), [code]
-        while pending:
-            current = pending.pop()
-            names.update(current.co_names)
-            pending.extend(const for const in current.co_consts if type(const) is _CODE)
-        self.names_of[id(code)] = (code, names)
-        return names
 
     def runtest_logstart(self, nodeid):
         self.bodies.pop(nodeid, None)
