@@ -92,8 +92,9 @@ builtins module hold nothing it looks up, and what code of the case can reach of
 (sys._getframe, the signal functions, the asserts' comparison, the Forwarder, the
 import hooks) is sealed (_sealed: globals of its own, holding nothing of the
 launcher's); each test function pytest calls is called with a copy of its module's
-globals and of the builtins made as its call begins (Run.private_test). A pinned name bound to code of the case while the tests are
-collected, or when a test's call begins, is a fact.
+globals and of the builtins made as its call begins (Run.private_test). A pinned name
+bound to code of the case while the tests are collected, or when a test's call begins,
+is a fact.
 
 A fact of any layer voids the run: no report is written, the facts go to stderr after
 TAMPERED_MARK and the exit is TAMPERED, which the grader counts as a failure. And each
@@ -180,6 +181,7 @@ _CORE = (
 )  # pinned and checked at each test
 _MAX_FOUND = 20  # facts of tampering named
 _COMPARE_NAME = "@verifier_compare"  # the comparison's name in a rewritten test module
+_PRIVATE_MARK = "@verifier_private"  # in a test's private globals: the module's own
 _PR_SET_DUMPABLE = 4
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
@@ -2013,6 +2015,7 @@ class Integrity:
         if type(function) is not _FUNCTION:
             return False
         namespace = function.__globals__
+        namespace = namespace.get(_PRIVATE_MARK, namespace)  # a test's private copy: its own
         name, path = namespace.get("__name__"), namespace.get("__file__")
         module = sys.modules.get(name) if type(name) is str else None
         if type(module) is not _MODULE or vars(module) is not namespace or type(path) is not str:
@@ -2447,6 +2450,7 @@ class Run:
                 del private[name]
         if _COMPARE_NAME in private:
             private[_COMPARE_NAME] = _compare
+        private[_PRIVATE_MARK] = namespace  # whose copy (a hook a test defines is its module's)
         return private
 
     def private_builtins(self):
