@@ -474,6 +474,7 @@ def sub(a, b):
 }
 
 
+@pytest.mark.slow
 def test_a_builtin_swapped_for_one_call_is_not_what_the_test_calls(tmp_path: Path) -> None:
     code, stderr, tests = launched(tmp_path, BUILTIN_SWAPPED)
     # The test calls the builtins as they were when its call began: it fails (and the
@@ -482,6 +483,7 @@ def test_a_builtin_swapped_for_one_call_is_not_what_the_test_calls(tmp_path: Pat
     assert code == 1 or "builtins.sorted was replaced" in stderr
 
 
+@pytest.mark.slow
 def test_a_stand_in_bound_in_a_test_module_before_collection_ended_voids_the_run(
     tmp_path: Path,
 ) -> None:
@@ -495,6 +497,7 @@ def test_a_stand_in_bound_in_a_test_module_before_collection_ended_voids_the_run
     assert "test_calc.Fraction (from fractions) is code of the case" in stderr
 
 
+@pytest.mark.slow
 def test_pytests_rewriter_rewritten_while_collecting_voids_the_run(tmp_path: Path) -> None:
     code, stderr, tests = launched(tmp_path, REWRITER_SWAPPED)
     assert code == 7, (stderr, tests)
@@ -558,6 +561,7 @@ def test_second():
 }
 
 
+@pytest.mark.slow
 def test_a_global_that_hides_a_builtin_with_code_of_the_case_voids_the_run(
     tmp_path: Path,
 ) -> None:
@@ -566,6 +570,7 @@ def test_a_global_that_hides_a_builtin_with_code_of_the_case_voids_the_run(
     assert "test_items.sorted hides the builtin with code of the case" in stderr
 
 
+@pytest.mark.slow
 def test_a_stand_in_left_from_one_test_to_the_next_voids_the_run(tmp_path: Path) -> None:
     code, stderr, tests = launched(tmp_path, STAND_IN_ACROSS_TESTS)
     assert code == 7, (stderr, tests)
@@ -675,12 +680,14 @@ def test_parametrized(value):
 }
 
 
+@pytest.mark.slow
 def test_honest_tests_keep_their_outcomes_with_private_globals(tmp_path: Path) -> None:
     code, stderr, tests = launched(tmp_path, HONEST_SUITE)
     assert code == 0, stderr
     assert len(tests) == 9 and set(tests.values()) == {"passed"}, (tests, stderr)
 
 
+@pytest.mark.slow
 def test_handed_tests_are_called_with_private_globals_too(tmp_path: Path) -> None:
     """The trusted tests handed over (--tests: their files empty stand-ins outside the
     repo, their sources on stdin): a name of theirs rebound through sys.modules for one
