@@ -2402,7 +2402,7 @@ class Run:
         function = _function(obj)
         if type(function) is not _FUNCTION or function.__code__.co_flags & _NOT_PLAIN:
             return None
-        if not self.trusted_code(function):
+        if not self.trusted_test_code(function):
             return None
         namespace = function.__globals__
         private = self.private_namespace(namespace)
@@ -2416,7 +2416,7 @@ class Run:
         self.private_spaces = [(namespace, private, dict(private))]
         return _METHOD(copy, obj.__self__) if type(obj) is _METHOD else copy
 
-    def trusted_code(self, function):
+    def trusted_test_code(self, function):
         """Whether a function's code is the trusted tests' (a test module's, a helper's
         beside the tests, in the working dir or handed over): by its code's file, which
         no one can change unseen (not its globals' __file__, which the code under test
