@@ -21,8 +21,9 @@ a command with views cannot run: `views_refused` says why before anything is sta
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -30,7 +31,14 @@ from verifier.linux import libc
 from verifier.sandbox.dirs import CommandDirs
 from verifier.sandbox.kernel import bind_mount, own_mount_namespace, run_as_init
 
-OWN_DIRS = ("case", "results", "tmp", "home")  # rw; `provided/<name>`: read-only
+if TYPE_CHECKING:
+    from verifier.sandbox.idmap import Mapper
+
+OWN_DIRS = ("case", "results", "tmp", "home", "image")  # rw; `provided/<name>`: read-only
+# What a test script run as root writes outside the case, the image's dirs it gets a
+# private copy of (see `root_views`): users and groups, root's and the users' homes, the
+# files of a service it starts.
+ROOT_COPIES = ("/etc", "/home", "/run", "/var/log", "/var/spool", "/var/tmp", "/srv")
 
 
 @attrs.frozen
@@ -51,11 +59,22 @@ class View:
             raise ValueError(f"view of {self.of!r}: one of {', '.join(OWN_DIRS)}, provided/NAME")
 
 
+def root_views(present: Callable[[str], bool] = os.path.isdir) -> tuple[View, ...]:
+    """The views of a command that runs as root of its own user namespace: a private
+    copy of each of ROOT_COPIES the image has (where root's tests write: /etc/passwd
+    for `useradd`, /home, a service's /run and /var/log), and its HOME at /root. The
+    image's own files there stay as they are; real root owns them, and it is not
+    mapped in the namespace, so the command could not write them anyway."""
+    copies = tuple(View(at, "image") for at in ROOT_COPIES if present(at))
+    return (*copies, View("/root", "home"))
+
+
 @attrs.frozen
 class Mount:
-    source: str  # the backing dir
+    source: str  # the backing dir (or file)
     target: str  # the view's path
     read_only: bool
+    setuid: bool = False  # a setuid program's copy (`setuid_mounts`): its bit honoured
 
 
 def view_mounts(views: Sequence[View], dirs: CommandDirs) -> tuple[Mount, ...]:
@@ -64,7 +83,9 @@ def view_mounts(views: Sequence[View], dirs: CommandDirs) -> tuple[Mount, ...]:
     backing = {"case": dirs.case, "results": dirs.results, "tmp": dirs.tmp, "home": dirs.home}
     mounts = []
     for view in sorted(views, key=lambda view: len(PurePosixPath(view.at).parts)):
-        if view.of.startswith("provided/"):
+        if view.of == "image":
+            mounts.append(Mount(str(dirs.copy_of(view.at)), view.at, read_only=False))
+        elif view.of.startswith("provided/"):
             source = dirs.given / view.of.removeprefix("provided/")
             mounts.append(Mount(str(source), view.at, read_only=True))
         else:
@@ -72,18 +93,40 @@ def view_mounts(views: Sequence[View], dirs: CommandDirs) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
-def enter_views(mounts: Sequence[Mount], start: str) -> None:
-    """In the command's process, before Landlock: its own mount namespace, each view
+def setuid_mounts(programs: Sequence[str], dirs: CommandDirs) -> tuple[Mount, ...]:
+    """Read-only mounts of each of the command's copies of the image's setuid-root
+    `programs` (dirs.setuid_copy: owned by root of its user namespace, setuid) over
+    the program, so that a user its tests switch to runs it as root there, as they
+    ran it as root natively (real root, which owns the image's own, is not mapped)."""
+    return tuple(
+        Mount(str(dirs.setuid_copy(index)), program, read_only=True, setuid=True)
+        for index, program in enumerate(programs)
+    )
+
+
+def enter_views(
+    mounts: Sequence[Mount], start: str, as_root: bool = False, mapper: Mapper | None = None
+) -> None:
+    """In the command's process, before Landlock: its own mount namespace (as root of its
+    user namespace with `as_root`, its maps written by `mapper` when given), each view
     mounted, and its working dir `start` (a view path, or else a dir as it was). The
     backing dirs are held open first (in the new namespace: a bind mount's source must
     be one of its mounts): a view (/tmp) may cover the path they lie at."""
-    own_mount_namespace()
+    own_mount_namespace(as_root, mapper)
     flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
-    sources = [os.open(mount.source, flags) for mount in mounts]
+    sources = [
+        os.open(mount.source, flags if not mount.setuid else os.O_PATH | os.O_CLOEXEC)
+        for mount in mounts
+    ]
     in_view = any(_beneath(start, mount.target) for mount in mounts)
     start_dir = None if in_view else os.open(start, flags)
     for source, mount in zip(sources, mounts, strict=True):
-        bind_mount(f"/proc/self/fd/{source}", mount.target, read_only=mount.read_only)
+        bind_mount(
+            f"/proc/self/fd/{source}",
+            mount.target,
+            read_only=mount.read_only,
+            setuid=mount.setuid,
+        )
         os.close(source)
     if start_dir is None:
         os.chdir(start)
