@@ -211,7 +211,12 @@ class Sandbox:
                 return CommandRun.not_run(problem, confinement)
             mounts = view_mounts(views, dirs)
             if command.as_root and command.views and command.setuid:
-                programs = copy_setuid_programs(dirs, command.setuid, uid)
+                shown = [view.at for view in views if view.of != "image"]
+                programs = copy_setuid_programs(
+                    dirs,
+                    [p for p in command.setuid if not any(_beneath(p, at) for at in shown)],
+                    uid,
+                )
                 mounts = (*mounts, *setuid_mounts(programs, dirs))
             plan = plan_command(
                 policy, dirs, command.env, os.environ, mounts, command.start_at or str(start)
@@ -346,6 +351,10 @@ def copy_setuid_programs(
         os.chmod(copy, stat.S_IMODE(info.st_mode) & 0o4755)
         kept.append(program)
     return tuple(kept)
+
+
+def _beneath(path: str, place: str) -> bool:
+    return path == place or _strictly_beneath(path, place)
 
 
 def _strictly_beneath(path: str, place: str) -> bool:

@@ -128,7 +128,7 @@ class ScriptArguments:
             maximum=600,
             problem="must be a number of seconds from 0 to 600",
             description="seconds the script waits at most for the entrypoint to reach its "
-            "command (`exec \"$@\"`)",
+            'command (`exec "$@"`)',
         ),
         default=30,
     )
