@@ -54,9 +54,10 @@ def copy_case(
     """Copy case_dir to target (which must not exist), every entry owned by `owner` when
     given (the grader is root), the entries whose (st_dev, st_ino) are in `leave_out`
     left out (the grader's own dirs, should one lie inside the case). CaseCopyError
-    when the case is over the budget, too deep, or cannot be read (`skip_unreadable`:
-    a file or dir the grader cannot read is left out instead, as for a dir of the
-    image copied for a command); OSError when the copy's own filesystem fails."""
+    when the case is over the budget, too deep, or cannot be read (`skip_unreadable`,
+    for a dir of the image copied for a command: a file or dir the grader cannot read
+    is left out instead, and a dir of another filesystem, a mount, is copied empty);
+    OSError when the copy's own filesystem fails."""
     budget = _Budget(os.path.dirname(target) or ".")
     source = os.open(case_dir, _DIR_FLAGS)
     try:
@@ -94,6 +95,15 @@ def _walk(
             if (entry_info.st_dev, entry_info.st_ino) in leave_out:
                 continue
             budget.take_entry()
+            if (
+                skip_unreadable
+                and stat.S_ISDIR(entry_info.st_mode)
+                and entry_info.st_dev != info.st_dev
+            ):
+                os.mkdir(name, 0o755, dir_fd=dst)  # a mount: its point alone
+                if owner is not None:
+                    os.chown(name, owner, owner, dir_fd=dst)
+                continue
             if stat.S_ISDIR(entry_info.st_mode):
                 if len(stack) >= MAX_COPY_DEPTH:
                     raise CaseCopyError(f"the case is nested deeper than {MAX_COPY_DEPTH} levels")

@@ -227,6 +227,7 @@ class Sandbox:
                     idmap=idmap,
                     entrypoint=command.entrypoint,
                     entrypoint_wait=command.entrypoint_wait,
+                    results=str(dirs.results) if command.returned else "",
                 )
             if probe is not None:
                 probe.before(dirs.case)

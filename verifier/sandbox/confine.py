@@ -90,7 +90,7 @@ def confine(
     # mount), after the rules hold their dirs (a view at /tmp may cover where they are).
     as_root = plan.idmap is not None and bool(plan.mounts)
     views = (
-        functools.partial(enter_views, plan.mounts, plan.start, as_root, mapper)
+        functools.partial(enter_views, plan.mounts, plan.start, as_root, mapper, plan.results)
         if plan.mounts
         else None
     )

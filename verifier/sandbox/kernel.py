@@ -98,13 +98,14 @@ def own_mount_namespace(as_root: bool = False, mapper: Mapper | None = None) -> 
     _mount(None, "/", _MS_REC | _MS_PRIVATE)
 
 
-def run_as_init() -> None:
+def run_as_init(keep: int = -1, before_exit: Callable[[], None] | None = None) -> None:
     """Go on as PID 1 of a PID namespace of its own (call it in a process that made its
     own user namespace): when it ends, the kernel kills everything left in the
     namespace at once, so nothing it started outlives it, not even for the moment its
     end takes to be seen. The process that called this stays outside as its parent,
-    holding nothing (no descriptor: a pipe's end is the child's alone), and ends as
-    the child ended (its exit code, or the same signal)."""
+    holding nothing (no descriptor: a pipe's end is the child's alone; but `keep`, a
+    dir's), calls `before_exit` once the namespace is empty, and ends as the child
+    ended (its exit code, or the same signal)."""
     import ctypes
 
     if libc().unshare(_CLONE_NEWPID) != 0:
@@ -114,8 +115,14 @@ def run_as_init() -> None:
     if child == 0:
         die_with_parent()
         return
-    os.closerange(0, os.sysconf("SC_OPEN_MAX"))
+    if keep >= 0:
+        os.closerange(0, keep)
+        os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+    else:
+        os.closerange(0, os.sysconf("SC_OPEN_MAX"))
     _, status = os.waitpid(child, 0)
+    if before_exit is not None:
+        before_exit()
     if os.WIFSIGNALED(status):
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))

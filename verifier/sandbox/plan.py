@@ -42,6 +42,7 @@ class CommandPlan:
     idmap: IdMap | None = None  # with views: root of its user namespace (None: its own UID)
     entrypoint: tuple[str, ...] = ()  # with views: started before it (verifier.sandbox.confine)
     entrypoint_wait: float = 30.0
+    results: str = ""  # with views: the dir it hands files back in (emptied when its mounts change)
 
 
 def plan_command(

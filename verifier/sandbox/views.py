@@ -20,6 +20,8 @@ a command with views cannot run: `views_refused` says why before anything is sta
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
@@ -105,14 +107,27 @@ def setuid_mounts(programs: Sequence[str], dirs: CommandDirs) -> tuple[Mount, ..
 
 
 def enter_views(
-    mounts: Sequence[Mount], start: str, as_root: bool = False, mapper: Mapper | None = None
+    mounts: Sequence[Mount],
+    start: str,
+    as_root: bool = False,
+    mapper: Mapper | None = None,
+    results: str = "",
 ) -> None:
     """In the command's process, before Landlock: its own mount namespace (as root of its
     user namespace with `as_root`, its maps written by `mapper` when given), each view
     mounted, and its working dir `start` (a view path, or else a dir as it was). The
     backing dirs are held open first (in the new namespace: a bind mount's source must
-    be one of its mounts): a view (/tmp) may cover the path they lie at."""
+    be one of its mounts): a view (/tmp) may cover the path they lie at.
+
+    Root of its namespace, the command could change its mounts (where Landlock does not
+    forbid it): unmount the view it writes its reward to, or mount another dir over it,
+    so that its own write goes elsewhere and one the code under test left is read. So
+    the mount table is kept as it is once the views are made, and when it changed by
+    the end, `results` (the dir the command hands files back in) is emptied: nothing it
+    hands back is read. No honest test changes its mounts (Harbor's containers forbid
+    it too)."""
     own_mount_namespace(as_root, mapper)
+    guard = os.open(results, os.O_RDONLY | os.O_DIRECTORY) if as_root and results else -1
     flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
     sources = [
         os.open(mount.source, flags if not mount.setuid else os.O_PATH | os.O_CLOEXEC)
@@ -133,7 +148,36 @@ def enter_views(
     else:
         os.fchdir(start_dir)
         os.close(start_dir)
-    run_as_init()
+    if guard < 0:
+        run_as_init()
+        return
+    made = _mount_table()
+    run_as_init(guard, functools.partial(_empty_if_changed, made, guard))
+    os.close(guard)  # in PID 1: the dir is the parent's alone
+
+
+def _mount_table() -> bytes:
+    """Each mount of this process's namespace: its ID, parent, device, root, mount point
+    and options (not its filesystem's options, which others may change)."""
+    with open("/proc/self/mountinfo", "rb") as handle:
+        return b"\n".join(b" ".join(line.split()[:6]) for line in handle)
+
+
+def _empty_if_changed(made: bytes, results: int) -> None:  # pragma: no cover - the parent's
+    """In the parent of the command's PID 1, once its namespace is empty: when its mount
+    table is not the one its views made, every file it hands back removed."""
+    try:
+        same = _mount_table() == made
+    except OSError:
+        same = False
+    if same:
+        return
+    for name in os.listdir(results):
+        try:
+            os.unlink(name, dir_fd=results)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=results)
 
 
 def _beneath(path: str, place: str) -> bool:

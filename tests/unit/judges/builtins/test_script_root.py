@@ -123,6 +123,8 @@ def grade(
     place.config.chmod(0o700)
     (place.case / "solution.py").write_text(solution)
     give(AS[who], place.config, place.out)
+    if not landlock:  # the grader's files are hidden by their modes alone
+        place.out.chmod(0o700)
     command = ["grade", "--config", str(place.config / "eval.yaml"), "--case", str(place.case)]
     done = run_grader(AS[who], [*command, "--out", str(place.out)], landlock=landlock)
     assert done.returncode == 0, done.stderr
