@@ -131,3 +131,31 @@ def test_task_test_grades_an_imported_task_with_podman_and_says_why_not_with_doc
     else:
         assert done.returncode == 9, done.stdout + done.stderr
         assert "the script cannot be run here: user namespaces are refused here" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "root-key",  # test.sh as root: useradd, su, a setuid-root helper reading a root-only key
+        "entry-service",  # a loopback service the environment's ENTRYPOINT starts
+    ],
+)
+def test_task_test_grades_a_task_whose_tests_need_root_or_its_entrypoint(
+    podman_cli_engine: Engine, task: str, tmp_path: Path
+) -> None:
+    """Its own test.sh, run as root of its own user namespace after the environment's
+    ENTRYPOINT, grades it as Harbor does natively: solution 1, untouched 0."""
+    dest = tmp_path / task
+    import_task(NATIVE / task, dest, ImportOptions(image=IMAGE))
+    done = subprocess.run(
+        [VERIFIER, "task", "test", str(dest), "--engine", "podman", "--build-network", "host"],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-3:] == [
+        "untouched environment: reward 0",
+        "solution: reward 1",
+        "task test: ok (solution 1 = expected 1, untouched 0 < 1)",
+    ]

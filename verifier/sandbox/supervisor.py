@@ -54,6 +54,7 @@ _IOCTL_ID_VALID = 0x40082102  # SECCOMP_IOCTL_NOTIF_ID_VALID
 _NOTIF_FLAG_CONTINUE = 1  # SECCOMP_USER_NOTIF_FLAG_CONTINUE: the kernel runs the call
 _OPENAT2 = 437  # the same number on x86_64 and aarch64
 _RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_IN_ROOT = 0x10
 _AT_FDCWD = -100
 _AT_SYMLINK_NOFOLLOW = 0x100
 _AT_EMPTY_PATH = 0x1000
@@ -689,8 +690,16 @@ class _Target:
         match = _PROC_FD.fullmatch(path.decode("utf-8", "surrogateescape"))
         if match is not None and match.group(1) in (None, str(self._tgid())):
             return self._descriptor(int(match.group(2))), rest  # libc's own fallback
-        if path.startswith(b"/") and not self._shares_our_root():
-            raise OSError(errno.EPERM, "the task changed its root")
+        if path.startswith(b"/"):
+            if not self._shares_our_root():
+                raise OSError(errno.EPERM, "the task changed its root")
+            # From the task's root, in its mount namespace (a command with views sees
+            # its own dirs at /app, /etc, ...), symlinks' absolute targets there too.
+            base = os.open(f"/proc/{self.pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                return _openat2(base, path.lstrip(b"/") or b".", follow, in_root=True), rest
+            finally:
+                os.close(base)
         base = self._directory(dirfd)
         try:
             return _openat2(base, path, follow), rest
@@ -719,13 +728,15 @@ class _Target:
         return self.pid
 
 
-def _openat2(base: int, path: bytes, follow: bool) -> int:
+def _openat2(base: int, path: bytes, follow: bool, *, in_root: bool = False) -> int:
     """openat2(base, path, O_PATH, RESOLVE_NO_MAGICLINKS): /proc/<pid>/fd and the like
-    would resolve in the supervisor's own /proc, so they are refused (ELOOP)."""
+    would resolve in the supervisor's own /proc, so they are refused (ELOOP); `in_root`:
+    `base` is the task's root (RESOLVE_IN_ROOT: `..` and absolute symlinks stay in it)."""
     import ctypes
 
     flags = os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    how = struct.pack("=QQQ", flags, 0, _RESOLVE_NO_MAGICLINKS)
+    resolve = _RESOLVE_NO_MAGICLINKS | (_RESOLVE_IN_ROOT if in_root else 0)
+    how = struct.pack("=QQQ", flags, 0, resolve)
     descriptor = libc().syscall(_OPENAT2, base, path, how, len(how))
     if descriptor < 0:
         error = ctypes.get_errno()
