@@ -67,7 +67,7 @@ def copy_case(
     except BaseException:
         os.close(source)
         raise
-    _walk(source, destination, info, budget, owner, frozenset(leave_out), skip_unreadable)
+    _walk(source, destination, info, budget, owner, frozenset(leave_out), skip=skip_unreadable)
 
 
 def _walk(
@@ -77,7 +77,8 @@ def _walk(
     budget: _Budget,
     owner: int | None,
     leave_out: frozenset[tuple[int, int]],
-    skip_unreadable: bool = False,
+    *,
+    skip: bool = False,
 ) -> None:
     """Depth first, one (source, destination) pair of descriptors per level open."""
     stack = [(source, destination, info, _entries(source, ""))]
@@ -95,11 +96,7 @@ def _walk(
             if (entry_info.st_dev, entry_info.st_ino) in leave_out:
                 continue
             budget.take_entry()
-            if (
-                skip_unreadable
-                and stat.S_ISDIR(entry_info.st_mode)
-                and entry_info.st_dev != info.st_dev
-            ):
+            if skip and stat.S_ISDIR(entry_info.st_mode) and entry_info.st_dev != info.st_dev:
                 os.mkdir(name, 0o755, dir_fd=dst)  # a mount: its point alone
                 if owner is not None:
                     os.chown(name, owner, owner, dir_fd=dst)
@@ -110,7 +107,7 @@ def _walk(
                 try:
                     child_src, child_dst = _open_dir_pair(src, dst, name)
                 except CaseCopyError:
-                    if skip_unreadable:
+                    if skip:
                         continue
                     raise
                 stack.append((child_src, child_dst, entry_info, _entries(child_src, name)))
@@ -118,7 +115,7 @@ def _walk(
                 try:
                     _copy_file(src, dst, name, entry_info, budget, owner)
                 except CaseCopyError:
-                    if not skip_unreadable or not _unreadable(src, name):
+                    if not skip or not _unreadable(src, name):
                         raise
             elif stat.S_ISLNK(entry_info.st_mode):
                 _copy_link(src, dst, name, entry_info, owner)

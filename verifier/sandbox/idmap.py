@@ -21,11 +21,16 @@ mapped: the tests are root, and the users they create cannot be switched to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import attrs
 
+from verifier.linux import prctl
+
 RANGE_IDS = 65535  # IDs 1..65535 inside
+_PR_SET_SECUREBITS = 28
+_SECBIT_NO_SETUID_FIXUP = 1 << 2
 _RANGE_FLOOR = 1 << 31  # real IDs from 2^31 up: far above any image's users
 _SLOTS = 1 << 15  # distinct ranges (by the sandbox UID): 2^31 + 2^15 * 2^16 < 2^32 - 1
 
@@ -62,15 +67,16 @@ def id_range(uid: int, maps: tuple[str, str] | None = None) -> int | None:
     base = _RANGE_FLOOR + (uid % _SLOTS) * (RANGE_IDS + 1)
     if maps is None:
         try:
-            maps = tuple(  # type: ignore[assignment]
-                open(f"/proc/self/{name}", encoding="ascii").read()  # noqa: SIM115
-                for name in ("uid_map", "gid_map")
-            )
+            maps = (_read("/proc/self/uid_map"), _read("/proc/self/gid_map"))
         except OSError:
             return None
-    assert maps is not None
     wanted = (base + 1, base + RANGE_IDS)
     return base if all(_covers(text, *wanted) for text in maps) else None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="ascii") as handle:
+        return handle.read()
 
 
 def _covers(map_text: str, first: int, last: int) -> bool:
@@ -119,10 +125,8 @@ class Mapper:
     def close(self) -> None:
         """In the judge's process: the helper is done (or told to be) and reaped."""
         for descriptor in (self._request, self._reply):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(descriptor)
-            except OSError:
-                pass
         os.waitpid(self._pid, 0)
 
 
@@ -132,8 +136,13 @@ def _serve(idmap: IdMap, request: int, reply: int) -> int:  # pragma: no cover -
         return 0
     pid = int(data)
     try:
-        # (A process without a user namespace of its own has its maps already: the
-        # kernel refuses the write, EPERM.)
+        # The kernel lets a process write another's maps when it holds CAP_SYS_ADMIN in
+        # that namespace, which its owner (the UID that made it) does, and CAP_SETUID
+        # and CAP_SETGID where the maps' IDs are: this helper keeps its capabilities as
+        # it takes the owner's effective UID (a container's root has no CAP_SYS_ADMIN).
+        # A process without a namespace of its own has its maps already: EPERM.
+        prctl(_PR_SET_SECUREBITS, _SECBIT_NO_SETUID_FIXUP)
+        os.setresuid(-1, idmap.uid, -1)
         for name, text in (
             ("uid_map", idmap.lines(idmap.uid)),
             ("gid_map", idmap.lines(idmap.gid)),

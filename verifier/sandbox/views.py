@@ -40,7 +40,7 @@ OWN_DIRS = ("case", "results", "tmp", "home", "image")  # rw; `provided/<name>`:
 # What a test script run as root writes outside the case, the image's dirs it gets a
 # private copy of (see `root_views`): users and groups, root's and the users' homes, the
 # files of a service it starts.
-ROOT_COPIES = ("/etc", "/home", "/run", "/var/log", "/var/spool", "/var/tmp", "/srv")
+ROOT_COPIES = ("/etc", "/home", "/run", "/var/log", "/var/spool", "/var/tmp", "/srv")  # noqa: S108
 
 
 @attrs.frozen

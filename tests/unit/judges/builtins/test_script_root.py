@@ -355,9 +355,7 @@ def _solution(place: Place, attack: str) -> str:
 
 @pytest.mark.slow
 @needs_root
-@pytest.mark.parametrize(
-    ("who", "landlock"), [("root", True), ("non-root", True), ("root", False)]
-)
+@pytest.mark.parametrize(("who", "landlock"), [("root", True), ("non-root", True), ("root", False)])
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_code_under_a_root_script_reaches_nothing_of_the_grader(
     place: Place, attack: str, who: str, landlock: bool
