@@ -15,7 +15,7 @@ import attrs
 from verifier.console import warn, warn_all
 from verifier.errors import EXIT_CONFIG, EXIT_OK, EXIT_TASK_TEST, ConfigErrors
 from verifier.grading import check_eval, check_reward_keys
-from verifier.parsers import ALL_REWARD_KEYS, NATIVE_REWARD_KEYS
+from verifier.parsers import RewardKeys, RewardKeysKind
 from verifier.task import InitRequest, init_task
 from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.harbor_task import TASK_TOML
@@ -49,7 +49,7 @@ class InitArgs:
     protect: tuple[str, ...] | None
     verifier_network: str
     min_reward: float | None
-    reward_keys: tuple[str, ...] | None
+    reward_keys: RewardKeys
     force: bool
 
 
@@ -62,6 +62,7 @@ class ImportArgs:
     image: str
     verifier_network: str
     force: bool
+    hardened_runner: bool
 
 
 @attrs.frozen
@@ -127,7 +128,7 @@ def _note_network(package: Path) -> None:
 
 def run_import(args: ImportArgs) -> int:
     """One Harbor task into a package graded by this image, or each task of a dir."""
-    arguments = ImportOptions(args.image, args.verifier_network, args.force)
+    arguments = ImportOptions(args.image, args.verifier_network, args.force, args.hardened_runner)
     if not (args.source / TASK_TOML).is_file() and args.source.is_dir():
         outcomes = import_many(args.source, args.dest, arguments)
         for line in summary_lines(outcomes):
@@ -139,6 +140,8 @@ def run_import(args: ImportArgs) -> int:
     print(f"imported Harbor task {imported.name} into {imported.dest}")
     for note in imported.notes:
         print(f"note: {note}")
+    if imported.suggestion is not None:
+        print(f"suggestion: {imported.suggestion}")
     print("next:")
     print(f"  verifier task test {imported.dest}")
     print(f"  harbor run -p {imported.dest} --agent oracle -e podman --no-delete")
@@ -181,14 +184,12 @@ def verifier_env(args: InitArgs) -> dict[str, str]:
     """What of this command's options the package's verifier reads from `[verifier] env`
     (`--reward-keys`: its VERIFIER_REWARD_JSON; names that are no judge of eval.yaml, when
     it loads, are a UsageError before anything is written)."""
-    if args.reward_keys is ALL_REWARD_KEYS:
+    if args.reward_keys.kind is RewardKeysKind.ALL:
         return {}
     config = check_eval(args.config).config
     if config is not None:
         check_reward_keys(config, args.reward_keys)
-    if args.reward_keys == NATIVE_REWARD_KEYS:
-        return {"VERIFIER_REWARD_JSON": "native"}
-    return {"VERIFIER_REWARD_JSON": ",".join(args.reward_keys) or "reward"}
+    return {"VERIFIER_REWARD_JSON": str(args.reward_keys)}
 
 
 def _warn_if_invalid(args: InitArgs) -> None:

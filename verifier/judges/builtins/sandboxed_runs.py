@@ -20,7 +20,7 @@ from verifier.judges.builtins.registry import BuiltinContext
 from verifier.judges.builtins.report_files import FreshReports
 from verifier.judges.builtins.reports import Reading
 from verifier.judges.builtins.runner_reports import SIGNATURE_SUFFIX, handed_back
-from verifier.judges.builtins.runners import PYTEST_TAMPERED_MARK, RunnerPlan
+from verifier.judges.builtins.runners import PYTEST_TAMPERED_MARK, RunnerPlan, handed_input
 from verifier.judges.builtins.toolchain import (
     PROBE_TIMEOUT_S,
     ToolchainFault,
@@ -75,17 +75,24 @@ def run_tests(
         check_program(sandbox, [program], environment)
     key = secrets.token_bytes(32) if plan.signed else None
     returned = (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
+    stdin = handed_input(key or b"", plan.handed) if plan.handed else key
     request = Command(
         plan.command,
         timeout,
         env=environment,
         provided=plan.provided,
         returned=returned,
-        stdin=key,
+        stdin=stdin,
         separate_stdout=plan.report is None,
         stdout_bytes=MAX_FILE_BYTES,
+        views=plan.views,
+        start_at=plan.start_at,
     )
     run = sandbox.run(request, context.case_dir)
+    if run.start_error is not None and plan.views:  # no view here: nothing of the case's
+        raise ToolchainFault(
+            f"{plan.label} cannot be run here: {run.start_error}", {"sandbox": run.confinement}
+        )
     details: dict[str, Any] = {
         "sandbox": run.confinement,
         "runner": plan.name,
