@@ -4,6 +4,8 @@ never a sandbox UID, one range per sandbox UID, and only where the container map
 
 from __future__ import annotations
 
+import itertools
+
 from verifier.sandbox.idmap import RANGE_IDS, IdMap, id_range
 
 ROOTFUL = ("0 0 4294967295\n", "0 0 4294967295\n")  # a rootful container's maps
@@ -17,7 +19,7 @@ def test_each_sandbox_uid_has_a_range_of_its_own_far_from_root_and_the_sandbox_u
     spans = sorted((base + 1, base + RANGE_IDS) for base in bases if base is not None)
     assert all(first > 65534 for first, _ in spans)  # no root, no sandbox UID, no image user
     assert all(last < 4294967295 for _, last in spans)  # (uid_t)-1 is never an ID
-    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))  # disjoint
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))  # disjoint
 
 
 def test_no_range_where_the_container_does_not_map_it() -> None:
