@@ -141,8 +141,9 @@ def _serve(idmap: IdMap, request: int, reply: int) -> int:  # pragma: no cover -
         # and CAP_SETGID where the maps' IDs are: this helper keeps its capabilities as
         # it takes the owner's effective UID (a container's root has no CAP_SYS_ADMIN).
         # A process without a namespace of its own has its maps already: EPERM.
-        prctl(_PR_SET_SECUREBITS, _SECBIT_NO_SETUID_FIXUP)
-        os.setresuid(-1, idmap.uid, -1)
+        with contextlib.suppress(OSError):  # without CAP_SETPCAP: as root it may still do
+            prctl(_PR_SET_SECUREBITS, _SECBIT_NO_SETUID_FIXUP)
+            os.setresuid(-1, idmap.uid, -1)
         for name, text in (
             ("uid_map", idmap.lines(idmap.uid)),
             ("gid_map", idmap.lines(idmap.gid)),

@@ -128,6 +128,7 @@ def enter_views(
     it too)."""
     own_mount_namespace(as_root, mapper)
     guard = os.open(results, os.O_RDONLY | os.O_DIRECTORY) if as_root and results else -1
+    before = _mount_table() if guard >= 0 else {}
     flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
     sources = [
         os.open(mount.source, flags if not mount.setuid else os.O_PATH | os.O_CLOEXEC)
@@ -152,25 +153,36 @@ def enter_views(
         run_as_init()
         return
     made = _mount_table()
-    run_as_init(guard, functools.partial(_empty_if_changed, made, guard))
+    run_as_init(guard, functools.partial(_empty_if_changed, before, made, guard))
     os.close(guard)  # in PID 1: the dir is the parent's alone
 
 
-def _mount_table() -> bytes:
-    """Each mount of this process's namespace: its ID, parent, device, root, mount point
-    and options (not its filesystem's options, which others may change)."""
+def _mount_table() -> dict[bytes, bytes]:
+    """Each mount of this process's namespace by its ID: its parent, device, root, mount
+    point and options (not its filesystem's options, which others may change)."""
     with open("/proc/self/mountinfo", "rb") as handle:
-        return b"\n".join(b" ".join(line.split()[:6]) for line in handle)
+        return {
+            fields[0]: b" ".join(fields[1:6])
+            for fields in (line.split() for line in handle)
+            if len(fields) > 5
+        }
 
 
-def _empty_if_changed(made: bytes, results: int) -> None:  # pragma: no cover - the parent's
-    """In the parent of the command's PID 1, once its namespace is empty: when its mount
-    table is not the one its views made, every file it hands back removed."""
+def _empty_if_changed(
+    before: dict[bytes, bytes], made: dict[bytes, bytes], results: int
+) -> None:  # pragma: no cover - the parent's
+    """In the parent of the command's PID 1, once its namespace is empty: when its views
+    (the mounts `made` has and `before` had not) are not all as they were made, or a
+    mount was added, every file it hands back removed. (A mount the namespace had
+    before its views may go: the host's unmounts can reach it, and the command cannot
+    unmount one, as it came from a more privileged namespace.)"""
     try:
-        same = _mount_table() == made
+        now = _mount_table()
     except OSError:
-        same = False
-    if same:
+        now = {}
+    views = {key: value for key, value in made.items() if key not in before}
+    added = now.keys() - made.keys()
+    if not added and all(now.get(key) == value for key, value in views.items()):
         return
     for name in os.listdir(results):
         try:
