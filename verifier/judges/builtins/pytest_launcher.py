@@ -89,6 +89,7 @@ fault of the toolchain (an error) from what the case did (a failure).
 """
 
 import ast
+import base64
 import builtins
 import contextlib
 import functools
@@ -97,6 +98,7 @@ import hmac
 import importlib
 import importlib.machinery
 import json
+import marshal
 import operator
 import os
 import sys
@@ -149,6 +151,13 @@ _CORE = (
     "pluggy",
 )  # pinned and checked at each test
 _MAX_FOUND = 20  # facts of tampering named
+# The grader's store of trusted byte code (TrustedCode); the grader names the same files.
+PYC_DIR = "pyc"  # provided: <sha256 of a source>/<variant>, the store's entries for the case
+PYC_FILL = "pyc-fill.txt"  # provided: `kind<TAB>relative path` lines, to compile now
+PYC_ENTRIES = "pyc-entries.json"  # handed back, signed: what was compiled now
+PYC_SEEN = "pyc-seen.json"  # handed back: [kind, relative path, variant] of each file looked up
+_MAX_SEEN = 5000
+_MAX_SOURCE = 16 * 1024 * 1024
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
 _real_getframe = sys._getframe  # the launcher's own (a test may take sys._getframe away)
@@ -186,6 +195,7 @@ _WATCHED = (
     "ctypes.wstring_at",
     "pytest_launcher.of_case",
     "pytest_launcher.getframe",
+    "pytest_launcher.pyc",
 )
 _FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 _REPLACED_ATTRIBUTES = frozenset(
@@ -278,15 +288,27 @@ def main(argv):
     for path in _given_paths(pytest_args, workdir):
         provenance.trust_tests(path)
     run.assertions = _strict_assertions(Assertions())
+    results = os.environ["VERIFIER_RESULTS"]
+    if options["pyc"]:  # before any code of the case: what it compiles now is trusted
+        run.code = TrustedCode(workdir, _provided(), pytest)
+        entries = run.code.fill()
+        if entries and signer is not None:
+            mac = signer.copy()
+            mac.update(entries)
+            _write(os.path.join(results, PYC_ENTRIES + ".sig"), mac.hexdigest().encode())
+            _write(os.path.join(results, PYC_ENTRIES), entries)
     forwarder = Forwarder(pytest)
-    run.integrity = Integrity(workdir, plugins, found, audit.touched)
-    report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
+    run.integrity = Integrity(workdir, plugins, found, audit.touched, run.code)
+    report = os.path.join(results, options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
     finish, document, say, write = run.finish, run.document, os.write, _write
     own = (finish.__func__.__code__, document.__func__.__code__)
     sys.meta_path.append(_CaseRoot(workdir))
     code = pytest.main([*_fixed(workdir, options), *pytest_args], plugins=[forwarder, *plugins])
     finish()
+    if run.code is not None:  # a hint of what to compile next time: it can only cost time
+        with contextlib.suppress(Exception):
+            write(os.path.join(results, PYC_SEEN), run.code.seen_document())
     if finish.__func__.__code__ is not own[0] or document.__func__.__code__ is not own[1]:
         found.append("the launcher's own checks were rewritten")
     if found:  # nothing the case could have rebound writes it: the facts go to stderr
@@ -320,8 +342,13 @@ def _probe(workdir, options, pytest_args):
     return PROBE_FAILED
 
 
+def _provided():
+    """The dir of the trusted files the grader handed over (this script's)."""
+    return os.path.dirname(os.path.abspath(__file__))
+
+
 def _fixed(workdir, options):
-    ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), options["ini"])
+    ini = os.path.join(_provided(), options["ini"])
     return [
         "-c",
         ini if options["ini"] else os.devnull,
@@ -369,15 +396,23 @@ def _take_signer():
 
 def _parse(argv):
     """--report NAME, --ini NAME, --plugin MODULE (repeated), --native GLOB (repeated),
-    --probe, then `--` and pytest's own arguments."""
-    options = {"report": "ctrf.json", "ini": "", "plugins": [], "native": [], "probe": False}
+    --probe, --pyc (the grader's byte code store: see TrustedCode), then `--` and
+    pytest's own arguments."""
+    options = {
+        "report": "ctrf.json",
+        "ini": "",
+        "plugins": [],
+        "native": [],
+        "probe": False,
+        "pyc": False,
+    }
     rest = list(argv)
     while rest:
         item = rest.pop(0)
         if item == "--":
             break
-        if item == "--probe":
-            options["probe"] = True
+        if item in ("--probe", "--pyc"):
+            options[item[2:]] = True
         elif item in ("--report", "--ini", "--plugin", "--native") and rest:
             value = rest.pop(0)
             if item == "--plugin":
@@ -409,7 +444,10 @@ class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname):
         path = self.get_filename(fullname)
-        return self.source_to_code(self.get_data(path), path)
+        source = self.get_data(path)
+        answer = []  # the trusted compile of this very source, when the store has one
+        _audit("pytest_launcher.pyc", path, source, "plain", answer)
+        return answer[0] if answer else self.source_to_code(source, path)
 
 
 def _source_only_hook(workdir):
@@ -458,7 +496,23 @@ def _fresh_rewrite_cache(pytest_args):
 
     cache = Path(tempfile.mkdtemp(prefix="pytest-rewrite-"))
     rewrite.get_cache_dir = lambda file_path: cache.joinpath(*file_path.parts[1:-1])
+    if hasattr(rewrite, "_read_pyc"):
+        rewrite._read_pyc = _rewritten_pyc  # never a .pyc the case's code could have written
     return pytest_args
+
+
+def _rewritten_pyc(source, pyc, trace=None):  # noqa: ARG001 (pytest's _read_pyc's signature)
+    """pytest's read of a rewritten test module's cached code: the store's trusted compile
+    of the source as it is now (TrustedCode), never a file of pytest's cache, which lies
+    where the code under test may write (a None has pytest rewrite it)."""
+    try:
+        with open(os.fspath(source), "rb") as handle:
+            data = handle.read()
+    except (OSError, TypeError):
+        return None
+    answer = []
+    _audit("pytest_launcher.pyc", os.fspath(source), data, "test", answer)
+    return answer[0] if answer else None
 
 
 def _within(path, directory):
@@ -617,6 +671,7 @@ class Audit:
         frame_attributes, replaced_attributes = _FRAME_ATTRIBUTES, _REPLACED_ATTRIBUTES
         judge, accept, run, frame_for = self.judge, self.accept, self.run, self.frame_for
         of_case = self.provenance.of_case
+        trusted_code = run.trusted_code
         forwarded = dict(_FORWARDED)
         unchecked = _UNCHECKED
         handlers = {event: getattr(run, event.split(".", 1)[1]) for event in forwarded}
@@ -639,6 +694,11 @@ class Audit:
                     return
             elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
                 args[1].append(of_case(args[0]))
+                return
+            elif event == "pytest_launcher.pyc":  # a loader asks (path, source, kind, answer)
+                code = trusted_code(*args[:3])
+                if code is not None:
+                    args[3].append(code)
                 return
             elif event in unchecked:  # what these say can only lower the outcomes
                 try:
@@ -1203,8 +1263,9 @@ class Integrity:
     that no object of the case is asked anything (an `__eq__` or a `__class__` could
     lie)."""
 
-    def __init__(self, workdir, plugins, found, touched):
+    def __init__(self, workdir, plugins, found, touched, code=None):
         self.workdir = workdir
+        self.code = code  # TrustedCode: what the store's entries say a source imports
         self.started = time.time_ns()  # what was written after this, the case wrote
         self.found = found
         self.touched = touched  # the functions whose code or defaults were set: see holds()
@@ -1329,7 +1390,10 @@ class Integrity:
         base, top = _import_base(path)
         if top == self.workdir or not _within(top, self.workdir):
             return  # tests at the repo's root: no telling their helpers from the code
-        for name, bound in _imports(path, vars(module).get("__package__")):
+        package = vars(module).get("__package__")
+        known = self.code.imports.get(path) if self.code is not None else None
+        imported = _resolved(known, package) if known is not None else _imports(path, package)
+        for name, bound in imported:
             helper = _helper_file(base, name)
             if helper is None or not _within(helper, top):
                 continue
@@ -1337,10 +1401,16 @@ class Integrity:
             origin = vars(found).get("__file__") if type(found) is _MODULE else None
             if origin != helper and not self.installed(origin):
                 self.find(f"{module.__name__} imported {name}, which is not {helper}")
-            elif origin == helper and bound in _definitions(helper):
+            elif origin == helper and bound in self.defined(helper):
                 value = vars(module).get(bound)
                 if not _defined_in(value, helper, name, self.workdir):
                     self.find(f"{module.__name__}.{bound} is not the one {name} defines")
+
+    def defined(self, path):
+        """The names a helper's source defines at its top level: as the store's entry for
+        the source imported says, else parsed from the file."""
+        known = self.code.definitions.get(path) if self.code is not None else None
+        return known if known is not None else _definitions(path)
 
     def installed(self, path):
         """A file of the toolchain: outside the repo, there before the run."""
@@ -1598,18 +1668,37 @@ def _imports(path, package):
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
         return []
+    return _resolved(_raw_imports(tree), package)
+
+
+def _raw_imports(tree):
+    """Each import at a module's top level: (0, None, ((module, None), ...)) for `import`,
+    (level, module, (name bound, ...)) for `from`."""
     found = []
     for node in tree.body:
         if type(node) is ast.Import:
-            found += [(alias.name, None) for alias in node.names]
+            found.append((0, None, tuple((alias.name, None) for alias in node.names)))
         elif type(node) is ast.ImportFrom and node.module:
-            name = node.module
-            if node.level:  # relative: within the test module's package
-                parts = package.split(".") if type(package) is str and package else []
-                if node.level - 1 > len(parts) or not parts:
-                    continue
-                name = ".".join([*parts[: len(parts) - node.level + 1], node.module])
-            found += [(name, alias.asname or alias.name) for alias in node.names]
+            names = tuple(alias.asname or alias.name for alias in node.names)
+            found.append((node.level, node.module, names))
+    return tuple(found)
+
+
+def _resolved(raw, package):
+    """_raw_imports' as (module, name bound from it or None), a relative one resolved
+    within the test module's package."""
+    found = []
+    for level, module, names in raw:
+        if module is None:
+            found += list(names)
+            continue
+        name = module
+        if level:
+            parts = package.split(".") if type(package) is str and package else []
+            if level - 1 > len(parts) or not parts:
+                continue
+            name = ".".join([*parts[: len(parts) - level + 1], module])
+        found += [(name, bound) for bound in names]
     return found
 
 
@@ -1620,8 +1709,12 @@ def _definitions(path):
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
         return set()
+    return _defined(tree)
+
+
+def _defined(tree):
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return {node.name for node in tree.body if type(node) in kinds}
+    return frozenset(node.name for node in tree.body if type(node) in kinds)
 
 
 def _defined_in(value, path, name, workdir):
@@ -1678,6 +1771,144 @@ def _same(cells, closure):
 def _plugin_name(implementation):
     name = getattr(implementation, "plugin_name", None)
     return name[:100] if type(name) is str else "a plugin"
+
+
+class TrustedCode:
+    """Byte code the launcher can trust without compiling: the grader's store (--pyc).
+
+    The grader keeps a store of compiled modules that no command can reach, each entry
+    named by the SHA-256 of the source it was compiled from and by its variant (the
+    interpreter's magic, and for a rewritten test module pytest's version and this
+    script's own digest). For a run it hands over, read-only ($VERIFIER_PROVIDED/pyc),
+    the entries of the files the last run of the same tests imported. A module of the
+    case being imported (plain, or rewritten by pytest) is looked up by the hash of the
+    very source being imported, so an entry is that source's compile or nothing:
+    none of the case's can stand in for it. An entry holds the code, and the imports and
+    definitions at the source's top level (what check_helpers asks, unparsed).
+
+    Entries are made only here, before any code of the case runs (fill: the files the
+    grader names, those the last run imported that the store lacks), and handed back
+    signed with the run's key; the code compiled so is what this run imports. What this
+    run looked up is handed back unsigned, as a hint of what to compile next time: the
+    code under test can forge it, which can only cost time."""
+
+    def __init__(self, workdir, provided, pytest):
+        import importlib.util
+
+        self.workdir = workdir
+        self.provided = provided
+        self.store = os.path.join(provided, PYC_DIR)
+        with open(os.path.abspath(__file__), "rb") as handle:
+            digest = hashlib.sha256(handle.read()).hexdigest()[:16]
+        magic = importlib.util.MAGIC_NUMBER.hex()
+        plain = f"{sys.implementation.cache_tag}-{magic}-o{sys.flags.optimize}"
+        self.rewriting = f"{plain}-pytest-{getattr(pytest, '__version__', '')}-{digest}"
+        self.variants = {"plain": _safe(plain), "test": _safe(self.rewriting + "-h0")}
+        self.compiled = {}  # (source's sha256, variant) -> the entry compiled now (marshal)
+        self.seen = {}  # relative path -> (kind, variant) of each file looked up
+        self.imports = {}  # path -> the raw imports of the entry it was loaded from
+        self.definitions = {}  # path -> the names defined, likewise
+
+    def pass_hook(self, enabled):
+        """pytest's `enable_assertion_pass_hook` (the trusted ini's) changes the rewrite."""
+        self.variants["test"] = _safe(f"{self.rewriting}-h{int(bool(enabled))}")
+
+    def lookup(self, path, source, kind):
+        """The code of the entry compiled from source (bytes) for kind ("plain", "test"),
+        its filename made path, or None."""
+        variant = self.variants.get(kind)
+        if variant is None or type(path) is not str or type(source) is not bytes:
+            return None
+        if _within(path, self.workdir) and len(self.seen) < _MAX_SEEN:
+            self.seen[os.path.relpath(path, self.workdir)] = (kind, variant)
+        digest = hashlib.sha256(source).hexdigest()
+        compiled = self.compiled.get((digest, variant))  # a fresh copy: no code is shared
+        if compiled is not None:
+            entry = _entry(compiled)
+        else:
+            entry = _read_entry(os.path.join(self.store, digest, variant))
+        if entry is None:
+            return None
+        imports, definitions, code = entry
+        self.imports[path] = imports
+        self.definitions[path] = definitions
+        fix = getattr(sys.modules.get("_imp"), "_fix_co_filename", None)
+        if code.co_filename != path:
+            if fix is None:
+                return None
+            fix(code, path)  # as importlib does for a .pyc: nested code objects too
+        return code
+
+    def fill(self):
+        """Compile what the grader names (before any code of the case runs): the entries
+        as the JSON document to hand back, b"" when none."""
+        try:
+            with open(os.path.join(self.provided, PYC_FILL), "rb") as handle:
+                lines = handle.read(1024 * 1024).decode("utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return b""
+        root = os.path.realpath(self.workdir)
+        entries = []
+        for line in lines[:_MAX_SEEN]:
+            kind, _, relative = line.partition("\t")
+            path = os.path.join(self.workdir, relative)
+            if kind not in self.variants or not _within(os.path.realpath(path), root):
+                continue
+            try:
+                with open(path, "rb") as handle:
+                    source = handle.read(_MAX_SOURCE + 1)
+                entry = _compile_entry(kind, source, path)
+            except Exception:  # noqa: S112 (what cannot be compiled now is compiled when imported)
+                continue
+            if len(source) > _MAX_SOURCE:
+                continue
+            digest, variant = hashlib.sha256(source).hexdigest(), self.variants[kind]
+            self.compiled[(digest, variant)] = data = marshal.dumps(entry)
+            encoded = base64.b64encode(data).decode("ascii")
+            entries.append({"sha256": digest, "variant": variant, "data": encoded})
+        return json.dumps({"entries": entries}).encode("utf-8") if entries else b""
+
+    def seen_document(self):
+        seen = [[kind, path, variant] for path, (kind, variant) in self.seen.items()]
+        return json.dumps({"seen": seen}).encode("utf-8")
+
+
+def _compile_entry(kind, source, path):
+    """(raw imports, definitions, code) of a source: compiled as importlib compiles a
+    module, or for a test module rewritten as pytest rewrites it (with the strict
+    assertions; the ini's pass hook off)."""
+    tree = ast.parse(source, filename=path)
+    meta = (_raw_imports(tree), _defined(tree))
+    if kind == "test":
+        from _pytest.assertion import rewrite
+
+        rewrite.rewrite_asserts(tree, source, path, None)
+        return (*meta, compile(tree, path, "exec", dont_inherit=True))
+    return (*meta, compile(source, path, "exec", dont_inherit=True))
+
+
+def _read_entry(path):
+    """An entry of the store (the grader's, read-only), or None."""
+    try:
+        with open(path, "rb") as handle:
+            return _entry(handle.read())
+    except OSError:
+        return None
+
+
+def _entry(data):
+    """(raw imports, definitions, code) of an entry's bytes, or None."""
+    try:
+        entry = marshal.loads(data)  # noqa: S302 (the store's, or compiled here: trusted)
+    except Exception:
+        return None
+    if type(entry) is not tuple or len(entry) != 3 or type(entry[2]) is not types.CodeType:
+        return None
+    return entry
+
+
+def _safe(name):
+    return "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)
 
 
 class Forwarder:
@@ -1754,6 +1985,7 @@ class Run:
         self.found = found
         self.integrity = None
         self.assertions = None
+        self.code = None  # TrustedCode, with the grader's store
         self.tests = {}
         self.bodies = {}  # node id -> its body's outcome; "running" while it runs
         self.made = {}  # (node id, phase) -> (the report pytest made, its outcome)
@@ -1765,11 +1997,23 @@ class Run:
         if fact not in self.found and len(self.found) < _MAX_FOUND:
             self.found.append(fact)
 
+    def trusted_code(self, path, source, kind):
+        """The store's compile of source (a loader asks), or None: compile it."""
+        if self.code is None:
+            return None
+        try:
+            return self.code.lookup(path, source, kind)
+        except Exception:
+            return None
+
     def load_initial_conftests(self, early_config):
         """Before any conftest: pytest's hooks as its own plugins left them pinned; and
         `pythonpath` of the trusted ini, which is relative to the ini (not in the repo),
         pointed at the working dir."""
         self.integrity.pin_hooks(early_config.pluginmanager)
+        if self.code is not None:  # a rewritten test's code depends on it
+            with contextlib.suppress(Exception):
+                self.code.pass_hook(early_config.getini("enable_assertion_pass_hook"))
         outcomes = sys.modules.get("_pytest.outcomes")
         self.outcomes = (outcomes.Skipped, getattr(outcomes, "XFailed", outcomes.Skipped))
         inipath = getattr(early_config, "inipath", None)

@@ -77,6 +77,7 @@ class RunnerPlan:
     probe_codes: tuple[int, ...] = ()
     signed: bool = False  # the report comes with its HMAC (<report>.sig) under a key on stdin
     tampered_code: int | None = None  # the exit of a run whose runner found tampering
+    code_store: tuple[str, ...] = ()  # with the grader's byte code store: its flag (pyc_store)
 
     @property
     def label(self) -> str:
@@ -138,6 +139,18 @@ def pytest_plan(
         probe_codes=_PYTEST_PROBE_CODES,
         signed=True,
         tampered_code=PYTEST_TAMPERED,
+        code_store=("--pyc",),
+    )
+
+
+def with_code_store(plan: RunnerPlan, provided: Mapping[str, Path]) -> RunnerPlan:
+    """The plan whose launcher uses the grader's byte code store: its flag before the
+    launcher's own options, and the store's files for this run handed over too."""
+    at = len(plan.command) - len(plan.command[plan.command.index("--report") :])
+    return attrs.evolve(
+        plan,
+        command=(*plan.command[:at], *plan.code_store, *plan.command[at:]),
+        provided={**plan.provided, **provided},
     )
 
 
