@@ -1459,8 +1459,8 @@ class Integrity:
         if self.bulk[index] is None or self.bulk[index][0] != sizes:
             self.bulk[index] = (sizes, self.gather(index))
         spaces, functions, classes = self.bulk[index][1]
-        for namespace, names, values in spaces:
-            if any(map(operator.is_not, map(namespace.get, names, repeat(_ABSENT)), values)):
+        for get, namespaces, names, values in spaces:  # one C loop per kind of namespace
+            if any(map(operator.is_not, map(get, namespaces, names, repeat(_ABSENT)), values)):
                 return False
         pinned, cells, contents = functions
         try:
@@ -1486,15 +1486,18 @@ class Integrity:
         )
 
     def gather(self, index):
-        """The pins of the index as parallel tuples: per namespace (names, values); the
+        """The pins of the index as parallel tuples: per kind of namespace (dicts, the
+        classes' mapping proxies) its get, and (namespace, name, value) flattened; the
         functions' (code, defaults, kwdefaults) by id, and their closure cells (an empty
         one is held empty by keeping it out: reading it raises); the classes' types and
         mros."""
         spaces = {}
         for _, namespace, name, value in self.bindings[index]:
-            entry = spaces.setdefault(id(namespace), (namespace, [], []))
-            entry[1].append(name)
-            entry[2].append(value)
+            kind = type(namespace)
+            entry = spaces.setdefault(kind, (kind.get, [], [], []))
+            entry[1].append(namespace)
+            entry[2].append(name)
+            entry[3].append(value)
         functions = self.functions[index]
         cells = [
             (cell, value)
@@ -1505,8 +1508,8 @@ class Integrity:
         objects = self.objects[index]
         return (
             tuple(
-                (namespace, tuple(names), tuple(values))
-                for namespace, names, values in spaces.values()
+                (get, tuple(namespaces), tuple(names), tuple(values))
+                for get, namespaces, names, values in spaces.values()
             ),
             (
                 {id(entry[1]): entry[2:5] for entry in functions},
