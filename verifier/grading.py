@@ -147,7 +147,10 @@ def command_sandbox(
     from verifier.sandbox import Sandbox, discard_policy, plan_policy
 
     config = loaded.config.path
-    paths = [config.parent, config.resolve().parent, *(path for path in hidden if path)]
+    from verifier.judges.builtins.pyc_store import configured_store
+
+    store = configured_store()  # the byte code store, where the user keeps it: hidden too
+    paths = [config.parent, config.resolve().parent, *(path for path in (*hidden, store) if path)]
     running = [judge.config.name for judge in loaded.judges if runs_case_code(judge.config)]
     if running and any(os.path.realpath(path) == "/" for path in paths):
         raise UsageError(

@@ -4,9 +4,10 @@ from and its variant, so that a run compiles (and pytest rewrites) only what no 
 run of the same tests compiled.
 
 Where it is: `pyc/` in the dir of this UID's scratch dirs (`verifier-sandbox-<uid>` in
-the temp dir), which every grade hides from its commands (Landlock, or as root a dir
-only root may enter): no command can read, list or write it. It is not used when the
-sandbox is weak, nor with `VERIFIER_PYC_STORE=off`.
+the temp dir), or the absolute dir `VERIFIER_PYC_STORE` names (a persistent disk, an
+image's); every grade hides it from its commands (Landlock, or as root a dir only root
+may enter: it is made 0700): no command can read, list or write it. It is not used
+when the sandbox is weak, nor with `VERIFIER_PYC_STORE=off`.
 
 A run is handed, as read-only provided files (`pyc/<sha256>/<variant>`), the entries of
 the sources the last run of the same tests (same eval.yaml dir, same command) looked up,
@@ -40,6 +41,7 @@ import attrs
 from verifier.casefiles import CaseFile, read_case_file
 from verifier.judges.builtins.runner_reports import SIGNATURE_SUFFIX, signed
 from verifier.sandbox import SandboxPolicy
+from verifier.sandbox.plan import beneath
 
 STORE_ENV = "VERIFIER_PYC_STORE"  # "off": no store
 # The launcher's names (pytest_launcher.py, a script the grader does not import).
@@ -66,16 +68,30 @@ class Handing:
     fill: Path | None = None  # the fill list's file, removed once the run ended
 
 
+def configured_store() -> Path | None:
+    """The store's dir as `VERIFIER_PYC_STORE` names it (an absolute path; made when
+    missing, so that the sandbox's plan finds it to hide), else None."""
+    value = os.environ.get(STORE_ENV, "").strip()
+    if not value.startswith("/"):
+        return None
+    with contextlib.suppress(OSError):
+        Path(value).mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Path(value)
+
+
 def open_store(policy: SandboxPolicy) -> Path | None:
     """The store's dir (made when missing, this UID's alone), or None: off, the sandbox
-    weak, or no dir can be made."""
-    if os.environ.get(STORE_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+    weak, or no dir can be made. The grade planned `policy` with it hidden (grading.py)."""
+    value = os.environ.get(STORE_ENV, "").strip()
+    if value.lower() in ("off", "0", "no", "false") or (value and not value.startswith("/")):
         return None
     if policy.hidden_by is None:  # a command could reach it
         return None
-    store = Path(policy.scratch).parent / "pyc"
+    store = configured_store() or Path(policy.scratch).parent / "pyc"
+    if not any(beneath(str(store), hidden) for hidden in policy.hidden):
+        return None  # planned before it was named: a command might reach it
     try:
-        store.mkdir(mode=0o700, exist_ok=True)
+        store.mkdir(mode=0o700, parents=True, exist_ok=True)
         (store / "hints").mkdir(mode=0o700, exist_ok=True)
         (store / "tmp").mkdir(mode=0o700, exist_ok=True)
     except OSError:

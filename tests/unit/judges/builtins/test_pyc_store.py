@@ -298,3 +298,22 @@ def test_the_grader_names_the_launchers_files() -> None:
     source = LAUNCHER.read_text()
     for name in ("PYC_DIR", "PYC_FILL", "PYC_ENTRIES", "PYC_SEEN"):
         assert f'{name} = "{getattr(pyc_store, name)}"' in source
+
+
+def test_a_store_the_user_names_is_hidden_from_every_command(
+    task: Task, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VERIFIER_PYC_STORE (a persistent disk's dir, an image's) is used, and hidden like
+    the default one: the code under test cannot list, read or write it."""
+    named = task.root / "named-store" / "pyc"
+    monkeypatch.setenv(pyc_store.STORE_ENV, str(named))
+    case = task.case(
+        "store-named-reach", REACH_STORE.replace("/tmp/*/verifier-sandbox-*/pyc", str(named))
+    )
+    for _ in range(3):
+        reward, tests = graded(task.alone, case)
+        assert reward == pytest.approx(UNTOUCHED), tests["rationale"]
+    assert named.stat().st_mode & 0o777 == 0o700
+    assert sha256(case.joinpath("calc.py").read_text()) in entries(named)
+    assert not (named / "planted").exists()
+    assert not store.exists()
