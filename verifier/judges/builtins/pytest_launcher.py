@@ -672,6 +672,7 @@ class Audit:
         judge, accept, run, frame_for = self.judge, self.accept, self.run, self.frame_for
         of_case = self.provenance.of_case
         trusted_code = run.trusted_code
+        loaders = (_SourceOnlyLoader.get_code.__code__, _rewritten_pyc.__code__)
         forwarded = dict(_FORWARDED)
         unchecked = _UNCHECKED
         handlers = {event: getattr(run, event.split(".", 1)[1]) for event in forwarded}
@@ -696,7 +697,7 @@ class Audit:
                 args[1].append(of_case(args[0]))
                 return
             elif event == "pytest_launcher.pyc":  # a loader asks (path, source, kind, answer)
-                code = trusted_code(*args[:3])
+                code = trusted_code(*args[:3], getframe(1).f_code in loaders)
                 if code is not None:
                     args[3].append(code)
                 return
@@ -1816,13 +1817,14 @@ class TrustedCode:
         """pytest's `enable_assertion_pass_hook` (the trusted ini's) changes the rewrite."""
         self.variants["test"] = _safe(f"{self.rewriting}-h{int(bool(enabled))}")
 
-    def lookup(self, path, source, kind):
+    def lookup(self, path, source, kind, loading=True):
         """The code of the entry compiled from source (bytes) for kind ("plain", "test"),
-        its filename made path, or None."""
+        its filename made path, or None; `loading`: what it imports and defines noted
+        as path's, and path as looked up."""
         variant = self.variants.get(kind)
         if variant is None or type(path) is not str or type(source) is not bytes:
             return None
-        if _within(path, self.workdir) and len(self.seen) < _MAX_SEEN:
+        if loading and _within(path, self.workdir) and len(self.seen) < _MAX_SEEN:
             self.seen[os.path.relpath(path, self.workdir)] = (kind, variant)
         digest = hashlib.sha256(source).hexdigest()
         compiled = self.compiled.get((digest, variant))  # a fresh copy: no code is shared
@@ -1833,8 +1835,9 @@ class TrustedCode:
         if entry is None:
             return None
         imports, definitions, code = entry
-        self.imports[path] = imports
-        self.definitions[path] = definitions
+        if loading:
+            self.imports[path] = imports
+            self.definitions[path] = definitions
         fix = getattr(sys.modules.get("_imp"), "_fix_co_filename", None)
         if code.co_filename != path:
             if fix is None:
@@ -2000,12 +2003,14 @@ class Run:
         if fact not in self.found and len(self.found) < _MAX_FOUND:
             self.found.append(fact)
 
-    def trusted_code(self, path, source, kind):
-        """The store's compile of source (a loader asks), or None: compile it."""
+    def trusted_code(self, path, source, kind, loading):
+        """The store's compile of source, or None: compile it. `loading`: the launcher's
+        loaders ask, for the file at path as they read it (only they note what it
+        imports, for check_helpers, and that it was looked up)."""
         if self.code is None:
             return None
         try:
-            return self.code.lookup(path, source, kind)
+            return self.code.lookup(path, source, kind, loading)
         except Exception:
             return None
 
