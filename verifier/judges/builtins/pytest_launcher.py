@@ -1281,6 +1281,7 @@ class Integrity:
         self.bulk = [None, None]  # each index's pins gathered for holds()
         self.trusted = set()  # ids of the pinned functions (kept alive): trusted hooks
         self.impls = []  # (hook, implementation, its function) before any conftest
+        self.impls_bulk = ((), ())  # the implementations and their functions, as tuples
         self.impl_ids = set()
         self.vetted = {}  # id -> (a later implementation found trusted, its function)
         self.seen = {}  # hook name -> its implementations, all good at the last check
@@ -1544,8 +1545,12 @@ class Integrity:
                 continue
             if self.check_hook(name, implementations, ended):
                 self.seen[name] = tuple(implementations)
-        pinned = [implementation for _, implementation, _ in self.impls]
-        functions = tuple(function for _, _, function in self.impls)
+        if len(self.impls_bulk[0]) != len(self.impls):
+            self.impls_bulk = (
+                tuple(implementation for _, implementation, _ in self.impls),
+                tuple(function for _, _, function in self.impls),
+            )
+        pinned, functions = self.impls_bulk
         if any(map(operator.is_not, map(_IMPLEMENTED, pinned), functions)):
             for name, implementation, function in self.impls:
                 if implementation.function is not function:
