@@ -639,6 +639,7 @@ class Audit:
         self.run = run
         self.touched = {}  # id -> each function whose code or defaults were set since
         self.known = {}  # id -> a code object found not to be the case's (accept)
+        self.chain = ([], {})  # the frames of the last stack accept found clean, and each's index
         stdlib = os.path.dirname(os.__file__) + os.sep
 
         def files(*names):
@@ -762,8 +763,12 @@ class Audit:
         if frame is None or frame.f_code is not code:
             return f"an event of the launcher's records was forged ({event})"
         frame = frame.f_back
-        known = self.known
+        known, (chain, depths), walked = self.known, self.chain, []
         while frame is not None and frame is not self.main:
+            at = depths.get(frame)  # a frame of the last stack found clean (hashed by identity)
+            if at is not None and _still_linked(chain, at, self.main):
+                walked += chain[at:]  # it and its callers up to main(): the same frames
+                break
             code = frame.f_code
             if known.get(id(code)) is not code:
                 filename = code.co_filename
@@ -771,9 +776,11 @@ class Audit:
                     culprit = _short(self, filename) if type(filename) is str else "the case"
                     return f"{culprit} called pytest's hooks itself ({event})"
                 known[id(code)] = code  # trusted code stays trusted
+            walked.append(frame)
             frame = frame.f_back
         if frame is None:
             return f"pytest's hooks were called outside its run ({event})"
+        self.chain = (walked, {frame: index for index, frame in enumerate(walked)})
         return None
 
     def judge(self, event, args, frame):
@@ -873,6 +880,18 @@ class Audit:
         if not self.provenance.of_case(filename):
             return None
         return f"{_short(self, filename)}:{culprit.f_lineno} {what}"
+
+
+def _still_linked(chain, at, main):
+    """Whether the frames of `chain` (in order, from a frame to the one main() called)
+    from `at` on still call each other and main() the last: a generator's frame, once
+    resumed by another caller, has another f_back (reading f_back is not audited, unlike
+    f_code and id())."""
+    for index in range(at, len(chain)):
+        caller = chain[index + 1] if index + 1 < len(chain) else main
+        if chain[index].f_back is not caller:
+            return False
+    return True
 
 
 def _short(audit, filename):
@@ -1474,7 +1493,7 @@ class Integrity:
         # function (reading them raises one too, which makes comparing them all dear):
         # only those can have changed.
         for function in list(self.touched.values()):
-            held = pinned.get(id(function))
+            held = pinned.get(function)  # a function hashes by identity: no id() (audited)
             if held is not None and (
                 function.__code__ is not held[0]
                 or function.__defaults__ is not held[1]
@@ -1490,7 +1509,7 @@ class Integrity:
     def gather(self, index):
         """The pins of the index as parallel tuples: per kind of namespace (dicts, the
         classes' mapping proxies) its get, and (namespace, name, value) flattened; the
-        functions' (code, defaults, kwdefaults) by id, and their closure cells (an empty
+        functions' (code, defaults, kwdefaults) by function, and their closure cells (an empty
         one is held empty by keeping it out: reading it raises); the classes' types and
         mros."""
         spaces = {}
@@ -1514,7 +1533,7 @@ class Integrity:
                 for get, namespaces, names, values in spaces.values()
             ),
             (
-                {id(entry[1]): entry[2:5] for entry in functions},
+                {entry[1]: entry[2:5] for entry in functions},
                 tuple(cell for cell, _ in cells),
                 tuple(value for _, value in cells),
             ),
