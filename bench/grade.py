@@ -117,8 +117,12 @@ def main() -> None:
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for command, env in commands.values():
             measure(command, env)  # warm the page cache and byte code
-        for _ in range(options.runs):
-            for name, (command, env) in commands.items():
+        names = list(commands)
+        for round_number in range(options.runs):
+            # The order rotates each round: the first of a round runs slower here.
+            shift = round_number % len(names)
+            for name in names[shift:] + names[:shift]:
+                command, env = commands[name]
                 samples[name].append(measure(command, env))
         durable_ms, plain_ms = time_output_writes(python, root / "writes")
         ours = json.loads((root / "out" / "reward.json").read_text())

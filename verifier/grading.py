@@ -26,7 +26,7 @@ from verifier.errors import (
 )
 from verifier.judges import KINDS, PreparedJudge, prepare_judges, runs_case_code
 from verifier.judges.base import Pool, Record
-from verifier.parsers import NATIVE_REWARD_KEYS
+from verifier.parsers import RewardKeys, RewardKeysKind
 from verifier.results import SCRIPT_BUILTIN, Composition, Grading, JudgeResult
 from verifier.reward import DefaultReward, RewardMode, compose
 
@@ -385,12 +385,12 @@ def refuse_cache_inside_case(cache: Path, case_dir: Path) -> None:
         )
 
 
-def check_reward_keys(config: EvalConfig, keys: tuple[str, ...] | None) -> None:
+def check_reward_keys(config: EvalConfig, keys: RewardKeys) -> None:
     """`--reward-keys NAME,...` names judges of eval.yaml, and `native` needs exactly one
     `tests/script` judge (whose reward file's keys it writes): UsageError (exit 2)
     otherwise, before any case is graded (a typo would leave a key out of every trial)."""
     judges = [judge.name for judge in config.judges]
-    if keys == NATIVE_REWARD_KEYS:
+    if keys.kind is RewardKeysKind.NATIVE:
         scripts = [judge.name for judge in config.judges if _is_script(judge)]
         if len(scripts) != 1:
             raise UsageError(
@@ -400,7 +400,7 @@ def check_reward_keys(config: EvalConfig, keys: tuple[str, ...] | None) -> None:
                 "tests/script judge, or use reward, all or judge names"
             )
         return
-    unknown = [name for name in keys or () if name not in judges]
+    unknown = [name for name in keys.judges if name not in judges]
     if unknown:
         raise UsageError(
             f"--reward-keys (or $VERIFIER_REWARD_JSON): {', '.join(map(repr, unknown))} "

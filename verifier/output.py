@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.errors import OutputError, StaleRewardError, VerifierError
-from verifier.parsers import NATIVE_REWARD_KEYS
+from verifier.parsers import ALL_REWARD_KEYS, RewardKeys, RewardKeysKind
 from verifier.results import (
     CTRF_DETAILS,
     SCRIPT_CREDITED,
@@ -89,28 +89,27 @@ def remove_stale_rewards(out_dir: Path, because: str = "no reward was written") 
         )
 
 
-def reward_json(grading: Grading, keys: Sequence[str] | None = None) -> dict[str, float]:
+def reward_json(grading: Grading, keys: RewardKeys = ALL_REWARD_KEYS) -> dict[str, float]:
     """Harbor's flat reward.json (`--reward-keys`).
 
-    keys None (`all`, the default): the reward, then every judge that produced a value
-    (a judge without one is absent). A sequence of judge names: the reward, then each
-    of those judges this grading graded, always present so that every trial has the same
-    keys for Harbor to average: a judge without a value is written as 0.0, which is
-    what Harbor's per-key mean counts an absent key as (judges.json says why it has
-    none). An empty sequence (`reward`): the reward alone, the one key Harbor's pass@k
-    needs. NATIVE_REWARD_KEYS (`native`): the reward, then the keys the task's own
-    script wrote (native_rewards).
+    `all` (the default): the reward, then every judge that produced a value (a judge
+    without one is absent). Judge names: the reward, then each of those judges this
+    grading graded, always present so that every trial has the same keys for Harbor to
+    average: a judge without a value is written as 0.0, which is what Harbor's per-key
+    mean counts an absent key as (judges.json says why it has none). No names
+    (`reward`): the reward alone, the one key Harbor's pass@k needs. `native`: the
+    reward, then the keys the task's own script wrote (native_rewards).
     """
     flat = {"reward": grading.reward}
-    if keys == NATIVE_REWARD_KEYS:
+    if keys.kind is RewardKeysKind.NATIVE:
         flat.update(native_rewards(grading))
-    elif keys is None:
+    elif keys.kind is RewardKeysKind.ALL:
         for result in grading.results:
             if result.value is not None:
                 flat[result.name] = float(result.value)
     else:
         by_name = {result.name: result for result in grading.results}
-        for name in keys:
+        for name in keys.judges:
             if name in by_name:
                 value = by_name[name].value
                 flat[name] = 0.0 if value is None else float(value)
@@ -332,7 +331,7 @@ def write_outputs(
     grading: Grading,
     *,
     durable: bool = True,
-    reward_keys: Sequence[str] | None = None,
+    reward_keys: RewardKeys = ALL_REWARD_KEYS,
 ) -> list[Path]:
     """Write the files, all or none, reward.json last, and return their paths.
 

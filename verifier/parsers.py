@@ -4,9 +4,12 @@ the caller puts after the flag's or the variable's name."""
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable
 from pathlib import Path
+
+import attrs
 
 MAX_MEMORY_MB = 1024 * 1024  # 1 TiB: beyond it a limit in bytes stops meaning anything
 VERIFIER_NETWORKS = ("auto", "no-network", "public")
@@ -110,16 +113,34 @@ def parse_globs(text: str) -> tuple[str, ...]:
     return globs
 
 
-ALL_REWARD_KEYS = None  # --reward-keys all: the reward and every judge with a value
-# --reward-keys native: the reward and the keys the task's own test.sh wrote (output.py,
-# native_rewards). A marker no list of judge names can equal: parse_name refuses "/".
-NATIVE_REWARD_KEYS: tuple[str, ...] = ("/native",)
+class RewardKeysKind(enum.Enum):
+    ALL = "all"  # the reward and every judge with a value
+    NAMED = "named"  # the reward and the judges named (none: the reward alone)
+    NATIVE = "native"  # the reward and the keys the task's own test.sh wrote
 
 
-def parse_reward_keys(text: str) -> tuple[str, ...] | None:
-    """`reward` -> (), `all` -> None (ALL_REWARD_KEYS), `native` -> NATIVE_REWARD_KEYS,
-    `NAME,...` -> the judges' names (besides the reward, always written; `reward` may be
-    listed too)."""
+@attrs.frozen
+class RewardKeys:
+    """What reward.json holds besides the reward (`--reward-keys`, $VERIFIER_REWARD_JSON;
+    output.reward_json writes it). `judges`: the names, for NAMED alone."""
+
+    kind: RewardKeysKind
+    judges: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        """As the option is written: all, native, reward, or NAME,..."""
+        if self.kind is not RewardKeysKind.NAMED:
+            return self.kind.value
+        return ",".join(self.judges) or "reward"
+
+
+ALL_REWARD_KEYS = RewardKeys(RewardKeysKind.ALL)
+NATIVE_REWARD_KEYS = RewardKeys(RewardKeysKind.NATIVE)
+
+
+def parse_reward_keys(text: str) -> RewardKeys:
+    """`reward` (the reward alone), `all`, `native`, or `NAME,...` (the judges' names;
+    `reward`, always written, may be listed too)."""
     words = [part.strip() for part in text.split(",") if part.strip()]
     if words == ["all"]:
         return ALL_REWARD_KEYS
@@ -127,7 +148,8 @@ def parse_reward_keys(text: str) -> tuple[str, ...] | None:
         return NATIVE_REWARD_KEYS
     if not words or "all" in words or "native" in words:
         raise ValueError(f"{text!r}: use reward, all, native, or judge names (NAME,NAME,...)")
-    return tuple(dict.fromkeys(parse_name(word) for word in words if word != "reward"))
+    names = tuple(dict.fromkeys(parse_name(word) for word in words if word != "reward"))
+    return RewardKeys(RewardKeysKind.NAMED, names)
 
 
 def parse_seconds(text: str) -> float:

@@ -109,6 +109,34 @@ def test_the_images_python_and_variables_do_not_reach_the_verifier(
     assert read_reward(out_dir)["no_verifier_python"] == 1.0
 
 
+PLANTED_VERIFIER = """\
+import os, pathlib
+pathlib.Path("/logs/verifier/reward.json").write_text('{"reward": 1.0}')
+os._exit(0)
+"""
+
+
+def test_python_m_verifier_in_a_case_dir_runs_the_bundles_verifier(
+    engine: Engine, tmp_path: Path, out_dir: Path, host_rewards
+) -> None:
+    """`python -m verifier` with the bundle's interpreter (no -I), started in a case dir
+    that holds a `verifier` package of its own: the interpreter's ._pth keeps the working
+    dir off sys.path, so the planted package never runs and the reward is the honest one."""
+    case = shared_dir(tmp_path / "case")
+    for source in (EXAMPLES / "case-fail").rglob("*"):
+        if source.is_file():
+            target = case / source.relative_to(EXAMPLES / "case-fail")
+            shared_dir(target.parent)
+            shared_file(target, source.read_text())
+    shared_file(shared_dir(case / "verifier") / "__init__.py", PLANTED_VERIFIER)
+    shared_file(case / "verifier" / "__main__.py", PLANTED_VERIFIER)
+    grade = f"cd /case && exec {BUNDLED_PYTHON} -m verifier grade"
+    result = engine.run(["/bin/sh", "-c", grade], mounts=grade_mounts(case, out_dir))
+    assert result.exit_code == 0, str(result)
+    assert read_reward(out_dir) == host_rewards["case-fail"]
+    assert read_reward(out_dir)["reward"] < 1.0
+
+
 CA_EVAL = """\
 name: trust
 judges:

@@ -18,7 +18,7 @@ import pytest
 from verifier.grading import check_reward_keys, load_eval
 from verifier.judges.builtins import find_builtin
 from verifier.output import native_keys, reward_json
-from verifier.parsers import NATIVE_REWARD_KEYS, parse_reward_keys
+from verifier.parsers import NATIVE_REWARD_KEYS, RewardKeys, RewardKeysKind, parse_reward_keys
 from verifier.results import SCRIPT_BUILTIN, Composition, Grading, JudgeResult, Status
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
@@ -109,7 +109,9 @@ def test_native_is_a_word_of_its_own() -> None:
     assert parse_reward_keys(" native ") == NATIVE_REWARD_KEYS
     with pytest.raises(ValueError, match="native"):
         parse_reward_keys("native,accuracy")
-    assert parse_reward_keys("reward") == ()
+    assert parse_reward_keys("reward") == RewardKeys(RewardKeysKind.NAMED, ())
+    assert str(parse_reward_keys("reward")) == "reward"
+    assert str(parse_reward_keys("b,a")) == "b,a"
 
 
 # --- verifier grade end to end: the task's script run in the sandbox ----------------------

@@ -16,6 +16,7 @@ import pytest
 from tests.viewer import viewer_accepts
 from verifier.grading import grade, load_eval
 from verifier.output import write_outputs
+from verifier.parsers import parse_reward_keys
 
 JUDGES = """\
 judges:
@@ -111,4 +112,4 @@ def test_a_value_that_is_not_finite_is_refused_before_reward_json_is_written() -
     )
     with pytest.raises(VerifierError, match=r"reward.json: j is not a finite number"):
         reward_json(grading)
-    assert reward_json(grading, keys=()) == {"reward": 1.0}
+    assert reward_json(grading, keys=parse_reward_keys("reward")) == {"reward": 1.0}

@@ -41,7 +41,7 @@ from verifier.grading import CaseContext, LoadedEval, conclude, read, step_plan
 from verifier.judges.base import Pool, PreparedJudge, Record, interpret
 from verifier.judges.builtins import builtin_reference_files
 from verifier.output import OUTPUT_FILES, REWARD_JSON, prepare_out_dir, write_outputs
-from verifier.parsers import ALL_REWARD_KEYS
+from verifier.parsers import ALL_REWARD_KEYS, RewardKeys, RewardKeysKind
 from verifier.references import referenced_files
 from verifier.results import JudgeResult, Status
 from verifier.trajectory import AGENT_LOGS_TRAJECTORY
@@ -78,7 +78,7 @@ class CaseGrader:
     force: bool = False
     keep_errors: bool = False
     llm: Mapping[int, LLMJudge] = MappingProxyType({})  # by judge index: run in two stages
-    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS  # what reward.json holds
+    reward_keys: RewardKeys = ALL_REWARD_KEYS  # what reward.json holds
     deadline_s: float | None = None  # --deadline: each case's whole grade
     sandbox: Sandbox | None = None  # where its judges run code from the case
 
@@ -368,7 +368,7 @@ def config_hash(
     config_path: Path,
     limits: Limits,
     judges: Mapping[int, LLMJudge] = MappingProxyType({}),
-    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS,
+    reward_keys: RewardKeys = ALL_REWARD_KEYS,
 ) -> str:
     """The resume key: sha256 of everything that can change a case's result.
 
@@ -387,8 +387,10 @@ def config_hash(
     digest.update(
         f"harbor-verifier {__version__}\0skip={skipped}\0memory={limits.memory_mb}\0".encode()
     )
-    if reward_keys is not ALL_REWARD_KEYS:  # the default leaves earlier keys as they were
-        digest.update(f"reward_keys={list(reward_keys)}\0".encode())
+    if reward_keys.kind is RewardKeysKind.NAMED:  # `all` leaves earlier digests as they were
+        digest.update(f"reward_keys={list(reward_keys.judges)}\0".encode())
+    elif reward_keys.kind is RewardKeysKind.NATIVE:
+        digest.update(b"reward_keys=native\0")
     digest.update(json.dumps(llm, sort_keys=True, default=str).encode() + b"\0")
     base = config_path.resolve().parent
     try:

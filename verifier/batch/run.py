@@ -51,7 +51,7 @@ from verifier.grading import (
 from verifier.judges.base import Pool
 from verifier.linux import make_undumpable
 from verifier.output import prepare_out_dir, write_atomic
-from verifier.parsers import ALL_REWARD_KEYS
+from verifier.parsers import ALL_REWARD_KEYS, RewardKeys
 
 if TYPE_CHECKING:
     from verifier.judges.llm.judge import LLMJudge
@@ -72,7 +72,7 @@ class BatchRequest:
     llm_concurrency: int = DEFAULT_LLM_CONCURRENCY
     llm_cache: Path | None = None  # None: no cache
     llm_cache_mb: int = DEFAULT_LLM_CACHE_MB
-    reward_keys: tuple[str, ...] | None = ALL_REWARD_KEYS
+    reward_keys: RewardKeys = ALL_REWARD_KEYS
     deadline_s: float | None = None  # each case's whole grade (--deadline)
     write_back: bool = False
     max_cost_usd: float | None = None  # --max-cost-usd

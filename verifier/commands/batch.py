@@ -19,6 +19,7 @@ from verifier.errors import (
     EXIT_OK,
     EXIT_TERMINATED,
 )
+from verifier.parsers import RewardKeys
 from verifier.system import available_cpus
 
 _EXIT_BY_SIGNAL = {"SIGTERM": EXIT_TERMINATED, "SIGINT": EXIT_INTERRUPTED}
@@ -36,7 +37,7 @@ class BatchArgs:
     shard: tuple[int, int] | None
     force: bool
     keep_errors: bool
-    reward_keys: tuple[str, ...] | None
+    reward_keys: RewardKeys
     deadline: float | None
     write_back: bool
     memory_mb: int

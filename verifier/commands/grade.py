@@ -13,6 +13,7 @@ from verifier.errors import EXIT_OK, OutputError, Terminated, VerifierError
 from verifier.grading import check_reward_keys, command_sandbox, grade, load_eval, with_llm_cache
 from verifier.judges.base import Pool
 from verifier.output import prepare_out_dir, remove_stale_rewards, write_outputs
+from verifier.parsers import RewardKeys
 from verifier.results import Grading
 from verifier.system import process_started
 
@@ -28,7 +29,7 @@ class GradeArgs:
     case_id: str | None
     step: str | None
     agent_logs: Path
-    reward_keys: tuple[str, ...] | None
+    reward_keys: RewardKeys
     deadline: float | None
     memory_mb: int
     llm_parallel: int

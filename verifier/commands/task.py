@@ -15,7 +15,7 @@ import attrs
 from verifier.console import warn, warn_all
 from verifier.errors import EXIT_CONFIG, EXIT_OK, EXIT_TASK_TEST, ConfigErrors
 from verifier.grading import check_eval, check_reward_keys
-from verifier.parsers import ALL_REWARD_KEYS, NATIVE_REWARD_KEYS
+from verifier.parsers import RewardKeys, RewardKeysKind
 from verifier.task import InitRequest, init_task
 from verifier.task.from_dataset import init_dataset_tasks
 from verifier.task.harbor_task import TASK_TOML
@@ -49,7 +49,7 @@ class InitArgs:
     protect: tuple[str, ...] | None
     verifier_network: str
     min_reward: float | None
-    reward_keys: tuple[str, ...] | None
+    reward_keys: RewardKeys
     force: bool
 
 
@@ -181,14 +181,12 @@ def verifier_env(args: InitArgs) -> dict[str, str]:
     """What of this command's options the package's verifier reads from `[verifier] env`
     (`--reward-keys`: its VERIFIER_REWARD_JSON; names that are no judge of eval.yaml, when
     it loads, are a UsageError before anything is written)."""
-    if args.reward_keys is ALL_REWARD_KEYS:
+    if args.reward_keys.kind is RewardKeysKind.ALL:
         return {}
     config = check_eval(args.config).config
     if config is not None:
         check_reward_keys(config, args.reward_keys)
-    if args.reward_keys == NATIVE_REWARD_KEYS:
-        return {"VERIFIER_REWARD_JSON": "native"}
-    return {"VERIFIER_REWARD_JSON": ",".join(args.reward_keys) or "reward"}
+    return {"VERIFIER_REWARD_JSON": str(args.reward_keys)}
 
 
 def _warn_if_invalid(args: InitArgs) -> None:

@@ -323,9 +323,12 @@ class _JudgeProcesses:
         """Kill every judge still running and everything below this process; reap them."""
         for run in list(self.running.values()):
             self._close(run)
-        left = self._new_children()
-        kill_trees(left)
-        reap(left)
+        # A dying process hands its children to this subreaper only as it exits, which
+        # may be after they were looked for (a command killed by its judge's death, whose
+        # token could no longer be read): look again until no new child is left.
+        while left := self._new_children():
+            kill_trees(left)
+            reap(left)
 
     def _new_children(self) -> list[int]:
         return [pid for pid in children(os.getpid()) if pid not in self.earlier_children]

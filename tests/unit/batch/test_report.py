@@ -18,6 +18,7 @@ from verifier.batch import BatchRequest, run_batch
 from verifier.batch.report import correlation, eligible_k, max_at_k, pass_at_k, task_figures
 from verifier.batch.writeback import mean_metric
 from verifier.errors import UsageError
+from verifier.parsers import parse_reward_keys
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
 
@@ -155,7 +156,9 @@ def test_a_batch_over_a_job_dir_writes_the_job_report(tmp_path: Path, job: Path)
 def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, job: Path) -> None:
     config = tmp_path / "eval.yaml"
     config.write_text(EVAL)
-    summary = batch(config, job, tmp_path / "out", reward_keys=(), write_back=True)
+    summary = batch(
+        config, job, tmp_path / "out", reward_keys=parse_reward_keys("reward"), write_back=True
+    )
     assert summary.written_back.written == ("mixed__001", "mixed__002", "same__001", "same__002")
     assert summary.written_back.refused == ()
     failed = job / "same__002"
@@ -184,7 +187,14 @@ def test_write_back_records_the_regrade_where_harbor_reads_it(tmp_path: Path, jo
         "reward": {"0.75": ["mixed__001", "same__001", "same__002"], "0.0": ["mixed__002"]}
     }
     # a second write-back keeps the first grading in original/
-    batch(config, job, tmp_path / "out2", reward_keys=(), write_back=True, force=True)
+    batch(
+        config,
+        job,
+        tmp_path / "out2",
+        reward_keys=parse_reward_keys("reward"),
+        write_back=True,
+        force=True,
+    )
     assert (original / "test-stdout.txt").read_text() == "the first grading\n"
 
 

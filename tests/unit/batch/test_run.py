@@ -37,6 +37,7 @@ from verifier.cli.parser import run as run_cli
 from verifier.engine import Limits
 from verifier.errors import OutputError, UsageError
 from verifier.judges.base import Pool
+from verifier.parsers import parse_reward_keys
 from verifier.system import available_cpus
 
 VERIFIER = str(Path(sys.executable).with_name("verifier"))
@@ -316,11 +317,13 @@ def test_reward_keys_shape_every_cases_reward_json_and_the_resume_key(small) -> 
     case; a changed shape is a changed resume key, so no case keeps the old shape."""
     out = small["out"]
     assert set(json.loads((out / "pass-0000" / "reward.json").read_text())) > {"reward"}
-    again = batch(small["config"], small["cases"], out, reward_keys=())
+    again = batch(small["config"], small["cases"], out, reward_keys=parse_reward_keys("reward"))
     assert again.count(resumed=True) == 0 and again.config_hash != small["first"].config_hash
     for path in out.glob("*/reward.json"):
         assert list(json.loads(path.read_text())) == ["reward"], path
-    chosen = batch(small["config"], small["cases"], out, reward_keys=("mentions_fix",))
+    chosen = batch(
+        small["config"], small["cases"], out, reward_keys=parse_reward_keys("mentions_fix")
+    )
     assert chosen.count(resumed=True) == 0
     boom = json.loads((out / "boom-0003" / "reward.json").read_text())
     assert boom == {"reward": boom["reward"], "mentions_fix": 0.0}  # it errored: still there
@@ -332,7 +335,7 @@ def test_reward_keys_shape_every_cases_reward_json_and_the_resume_key(small) -> 
 def test_reward_keys_naming_no_judge_stop_the_batch_before_any_case(tmp_path: Path) -> None:
     config, cases, log = make_corpus(tmp_path, 4)
     with pytest.raises(UsageError, match="'nosuch' is not a judge"):
-        batch(config, cases, tmp_path / "out", reward_keys=("nosuch",))
+        batch(config, cases, tmp_path / "out", reward_keys=parse_reward_keys("nosuch"))
     assert calls(log) == Counter()
 
 

@@ -44,7 +44,8 @@ before any code of the case runs:
   tests) that installs a trace or profile function (sys.settrace, sys.setprofile,
   threading's, sys.monitoring), reaches frames (sys._current_frames, a traceback's,
   generator's or coroutine's frame) or every live object (gc.get_objects,
-  get_referrers, get_referents), uses ctypes, or sets a function's code, or a trusted
+  get_referrers, get_referents), uses ctypes or opens a process's memory
+  (/proc/self/mem, which writes any object), or sets a function's code, or a trusted
   function's defaults or a trusted object's class, is refused (the call raises) and the
   fact kept; so is any native module loaded from the working dir but those the author
   names (--native). sys._getframe gives code of the case a FrameView (code, line, read
@@ -158,12 +159,14 @@ PYC_ENTRIES = "pyc-entries.json"  # handed back, signed: what was compiled now
 PYC_SEEN = "pyc-seen.json"  # handed back: [kind, relative path, variant] of each file looked up
 _MAX_SEEN = 5000
 _MAX_SOURCE = 16 * 1024 * 1024
+_PR_SET_DUMPABLE = 4
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
 _real_getframe = sys._getframe  # the launcher's own (a test may take sys._getframe away)
 # What the audit hook looks at (besides the Forwarder's events): all else returns at once.
 _WATCHED = (
     "import",
+    "open",
     "object.__getattr__",
     "object.__setattr__",
     "sys.settrace",
@@ -275,6 +278,7 @@ def main(argv):
     provenance = Provenance(workdir)
     run = Run(workdir, bool(options["ini"]), provenance, found)
     audit = Audit(provenance, tuple(options["native"]), found, sys._getframe(), run)
+    _close_own_memory()
     sys.addaudithook(audit.hook())  # first, before anything of the case: it stays
     _isolate(workdir)
     try:
@@ -694,6 +698,9 @@ class Audit:
             elif event == "import":  # a native module has a file; ctypes is by name
                 if args[1] is None and args[0] not in ("ctypes", "_ctypes"):
                     return
+            elif event == "open":  # every file opened: only a process's memory matters
+                if not _names_process_memory(args[0]):
+                    return
             elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
                 args[1].append(of_case(args[0]))
                 return
@@ -794,6 +801,8 @@ class Audit:
             return self.fact(culprit, f"reached a frame ({args[1]})")
         if event == "object.__setattr__":
             return self.judge_setattr(args, frame)
+        if event == "open":
+            return self.fact(self.culprit(frame), f"opened a process's memory ({args[0]!r})")
         if event in ("sys.settrace", "sys.setprofile"):
             culprit = self.culprit(frame, skip_files=self.trace_files)
             if culprit is None:  # a new thread starts with what threading.settrace was given
@@ -892,6 +901,42 @@ def _still_linked(chain, at, main):
         if chain[index].f_back is not caller:
             return False
     return True
+
+
+def _close_own_memory():
+    """This process made not dumpable (prctl PR_SET_DUMPABLE 0), before any code of the
+    case runs: its /proc/<pid>/mem and ptrace are closed to every process of its UID,
+    those the code under test starts included (which the audit hook cannot see; its own
+    opening of /proc/self/mem the hook refuses). Exec makes a child dumpable again, so
+    only this process is concerned. ctypes leaves sys.modules again, so that the case
+    importing it is still seen; a toolchain without ctypes goes on as it is (Landlock's
+    write rules close /proc/<pid>/mem where it runs)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
+        pass
+    finally:
+        for name in [name for name in sys.modules if name.split(".")[0] in ("ctypes", "_ctypes")]:
+            del sys.modules[name]
+
+
+def _names_process_memory(path):
+    """Whether an opened path may be a process's memory file (/proc/self/mem, through
+    any link or dir it is opened from), which writes anything, the launcher included: a
+    path whose last part is `mem`, in /proc once resolved, or relative and not a file
+    of the working dir (opened from a dir descriptor the event does not name)."""
+    if type(path) is int:
+        return False  # a descriptor already open: its opening was seen
+    try:
+        path = os.fsdecode(path)
+    except TypeError:
+        return False
+    if os.path.basename(path.rstrip("/")) != "mem":
+        return False
+    resolved = os.path.realpath(path)
+    return resolved.startswith("/proc/") or not (os.path.isabs(path) or os.path.isfile(path))
 
 
 def _short(audit, filename):

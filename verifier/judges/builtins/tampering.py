@@ -161,6 +161,8 @@ class _PythonScan:
                 self.call(node)
             elif isinstance(node, ast.ClassDef):
                 self.class_body(node)
+            elif isinstance(node, ast.Constant | ast.JoinedStr) and _names_memory(node):
+                self.flag(node, "names a process's memory file (/proc/.../mem): writes any object")
             elif not self.pytest_allowed:
                 self.pytest_hook(node)
         return tuple(sorted(self.found.values(), key=lambda found: found.line))
@@ -243,6 +245,17 @@ class _PythonScan:
                         f"class {node.name}, a subclass of {builtin_base}: {name} returns a "
                         "constant",
                     )
+
+
+def _names_memory(node: ast.Constant | ast.JoinedStr) -> bool:
+    """A string (or an f-string's constant parts) naming /proc/<pid>/mem or /proc/self/mem."""
+    parts = [node] if isinstance(node, ast.Constant) else node.values
+    text = "{}".join(
+        part.value
+        for part in parts
+        if isinstance(part, ast.Constant) and isinstance(part.value, str)
+    )
+    return text.startswith("/proc/") and text.rstrip("/").endswith("/mem")
 
 
 def _defined(statement: ast.stmt) -> Iterator[tuple[str, list[ast.expr] | None]]:
