@@ -220,7 +220,7 @@ class Runner:
         """The grader's store for the tree, as two grades leave it: what the launcher
         imported, compiled before the tests run (bench/pass_rate.py's own dir)."""
         seen = json.loads(self.launcher(store=True))["seen"]
-        fill = "".join(f"{kind}\t{path}\n" for kind, path, _ in seen)
+        fill = "".join(f"{kind}\t{path}\n" for kind, path, *_ in seen)
         store = self.scratch / "store"
         for entry in json.loads(self.launcher(store=True, fill=fill))["entries"]:
             target = store / entry["sha256"] / entry["variant"]

@@ -13,10 +13,12 @@ A run is handed, as read-only provided files (`pyc/<sha256>/<variant>`), the ent
 the sources the last run of the same tests (same eval.yaml dir, same command) looked up,
 each hashed as the case holds it now; the launcher looks each module up by the hash of
 the very source it imports, so an entry is that source's compile or nothing. What the
-store lacks is named in `pyc-fill.txt`: the launcher compiles it before any code of the
-case runs and hands the entries back signed with the run's key; only entries whose
-signature verifies are kept. What the run looked up comes back unsigned, as the next
-run's hint: forged, it can only cost time (a file hashed, compiled once).
+store lacks, and the last run found the same (what recurs: the task's tests, the files
+the agent left as they were; not each case's changes), is named in `pyc-fill.txt`: the
+launcher compiles it before any code of the case runs and hands the entries back signed
+with the run's key; only entries whose signature verifies are kept. What the run looked
+up (and each source's hash) comes back unsigned, as the next run's hint: forged, it can
+only cost time (a file hashed, compiled once).
 
 Never a verdict: anything that fails here (a full disk, a store another grader of this
 UID removed) leaves the run to compile as it would without a store.
@@ -111,7 +113,7 @@ def hand(store: Path, case_dir: Path, key: str) -> Handing:
     provided: dict[str, Path] = {}
     fill: list[str] = []
     hashed = 0
-    for kind, relative, variant in read_hint(store / "hints" / f"{key}.json"):
+    for kind, relative, variant, last in read_hint(store / "hints" / f"{key}.json"):
         found = read_case_file(case_dir, relative, MAX_SOURCE_BYTES)
         if found.data is None or hashed + len(found.data) > MAX_HASHED_BYTES:
             continue
@@ -120,7 +122,7 @@ def hand(store: Path, case_dir: Path, key: str) -> Handing:
         entry = store / digest[:2] / digest / variant
         if entry.is_file():
             provided[f"{PYC_DIR}/{digest}/{variant}"] = entry
-        else:
+        elif digest == last:  # as the last run found it: what recurs is kept, not each change
             fill.append(f"{kind}\t{relative}\n")
     if not fill:
         return Handing(provided, key)
@@ -133,10 +135,10 @@ def hand(store: Path, case_dir: Path, key: str) -> Handing:
     return Handing({**provided, PYC_FILL: Path(name)}, key, Path(name))
 
 
-def read_hint(path: Path) -> list[tuple[str, str, str]]:
-    """(kind, relative path, variant) of each file a run looked up, as it handed them
-    back (the case could forge them): those that name a kind, a .py file inside the
-    case and a variant, at most MAX_FILES."""
+def read_hint(path: Path) -> list[tuple[str, str, str, str]]:
+    """(kind, relative path, variant, sha256) of each file a run looked up, as it handed
+    them back (the case could forge them): those that name a kind, a .py file inside the
+    case, a variant and a hash, at most MAX_FILES."""
     try:
         document = json.loads(path.read_bytes())
     except (OSError, ValueError):
@@ -145,12 +147,17 @@ def read_hint(path: Path) -> list[tuple[str, str, str]]:
     found = []
     for item in seen if isinstance(seen, list) else ():
         if not (
-            isinstance(item, list) and len(item) == 3 and all(isinstance(i, str) for i in item)
+            isinstance(item, list) and len(item) == 4 and all(isinstance(i, str) for i in item)
         ):
             continue
-        kind, relative, variant = item
-        if kind in KINDS and _source_path(relative) and _VARIANT.match(variant):
-            found.append((kind, relative, variant))
+        kind, relative, variant, digest = item
+        if (
+            kind in KINDS
+            and _source_path(relative)
+            and _VARIANT.match(variant)
+            and _SHA256.match(digest)
+        ):
+            found.append((kind, relative, variant, digest))
         if len(found) >= MAX_FILES:
             break
     return found

@@ -156,7 +156,7 @@ _MAX_FOUND = 20  # facts of tampering named
 PYC_DIR = "pyc"  # provided: <sha256 of a source>/<variant>, the store's entries for the case
 PYC_FILL = "pyc-fill.txt"  # provided: `kind<TAB>relative path` lines, to compile now
 PYC_ENTRIES = "pyc-entries.json"  # handed back, signed: what was compiled now
-PYC_SEEN = "pyc-seen.json"  # handed back: [kind, relative path, variant] of each file looked up
+PYC_SEEN = "pyc-seen.json"  # handed back: [kind, relative path, variant, sha256] of each looked up
 _MAX_SEEN = 5000
 _MAX_SOURCE = 16 * 1024 * 1024
 _PR_SET_DUMPABLE = 4
@@ -1878,7 +1878,7 @@ class TrustedCode:
         self.rewriting = f"{plain}-pytest-{getattr(pytest, '__version__', '')}-{digest}"
         self.variants = {"plain": _safe(plain), "test": _safe(self.rewriting + "-h0")}
         self.compiled = {}  # (source's sha256, variant) -> the entry compiled now (marshal)
-        self.seen = {}  # relative path -> (kind, variant) of each file looked up
+        self.seen = {}  # relative path -> (kind, variant, sha256) of each file looked up
         self.imports = {}  # path -> the raw imports of the entry it was loaded from
         self.definitions = {}  # path -> the names defined, likewise
 
@@ -1893,9 +1893,9 @@ class TrustedCode:
         variant = self.variants.get(kind)
         if variant is None or type(path) is not str or type(source) is not bytes:
             return None
-        if loading and _within(path, self.workdir) and len(self.seen) < _MAX_SEEN:
-            self.seen[os.path.relpath(path, self.workdir)] = (kind, variant)
         digest = hashlib.sha256(source).hexdigest()
+        if loading and _within(path, self.workdir) and len(self.seen) < _MAX_SEEN:
+            self.seen[os.path.relpath(path, self.workdir)] = (kind, variant, digest)
         compiled = self.compiled.get((digest, variant))  # a fresh copy: no code is shared
         if compiled is not None:
             entry = _entry(compiled)
@@ -1944,7 +1944,7 @@ class TrustedCode:
         return json.dumps({"entries": entries}).encode("utf-8") if entries else b""
 
     def seen_document(self):
-        seen = [[kind, path, variant] for path, (kind, variant) in self.seen.items()]
+        seen = [[kind, path, *found] for path, (kind, *found) in self.seen.items()]
         return json.dumps({"seen": seen}).encode("utf-8")
 
 

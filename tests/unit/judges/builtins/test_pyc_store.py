@@ -257,22 +257,43 @@ def test_only_entries_signed_with_the_runs_key_are_kept(tmp_path: Path) -> None:
     assert (store / "aa" / digest / "cpython-312-x-o0").read_bytes() == b"x"
 
 
+DIGEST = "b" * 64
+
+
 @pytest.mark.parametrize(
     "item",
     [
-        ["plain", "/etc/passwd.py", "v"],
-        ["plain", "../outside.py", "v"],
-        ["plain", "calc.txt", "v"],
-        ["other", "calc.py", "v"],
-        ["plain", "calc.py", "../../v"],
-        ["plain", "calc.py"],
+        ["plain", "/etc/passwd.py", "v", DIGEST],
+        ["plain", "../outside.py", "v", DIGEST],
+        ["plain", "calc.txt", "v", DIGEST],
+        ["other", "calc.py", "v", DIGEST],
+        ["plain", "calc.py", "../../v", DIGEST],
+        ["plain", "calc.py", "v", "../" + DIGEST],
+        ["plain", "calc.py", "v"],
         "calc.py",
     ],
 )
 def test_a_hint_names_only_python_files_inside_the_case(tmp_path: Path, item: object) -> None:
     hint = tmp_path / "hint.json"
-    hint.write_text(json.dumps({"seen": [item, ["test", "tests/test_calc.py", "v-1.0_x"]]}))
-    assert pyc_store.read_hint(hint) == [("test", "tests/test_calc.py", "v-1.0_x")]
+    good = ["test", "tests/test_calc.py", "v-1.0_x", DIGEST]
+    hint.write_text(json.dumps({"seen": [item, good]}))
+    assert pyc_store.read_hint(hint) == [tuple(good)]
+
+
+def test_only_what_recurs_is_compiled_into_the_store(task: Task, store: Path) -> None:
+    """A file the agent changed (its source not what the last run of the same tests
+    found) is compiled by the run as before, and not kept: the store holds what recurs
+    (the tests, the files left as they were), not every case's changes."""
+    buggy, fixed = task.case("recurs-buggy", BUGGY), task.case("recurs-fixed", FIXED)
+    for case in (buggy, fixed, buggy):  # each calc.py differs from the last run's
+        reward, tests = graded(task.alone, case)
+        assert reward in (1.0, pytest.approx(UNTOUCHED)), tests["rationale"]
+    held = entries(store)
+    assert sha256(TRUSTED_TESTS) in held  # the same in every case
+    assert sha256(BUGGY) not in held
+    assert sha256(FIXED) not in held
+    graded(task.alone, buggy)  # the same as the last run's: kept
+    assert sha256(BUGGY) in entries(store)
 
 
 def test_the_store_is_the_graders_own_and_unused_where_the_sandbox_is_weak(
