@@ -12,12 +12,15 @@ tree:
 - time: more-itertools' suite, `--runs` rounds, each running in turn (the order
   rotating) plain pytest, plain pytest with no byte code cached (the launcher never
   reads the repo's), pytest with the launcher's own arguments, the launcher run
-  directly (no verifier, no sandbox), the launcher with one of its checks taken out
-  (the audit hook's watch, the pins checked at each test, the strict assertions), and
-  `verifier grade`: the median wall and CPU time of each, and its ratio to plain
-  pytest's. The grade's target: at most 1.15x plain pytest's wall time. more-itertools
-  is timed with a toolchain of pytest alone (as a task image has it), attrs counted
-  with one that also holds what its suite imports.
+  directly (no verifier, no sandbox) without and with the grader's byte code store
+  for the tree (pyc_store.py: made before the rounds as a grade makes it), the
+  launcher with one of its checks taken out (the audit hook's watch, the pins checked
+  at each test, the strict assertions), and `verifier grade` (its store filled by the
+  two grades before the rounds, as a third grade of the same tests finds it): the
+  median wall and CPU time of each, and its ratio to plain pytest's. The grade's
+  target: at most 1.15x plain pytest's wall time. more-itertools is timed with a
+  toolchain of pytest alone (as a task image has it), attrs counted with one that also
+  holds what its suite imports.
 
     python bench/pass_rate.py [--runs 5] [--skip-attrs] [--baseline main]
 

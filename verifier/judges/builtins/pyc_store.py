@@ -53,9 +53,9 @@ PYC_ENTRIES = "pyc-entries.json"
 PYC_SEEN = "pyc-seen.json"
 RETURNED = (PYC_SEEN, PYC_ENTRIES, f"{PYC_ENTRIES}{SIGNATURE_SUFFIX}")
 KINDS = ("plain", "test")
-MAX_FILES = 5000  # of a hint
+MAX_FILES = 2000  # of a hint (the launcher's cap too)
 MAX_SOURCE_BYTES = 16 * 1024 * 1024  # of one source hashed (the launcher's cap too)
-MAX_HASHED_BYTES = 256 * 1024 * 1024  # of all sources hashed for one run
+MAX_HASHED_BYTES = 64 * 1024 * 1024  # of all sources hashed for one run
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 _VARIANT = re.compile(r"[A-Za-z0-9._-]{1,200}\Z")
 

@@ -157,8 +157,9 @@ PYC_DIR = "pyc"  # provided: <sha256 of a source>/<variant>, the store's entries
 PYC_FILL = "pyc-fill.txt"  # provided: `kind<TAB>relative path` lines, to compile now
 PYC_ENTRIES = "pyc-entries.json"  # handed back, signed: what was compiled now
 PYC_SEEN = "pyc-seen.json"  # handed back: [kind, relative path, variant, sha256] of each looked up
-_MAX_SEEN = 5000
+_MAX_SEEN = 2000
 _MAX_SOURCE = 16 * 1024 * 1024
+_FILL_SECONDS = 2.0  # of compiling for the store in one run, before any code of the case
 _PR_SET_DUMPABLE = 4
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
@@ -294,7 +295,7 @@ def main(argv):
     run.assertions = _strict_assertions(Assertions())
     results = os.environ["VERIFIER_RESULTS"]
     if options["pyc"]:  # before any code of the case: what it compiles now is trusted
-        run.code = TrustedCode(workdir, _provided(), pytest)
+        run.code = TrustedCode(workdir, _provided(), pytest, plugins)
         entries = run.code.fill()
         if entries and signer is not None:
             mac = signer.copy()
@@ -1851,28 +1852,34 @@ class TrustedCode:
 
     The grader keeps a store of compiled modules that no command can reach, each entry
     named by the SHA-256 of the source it was compiled from and by its variant (the
-    interpreter's magic, and for a rewritten test module pytest's version and this
-    script's own digest). For a run it hands over, read-only ($VERIFIER_PROVIDED/pyc),
-    the entries of the files the last run of the same tests imported. A module of the
-    case being imported (plain, or rewritten by pytest) is looked up by the hash of the
-    very source being imported, so an entry is that source's compile or nothing:
-    none of the case's can stand in for it. An entry holds the code, and the imports and
-    definitions at the source's top level (what check_helpers asks, unparsed).
+    interpreter's magic, and for a rewritten test module pytest's version, this script's
+    own digest and the author's plugins). For a run it hands over, read-only
+    ($VERIFIER_PROVIDED/pyc), the entries of the files the last run of the same tests
+    imported. A module of the case being imported (plain, or rewritten by pytest) is
+    looked up by the hash of the very source being imported, so an entry is that
+    source's compile or nothing: none of the case's can stand in for it. An entry holds
+    the code, and the imports and definitions at the source's top level (what
+    check_helpers asks, unparsed).
 
     Entries are made only here, before any code of the case runs (fill: the files the
-    grader names, those the last run imported that the store lacks), and handed back
-    signed with the run's key; the code compiled so is what this run imports. What this
-    run looked up is handed back unsigned, as a hint of what to compile next time: the
-    code under test can forge it, which can only cost time."""
+    grader names, those the last run imported that the store lacks, for at most
+    _FILL_SECONDS), and handed back signed with the run's key; the code compiled so is
+    what this run imports. What this run looked up is handed back unsigned, as a hint of
+    what to compile next time: the code under test can forge it, which can only cost
+    time."""
 
-    def __init__(self, workdir, provided, pytest):
+    def __init__(self, workdir, provided, pytest, plugins):
         import importlib.util
 
         self.workdir = workdir
         self.provided = provided
         self.store = os.path.join(provided, PYC_DIR)
+        own = hashlib.sha256()
         with open(os.path.abspath(__file__), "rb") as handle:
-            digest = hashlib.sha256(handle.read()).hexdigest()[:16]
+            own.update(handle.read())
+        for plugin in plugins:  # a plugin may change how pytest rewrites
+            own.update(f"\0{plugin.__name__}={getattr(plugin, '__version__', '')}".encode())
+        digest = own.hexdigest()[:16]
         magic = importlib.util.MAGIC_NUMBER.hex()
         plain = f"{sys.implementation.cache_tag}-{magic}-o{sys.flags.optimize}"
         self.rewriting = f"{plain}-pytest-{getattr(pytest, '__version__', '')}-{digest}"
@@ -1924,7 +1931,10 @@ class TrustedCode:
             return b""
         root = os.path.realpath(self.workdir)
         entries = []
+        deadline = time.monotonic() + _FILL_SECONDS  # the rest next time: a hint is forgeable
         for line in lines[:_MAX_SEEN]:
+            if time.monotonic() > deadline:
+                break
             kind, _, relative = line.partition("\t")
             path = os.path.join(self.workdir, relative)
             if kind not in self.variants or not _within(os.path.realpath(path), root):
