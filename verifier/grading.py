@@ -147,10 +147,7 @@ def command_sandbox(
     from verifier.sandbox import Sandbox, discard_policy, plan_policy
 
     config = loaded.config.path
-    from verifier.judges.builtins.pyc_store import configured_store
-
-    store = configured_store()  # the byte code store, where the user keeps it: hidden too
-    paths = [config.parent, config.resolve().parent, *(path for path in (*hidden, store) if path)]
+    paths = [config.parent, config.resolve().parent, *(path for path in hidden if path)]
     running = [judge.config.name for judge in loaded.judges if runs_case_code(judge.config)]
     if running and any(os.path.realpath(path) == "/" for path in paths):
         raise UsageError(
@@ -161,6 +158,10 @@ def command_sandbox(
     if not running:
         yield None
         return
+    from verifier.judges.builtins.pyc_store import configured_store
+
+    store = configured_store()  # the byte code store, where the user keeps it: hidden too
+    paths += [store] if store is not None else []
     try:
         policy = plan_policy(
             paths, case_dirs=case_dirs, accept_weak=accept_weak, slots=slots, lanes=lanes

@@ -74,7 +74,7 @@ def configured_store() -> Path | None:
     """The store's dir as `VERIFIER_PYC_STORE` names it (an absolute path; made when
     missing, so that the sandbox's plan finds it to hide), else None."""
     value = os.environ.get(STORE_ENV, "").strip()
-    if not value.startswith("/"):
+    if not value.startswith("/") or os.path.realpath(value) == "/":  # / would hide all
         return None
     with contextlib.suppress(OSError):
         Path(value).mkdir(mode=0o700, parents=True, exist_ok=True)
