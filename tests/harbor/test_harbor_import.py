@@ -7,7 +7,9 @@ One job with Harbor's oracle agent (each task's solution), one with its `nop` ag
 (nothing done): the rewards are what the tasks' own test.sh gives natively (checked by
 running them natively with Harbor: 1.0 for every one-value solution), reward.json holds
 `reward` alone (Harbor's pass@k) for a task whose test.sh writes one value and its own
-keys for one that writes several, and the packages pass `harbor lint`. A hostile
+keys for one that writes several, and the packages pass `harbor lint`. primes imported
+with `--hardened-runner` too (its tests in the verifier's hardened runner, hidden from
+the code under test) gets the same rewards, reward.json `reward` alone. A hostile
 solution of the loopback-server task, whose code the tests run, plants the reward
 files, rewrites the trusted tests and the script, and leaves a process behind that
 keeps writing the reward after the tests: it gets its honest reward, 0.
@@ -40,6 +42,7 @@ NATIVE = Path(__file__).resolve().parent / "native"
 # The reward each task's own test.sh gives (checked natively): solved, and untouched.
 EXPECTED: dict[str, tuple[Any, Any]] = {
     "primes": (1.0, 0.0),  # Python, an output file checked by pytest
+    "primes-hardened": (1.0, 0.0),  # the same, --hardened-runner: no test.sh runs
     "echo-server": (1.0, 0.0),  # a server on loopback, a CTRF report, reward.json
     "go-sum": (1.0, 0.0),  # a Go repair graded by go test, with the image's ENV
     "c-words": (1.0, 0.5),  # C, built into /tmp, the share of cases right
@@ -73,11 +76,18 @@ if os.fork() == 0:  # left behind: writes the reward again and again, after the 
 """
 
 
+HARDENED = {"primes-hardened": "primes"}  # imported with --hardened-runner, from
+
+
 def _import(task: str, dest: Path) -> Path:
     import_task(
-        NATIVE / task,
+        NATIVE / HARDENED.get(task, task),
         dest,
-        ImportOptions(image=VERIFIER_IMAGE, verifier_network=VERIFIER_NETWORK),
+        ImportOptions(
+            image=VERIFIER_IMAGE,
+            verifier_network=VERIFIER_NETWORK,
+            hardened_runner=task in HARDENED,
+        ),
     )
     return dest
 
@@ -128,6 +138,9 @@ def test_an_imported_task_gets_what_its_own_test_sh_gives(
     judges = json.loads((trial.directory / "verifier" / "judges.json").read_text())
     tests = judges["per_judge"]["tests"]
     assert tests["judge_type"] == "builtin" and tests["status"] == "ok", tests
+    if task in HARDENED:  # the listed tests, by the ids pytest gives them in /tests
+        assert judges["per_judge"]["no_tamper"]["value"] is True
+        assert "test_outputs.py::test_the_primes_in_order" in tests["rationale"], tests
 
 
 def test_the_ctrf_report_of_the_tasks_tests_reaches_harbors_viewer(imported: Any) -> None:

@@ -35,9 +35,12 @@ def cli(request: pytest.FixtureRequest) -> str:
     return "podman" if engine.name == "podman-cli" else "docker"
 
 
-def built(cli: str, task: str, tmp_path: Path, source: Path | None = None) -> str:
+def built(
+    cli: str, task: str, tmp_path: Path, source: Path | None = None, hardened: bool = False
+) -> str:
     dest = tmp_path / task
-    import_task(source or NATIVE / task, dest, ImportOptions(image=IMAGE))
+    options = ImportOptions(image=IMAGE, hardened_runner=hardened)
+    import_task(source or NATIVE / task, dest, options)
     tag = f"localhost/hv-import-test:{uuid.uuid4().hex[:12]}"
     pull = ["--pull=never"] if cli == "podman" else []
     network = ["--network", "host"]  # the builds install from Debian's mirror
@@ -131,3 +134,42 @@ def test_task_test_grades_an_imported_task_with_podman_and_says_why_not_with_doc
     else:
         assert done.returncode == 9, done.stdout + done.stderr
         assert "the script cannot be run here: user namespaces are refused here" in done.stderr
+
+
+def test_task_test_grades_a_task_imported_with_the_hardened_runner(
+    cli: str, tmp_path: Path
+) -> None:
+    """primes' test.sh only runs pytest over /tests/test_outputs.py: with
+    --hardened-runner its tests run in the hardened runner (the case at /app, a view),
+    the untouched environment 0 and the solution 1; the image holds the trusted list and
+    the work dir's manifest as the environment has it (the agent's files are what differ
+    from it). With docker, whose seccomp profile refuses user namespaces, the judge
+    errors, saying why."""
+    dest = tmp_path / "primes"
+    import_task(NATIVE / "primes", dest, ImportOptions(image=IMAGE, hardened_runner=True))
+    done = subprocess.run(
+        [VERIFIER, "task", "test", str(dest), "--engine", cli, "--build-network", "host"],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    if cli == "podman":
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.splitlines()[-3:] == [
+            "untouched environment: reward 0",
+            "solution: reward 1",
+            "task test: ok (solution 1 = expected 1, untouched 0 < 1)",
+        ]
+    else:
+        assert done.returncode == 9, done.stdout + done.stderr
+        assert "user namespaces are refused here" in done.stderr
+    tag = built(cli, "primes", tmp_path / "again", hardened=True)
+    try:
+        listing = inside(cli, tag, "cat /grading/workdir.sha256; cat /grading/tests.txt")
+        assert listing.splitlines()[-2:] == [
+            "test_outputs.py::test_the_file_exists",
+            "test_outputs.py::test_the_primes_in_order",
+        ]
+        assert listing.splitlines()[0].endswith("  ./numbers.txt")
+    finally:
+        subprocess.run([cli, "rmi", "--force", tag], capture_output=True, check=False)

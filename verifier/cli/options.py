@@ -351,6 +351,15 @@ OPTIONS: dict[str, Option] = {
             False,
             is_flag=True,
         ),
+        Option(
+            "hardened_runner",
+            ("--hardened-runner",),
+            "where test.sh only runs pytest over /tests files: run them in the verifier's "
+            "hardened runner instead (hidden from the code under test, a trusted tests: list, "
+            "the recommended gate); else stop, saying why",
+            is_flag=True,
+            default=False,
+        ),
         Option("debug", ("--debug",), "show tracebacks", is_flag=True, default=False),
         Option(
             "strict",
@@ -698,7 +707,7 @@ COMMANDS: dict[str, Command] = {
             "task import",
             "Turn an existing Harbor task (or a dir of them) into a package graded by this "
             "image in a separate verifier, its own tests/test.sh unchanged as the judge.",
-            ("source", "dest", "image", "verifier_network", "force", "debug"),
+            ("source", "dest", "image", "verifier_network", "force", "hardened_runner", "debug"),
             positional=("source", "dest"),
             required=("source", "dest"),
             help_overrides={

@@ -62,6 +62,7 @@ class ImportArgs:
     image: str
     verifier_network: str
     force: bool
+    hardened_runner: bool
 
 
 @attrs.frozen
@@ -127,7 +128,7 @@ def _note_network(package: Path) -> None:
 
 def run_import(args: ImportArgs) -> int:
     """One Harbor task into a package graded by this image, or each task of a dir."""
-    arguments = ImportOptions(args.image, args.verifier_network, args.force)
+    arguments = ImportOptions(args.image, args.verifier_network, args.force, args.hardened_runner)
     if not (args.source / TASK_TOML).is_file() and args.source.is_dir():
         outcomes = import_many(args.source, args.dest, arguments)
         for line in summary_lines(outcomes):
@@ -139,6 +140,8 @@ def run_import(args: ImportArgs) -> int:
     print(f"imported Harbor task {imported.name} into {imported.dest}")
     for note in imported.notes:
         print(f"note: {note}")
+    if imported.suggestion is not None:
+        print(f"suggestion: {imported.suggestion}")
     print("next:")
     print(f"  verifier task test {imported.dest}")
     print(f"  harbor run -p {imported.dest} --agent oracle -e podman --no-delete")

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import attrs
 
@@ -40,12 +40,9 @@ from verifier.sandbox.plan import CommandPlan, plan_command
 from verifier.sandbox.policy import SandboxPolicy
 from verifier.sandbox.views import View, view_mounts, views_refused
 
-if TYPE_CHECKING:
-    import subprocess
-
 RETURNED_BYTES = 64 * 1024 * 1024  # of each file a command hands back in $VERIFIER_RESULTS
 _NOT_REWRITTEN = "its writer may not have rewritten what was there, so it is not read"
-_STDIN_BYTES = 4096  # what a command may be handed on stdin: within any pipe's buffer
+_STDIN_BYTES = 64 * 1024 * 1024  # what a command may be handed on stdin
 
 
 def _argv(command: str | Sequence[str]) -> str | tuple[str, ...]:
@@ -62,7 +59,8 @@ class Command:
     the dir $VERIFIER_PROVIDED names; `returned`: the names of the files it may leave in
     $VERIFIER_RESULTS, read back (RETURNED_BYTES each) into CommandRun.returned; `stdin`:
     bytes it reads on its stdin, then EOF (a secret for a trusted helper to read before
-    any code of the case runs), instead of no stdin at all; `separate_stdout`: keep
+    any code of the case runs: from a file without a name, which only the command's
+    stdin holds), instead of no stdin at all; `separate_stdout`: keep
     stdout apart (its last `stdout_bytes`) for judges that compare what it prints;
     `views`: its dirs shown at the paths it expects, in a mount namespace of its own
     (verifier.sandbox.views), `start_at` the view path it starts in (with views, `cwd`
@@ -253,13 +251,14 @@ def _execute(
     from verifier.sandbox.confine import SupervisionHandover, confine
 
     handover = SupervisionHandover(plan.signals_supervised) if plan.supervised else None
+    stdin = _stdin_file(command.stdin, dirs.root) if command.stdin is not None else None
     try:
         process = subprocess.Popen(
             command.argv if isinstance(command.argv, str) else list(command.argv),
             shell=isinstance(command.argv, str),
             cwd=start,
             env=dict(plan.environment),
-            stdin=subprocess.DEVNULL if command.stdin is None else subprocess.PIPE,
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if command.separate_stdout else subprocess.STDOUT,
             start_new_session=True,
@@ -280,9 +279,10 @@ def _execute(
         raise RuntimeError(
             f"the command could not be confined ({error}): no verdict on the case"
         ) from None
+    finally:
+        if stdin is not None:  # the command holds its own copy: none is left here
+            stdin.close()
     supervisor = handover.supervisor(plan.writable, process.pid) if handover else None
-    if command.stdin is not None:
-        _feed(process, command.stdin)
     output = OutputTail(TAIL_BYTES)
     stdout = OutputTail(command.stdout_bytes) if command.separate_stdout else output
     tails = {process.stdout.fileno(): stdout}  # type: ignore[union-attr]
@@ -313,13 +313,14 @@ def _execute(
     )
 
 
-def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
-    """data on the command's stdin, then EOF: small enough for the pipe's buffer
-    (Command holds it to that), so this never waits on the command."""
-    import contextlib
+def _stdin_file(data: bytes, directory: Path) -> BinaryIO:
+    """data in a file without a name (unlinked as it is made, in the command's own dir),
+    read from its start: the command's stdin, which no path reaches and nothing waits
+    on however much it holds. Once the command has read it to its end and closed it
+    (the pytest launcher: before any code of the case runs), nothing holds it."""
+    import tempfile
 
-    assert process.stdin is not None  # started with stdin=PIPE
-    with contextlib.suppress(BrokenPipeError):  # it is gone already: its end says why
-        process.stdin.write(data)
-    with contextlib.suppress(BrokenPipeError):
-        process.stdin.close()
+    handle = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115 (the caller closes it)
+    handle.write(data)
+    handle.seek(0)
+    return handle

@@ -22,6 +22,20 @@ DEST is SRC as it was, plus what a separate verifier graded by this image needs:
     DEST/tests/environment/        that image's build context, as `task init --environment`
     DEST/.verifier-task-init.json  what import wrote (verifier.task.record)
 
+With `--hardened-runner` (verifier.task.hardened_runner: a test.sh whose only grading
+step is pytest over files in /tests), eval.yaml runs those tests in the verifier's
+hardened runner instead of test.sh, behind the recommended gate:
+
+    DEST/tests/eval.yaml           `guard/no_tamper` (against DEST/tests/workdir.sha256:
+                                   the work dir as the environment has it, written when
+                                   the image is built) and `tests/all_passed` (runner
+                                   pytest, test_dir task-tests/, case_at the work dir, the
+                                   trusted list tests.txt), gated; reward.json `{reward}`
+    DEST/tests/tests.txt           the tests' ids, read from their sources
+    DEST/tests/workdir.sha256      a stand-in for the local `verifier check`
+
+Without it, a task that could take it gets `suggestion` (the command says so).
+
 Importing again over DEST rewrites what import wrote and keeps every file its author
 changed since, naming each (as `task init --force`).
 """
@@ -31,6 +45,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import shlex
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
@@ -55,6 +70,7 @@ from verifier.task.harbor_task import (
     HarborTask,
     read_harbor_task,
 )
+from verifier.task.hardened_runner import HardenedPlan, plan_hardened
 from verifier.task.manifest import MANIFEST, manifest_text
 from verifier.task.package import check_arguments, check_dest, safe_name
 from verifier.task.record import PackageWriter, describe_kept
@@ -69,6 +85,9 @@ CONFIG_DIR = "/grading"  # eval.yaml and task-tests/ in the verifier's image
 IMAGE_ENV = f"{CONFIG_DIR}/image.env"  # the environment's ENV, as its builds saw it
 INSTALLS = "test-time-installs.sh"  # tests/: what test.sh installs, run at build time
 JUDGE = "tests"
+TESTS_LIST = "tests.txt"  # --hardened-runner: the trusted list, beside eval.yaml
+WORKDIR_MANIFEST = "workdir.sha256"  # --hardened-runner: the environment's work dir
+GUARD = "no_tamper"
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's [verifier] timeout_sec
 _NETWORKS = ("auto", "no-network", "public")
 # Resources of [environment] the tests had in shared mode: the verifier's container
@@ -87,6 +106,7 @@ class ImportOptions:
     image: str = DEFAULT_IMAGE  # the verifier image the package's Dockerfile copies from
     verifier_network: str = DEFAULT_VERIFIER_NETWORK  # auto | no-network | public
     force: bool = False  # write into a non-empty DEST (keeping what its author changed)
+    hardened_runner: bool = False  # the hardened runner instead of test.sh, where it can
 
 
 @attrs.frozen
@@ -94,6 +114,7 @@ class Imported:
     dest: Path
     name: str
     notes: tuple[str, ...]  # what grades, but may need the author's eye
+    suggestion: str | None = None  # what `--hardened-runner` would do, when it can
 
 
 @attrs.frozen
@@ -138,6 +159,17 @@ def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions
     plan = plan_script(task.script, others)
     network = _network(task, plan, options.verifier_network)
     times = import_times(_timeout(task))
+    found = plan_hardened(task.script, tests, plan, task.workdir)
+    if options.hardened_runner and isinstance(found, str):
+        raise UsageError(f"--hardened-runner: {found}: import without it (test.sh as the judge)")
+    hardened = found if options.hardened_runner and not isinstance(found, str) else None
+    suggestion = (
+        None
+        if options.hardened_runner or isinstance(found, str)
+        else f"tests/test.sh only runs pytest over {len(found.ids)} tests in /tests: import "
+        "with --hardened-runner to run them in the verifier's hardened runner instead, "
+        "hidden from the code under test, behind the recommended gate (docs/harbor.md)"
+    )
     notes = list(task.notes)
     if plan.fetches and network == "public":
         notes += [
@@ -149,6 +181,7 @@ def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions
         f"{task.script}:{line.number}: `{line.text[:60]}` needs root, and the script runs "
         "as the sandbox's user: that line fails at test time"
         for line in plan.as_root
+        if hardened is None
     ]
     check_dest(dest, options.force)
     writer = PackageWriter(dest)
@@ -171,14 +204,19 @@ def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions
         )
     if plan.build_time:
         writer.write_text(f"{TESTS_DIR}/{INSTALLS}", _installs_script(task, plan), True)
-    writer.write_text(f"{TESTS_DIR}/eval.yaml", eval_yaml(task, plan, times, network))
-    writer.write_text(f"{TESTS_DIR}/Dockerfile", _dockerfile(task, plan, options.image))
-    config = separate_config(task, times, network)
+    if hardened is None:
+        writer.write_text(f"{TESTS_DIR}/eval.yaml", eval_yaml(task, plan, times, network))
+    else:
+        writer.write_text(f"{TESTS_DIR}/eval.yaml", hardened_eval_yaml(task, hardened, times))
+        writer.write_text(f"{TESTS_DIR}/{TESTS_LIST}", "".join(f"{i}\n" for i in hardened.ids))
+        writer.write_text(f"{TESTS_DIR}/{WORKDIR_MANIFEST}", _MANIFEST_STAND_IN)
+    writer.write_text(f"{TESTS_DIR}/Dockerfile", _dockerfile(task, plan, options.image, hardened))
+    config = separate_config(task, times, network, "native" if hardened is None else "reward")
     writer.write_text(TASK_TOML, _task_toml_header(task) + dumps(config))
     kept = writer.finish()
     warn_all(environment.warnings)
     warn_all(describe_kept(dest, kept))
-    return Imported(dest, task.name, tuple(notes))
+    return Imported(dest, task.name, tuple(notes), suggestion)
 
 
 def _x(path: Path) -> bool:
@@ -209,8 +247,12 @@ def _network(task: HarborTask, plan: ScriptPlan, asked: str) -> str:
     return mode
 
 
-def separate_config(task: HarborTask, times: Times, network: str) -> dict[str, Any]:
-    """task.toml's data: every key of the task's, and what separate mode needs."""
+def separate_config(
+    task: HarborTask, times: Times, network: str, reward_keys: str = "native"
+) -> dict[str, Any]:
+    """task.toml's data: every key of the task's, and what separate mode needs (the
+    reward's keys: `native`, those test.sh wrote; `reward` alone for the hardened
+    runner, whose judge is no script)."""
     config = copy.deepcopy(task.config)
     artifacts = [entry for entry in config.get("artifacts") or [] if _source(entry) != task.workdir]
     config["artifacts"] = [task.workdir, *artifacts]
@@ -220,7 +262,7 @@ def separate_config(task: HarborTask, times: Times, network: str) -> dict[str, A
         **verifier.get("env", {}),
         "VERIFIER_CASE": task.workdir,
         "VERIFIER_DEADLINE": _seconds(times.deadline_s),
-        "VERIFIER_REWARD_JSON": "native",
+        "VERIFIER_REWARD_JSON": reward_keys,
     }
     verifier["environment_mode"] = "separate"
     verifier["user"] = "root"  # the grader; the script runs in its sandbox (eval.yaml)
@@ -299,6 +341,56 @@ def eval_yaml(task: HarborTask, plan: ScriptPlan, times: Times, network: str) ->
     return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
 
 
+_MANIFEST_STAND_IN = (
+    "# The work dir as the task's environment has it, before the agent: written in the\n"
+    "# verifier's image when it is built (tests/Dockerfile), where guard/no_tamper reads\n"
+    "# it. This stand-in (no file: every file is the agent's) is for a local check.\n"
+)
+
+
+def hardened_eval_yaml(task: HarborTask, hardened: HardenedPlan, times: Times) -> str:
+    """tests/eval.yaml with --hardened-runner: the task's tests in the verifier's hardened
+    runner, behind the recommended gate (docs/builtins.md); the reward is all passed, as
+    test.sh wrote it. The judges run one after the other: the guard's time (a fifth of
+    the judges', at most 30 s) comes out of the tests'."""
+    guard = float(min(30, math.floor(times.judge_s / 5)))
+    tests: dict[str, Any] = {
+        "runner": "pytest",
+        "executable": hardened.executable,
+        "test_dir": TASK_TESTS,
+        "case_at": task.workdir,
+        "tests": TESTS_LIST,
+        "timeout": times.script_s - guard,
+    }
+    document = {
+        "name": task.name,
+        "judges": [
+            {
+                "name": GUARD,
+                "builtin": "guard/no_tamper",
+                "arguments": {"reference": WORKDIR_MANIFEST},
+                "timeout": guard,
+            },
+            {
+                "name": JUDGE,
+                "builtin": "tests/all_passed",
+                "arguments": tests,
+                "timeout": times.judge_s - guard,
+            },
+        ],
+        "reward": {"judge": JUDGE, "gate": True, "on_error": "fail"},
+    }
+    header = (
+        f"# {task.name}, imported by `verifier task import --hardened-runner`: the tests its\n"
+        f"# test.sh ran with pytest ({TASK_TESTS}/), run by the verifier's hardened runner\n"
+        f"# over the trusted list {TESTS_LIST}, hidden from the code under test; the reward is\n"
+        "# 1 when every listed test passed (as test.sh wrote it), unless the agent's code\n"
+        f'# rewrites the run from inside ({GUARD}). See docs/harbor.md, "Importing an\n'
+        '# existing task".\n'
+    )
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+
+
 def _installs_script(task: HarborTask, plan: ScriptPlan) -> str:
     lines = "\n".join(plan.build_time)
     moved = ", ".join(str(line.number) for line in plan.moved)
@@ -315,13 +407,17 @@ def _installs_script(task: HarborTask, plan: ScriptPlan) -> str:
     )
 
 
-def _dockerfile(task: HarborTask, plan: ScriptPlan, image: str) -> str:
+def _dockerfile(
+    task: HarborTask, plan: ScriptPlan, image: str, hardened: HardenedPlan | None = None
+) -> str:
     before = ["# --- what tests/test.sh installs when it runs, done once here ---", "USER root"]
     if plan.build_time:
         before += [
             f"COPY {INSTALLS} /tmp/verifier-{INSTALLS}",
             f"RUN bash /tmp/verifier-{INSTALLS} && rm -f /tmp/verifier-{INSTALLS}",
         ]
+    if hardened is not None:
+        before += _hardened_lines(task, hardened)
     before += [
         "# Files of the image only root may read (an answer key, a root-owned config): the",
         "# task's test.sh read them as root, here it runs as the sandbox's user. They are the",
@@ -335,6 +431,8 @@ def _dockerfile(task: HarborTask, plan: ScriptPlan, image: str) -> str:
         f"RUN mkdir -p {CONFIG_DIR} && env | grep -Ev '^({_build_only(task)})=' > {IMAGE_ENV}",
     ]
     entries = ["eval.yaml", *(f"{TASK_TESTS}/{path}" for path in _task_tests(task))]
+    if hardened is not None:
+        entries.append(TESTS_LIST)
     return verifier_dockerfile(
         task.toolchain.environment,
         image,
@@ -344,6 +442,38 @@ def _dockerfile(task: HarborTask, plan: ScriptPlan, image: str) -> str:
         before_verifier=before,
         source_label=task.toolchain.label,
     )
+
+
+def _hardened_lines(task: HarborTask, hardened: HardenedPlan) -> list[str]:
+    """The hardened runner's python (made here when test.sh ran pytest by uv), checked to
+    import pytest, and the manifest of the work dir as the environment has it."""
+    lines = []
+    if hardened.build:
+        lines += [
+            "# The hardened runner's python: pytest and what test.sh ran it with (uvx).",
+            'RUN export HOME=/root PATH="/root/.local/bin:/root/.cargo/bin:$PATH"; \\',
+            *(f"    {line} && \\" for line in hardened.build),
+            "    true",
+        ]
+    python = shlex.quote(hardened.executable)
+    workdir = shlex.quote(task.workdir)
+    check = (
+        f"RUN {python} -c 'import pytest' || {{ echo '--hardened-runner: {python} cannot "
+        "import pytest: install it in the environment (or import without the flag)' >&2; "
+        "exit 1; }"
+    )
+    manifest = (
+        f"RUN mkdir -p {CONFIG_DIR} && : > {CONFIG_DIR}/{WORKDIR_MANIFEST} && "
+        f"if [ -d {workdir} ]; then cd {workdir} && find . -type f ! -name '*\\*' -print0 "
+        f"| xargs -0 -r sha256sum > {CONFIG_DIR}/{WORKDIR_MANIFEST}; fi"
+    )
+    return [
+        *lines,
+        check,
+        "# The work dir as the environment has it, before the agent: guard/no_tamper reads",
+        "# only the files the agent added or changed.",
+        manifest,
+    ]
 
 
 def _build_only(task: HarborTask) -> str:

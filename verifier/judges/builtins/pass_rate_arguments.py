@@ -17,6 +17,7 @@ from verifier.globs import Glob
 from verifier.judges.builtins.arguments import (
     CommandLine,
     Environment,
+    ImagePath,
     PathOrGlob,
     ProvidedFiles,
     ReferencePath,
@@ -30,8 +31,17 @@ from verifier.judges.builtins.runners import RUNNERS, PytestOptions, ini_problem
 from verifier.judges.builtins.testlists import GROUPS, TrustedTests, overlap, pytest_file
 
 ONE_SOURCE = (("report", "runner"),)
-_RUNNER_ONLY = ("executable", "paths", "args", "ini", "plugins", "native_modules")
-_PYTEST_ONLY = ("ini", "plugins", "native_modules")
+_RUNNER_ONLY = (
+    "executable",
+    "paths",
+    "args",
+    "ini",
+    "plugins",
+    "native_modules",
+    "test_dir",
+    "case_at",
+)
+_PYTEST_ONLY = ("ini", "plugins", "native_modules", "test_dir", "case_at")
 _ID_SHAPES = {
     "pytest": ("::", "a pytest node id (path::name)"),
     "go": ("/", "a go test id (Package/TestName)"),
@@ -113,6 +123,20 @@ class PassRateArguments:
             "off), e.g. pytest_timeout"
         )
     )
+    test_dir: PurePosixPath | None = argument(
+        ReferencePath(
+            kind="dir",
+            description="runner pytest: the trusted tests, a dir beside eval.yaml run from "
+            "outside the case (ids and paths relative to it); their sources reach the "
+            "launcher on stdin, never as files the code under test could read",
+        )
+    )
+    case_at: str | None = argument(
+        ImagePath(
+            description="runner pytest: where the tests find the case (a private copy shown "
+            "at this path, e.g. /app: user namespaces needed); they run there"
+        )
+    )
     native_modules: tuple[str, ...] | None = argument(
         Words(
             description="runner pytest: the repo's files or dirs whose native extension "
@@ -140,6 +164,8 @@ class PassRateArguments:
             ini=config_dir / self.ini if self.ini is not None else None,
             plugins=self.plugins or (),
             native_modules=self.native_modules or (),
+            test_dir=config_dir / self.test_dir if self.test_dir is not None else None,
+            case_at=self.case_at,
         )
 
 

@@ -25,6 +25,14 @@ What the case cannot change, and how:
   (a path hook for the case's dirs, which also puts a `.py` before a planted `.so` of
   the same name), and pytest's assertion-rewrite cache is a fresh dir, so a planted
   `__pycache__/*.pyc` (unchecked-hash, or pytest's own) replaces no trusted module.
+- With `--tests NAME` the trusted tests are not the repo's: $VERIFIER_PROVIDED/NAME
+  holds empty stand-ins of them, and their sources come on stdin after the key (read,
+  and stdin closed, before any code of the case runs), so nothing of them is left in a
+  file for the code under test to read. Their modules (tests, conftests, helpers) are
+  compiled from those sources (a path hook for that dir; pytest's _rewrite_test given
+  them), linecache holds their lines for tracebacks, no byte code is written, and
+  pytest's rootdir and confcutdir are that dir: their ids are relative to it and no
+  conftest of the repo is on their way.
 - The report (CTRF JSON) is written by this script, outside the case copy, to
   $VERIFIER_RESULTS/<--report>, with its HMAC-SHA256 beside it (<--report>.sig) under a
   key the grader hands over on stdin for this run alone: read, and stdin closed,
@@ -164,6 +172,7 @@ _PR_SET_DUMPABLE = 4
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
 _real_getframe = sys._getframe  # the launcher's own (a test may take sys._getframe away)
+_HANDED = {}  # type: dict[str, bytes]  # path -> a trusted test's source (--tests)
 # What the audit hook looks at (besides the Forwarder's events): all else returns at once.
 _WATCHED = (
     "import",
@@ -270,11 +279,15 @@ _MATCHERS = (
 
 
 def main(argv):
-    signer = _take_signer()
     options, pytest_args = _parse(argv)
+    signer, sources = _take_input(bool(options["tests"]))
     workdir = os.getcwd()
     if options["probe"]:
         return _probe(workdir, options, pytest_args)
+    tests_root = _tests_root(options["tests"])
+    if tests_root is not None:
+        sources = _install_sources(tests_root, sources)
+        pytest_args = _under_tests_root(pytest_args, tests_root)
     found = []  # facts of tampering: behind the audit hook, as is all of the run's state
     provenance = Provenance(workdir)
     run = Run(workdir, bool(options["ini"]), provenance, found)
@@ -282,6 +295,8 @@ def main(argv):
     _close_own_memory()
     sys.addaudithook(audit.hook())  # first, before anything of the case: it stays
     _isolate(workdir)
+    if tests_root is not None:
+        sys.path_hooks.insert(0, _stored_hook(tests_root, sources))
     try:
         pytest = _import_trusted()
         plugins = [importlib.import_module(name) for name in options["plugins"]]
@@ -289,7 +304,7 @@ def main(argv):
         sys.stderr.write(f"the toolchain cannot import pytest or its plugins: {error!r}\n")
         return PROBE_FAILED
     sys._getframe = _getframe
-    pytest_args = _fresh_rewrite_cache(pytest_args)
+    pytest_args = _fresh_rewrite_cache(pytest_args, sources)
     for path in _given_paths(pytest_args, workdir):
         provenance.trust_tests(path)
     run.assertions = _strict_assertions(Assertions())
@@ -303,13 +318,14 @@ def main(argv):
             _write(os.path.join(results, PYC_ENTRIES + ".sig"), mac.hexdigest().encode())
             _write(os.path.join(results, PYC_ENTRIES), entries)
     forwarder = Forwarder(pytest)
-    run.integrity = Integrity(workdir, plugins, found, audit.touched, run.code)
+    run.integrity = Integrity(workdir, plugins, found, audit.touched, tests_root, run.code)
     report = os.path.join(results, options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
     finish, document, say, write = run.finish, run.document, os.write, _write
     own = (finish.__func__.__code__, document.__func__.__code__)
     sys.meta_path.append(_CaseRoot(workdir))
-    code = pytest.main([*_fixed(workdir, options), *pytest_args], plugins=[forwarder, *plugins])
+    fixed = _fixed(workdir, options, tests_root)
+    code = pytest.main([*fixed, *pytest_args], plugins=[forwarder, *plugins])
     finish()
     if run.code is not None:  # a hint of what to compile next time: it can only cost time
         with contextlib.suppress(Exception):
@@ -352,15 +368,20 @@ def _provided():
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def _fixed(workdir, options):
+def _fixed(workdir, options, tests_root=None):
+    """pytest's fixed arguments: the trusted ini (or none), and the root of the node ids
+    and of the conftests it loads: the working dir, or the trusted tests' own dir when
+    they are handed over (--tests): then their ids are relative to it, as when pytest
+    runs them where they are, and no conftest of the case is on their way."""
     ini = os.path.join(_provided(), options["ini"])
+    root = workdir if tests_root is None else tests_root
     return [
         "-c",
         ini if options["ini"] else os.devnull,
         "--rootdir",
-        workdir,
+        root,
         "--confcutdir",
-        workdir,
+        root,
         "--import-mode=append",
         "-p",
         "no:cacheprovider",
@@ -380,13 +401,16 @@ def _given_paths(pytest_args, workdir):
     return paths
 
 
-def _take_signer():
-    """An HMAC of the key the grader writes on stdin (nothing when there is none), read
-    to its end; stdin is /dev/null from then on, so nothing run later can read it."""
+def _take_input(framed):
+    """(an HMAC of the key the grader writes on stdin, or None when there is none; the
+    trusted tests' sources it writes after the key, with --tests) read to its end; stdin
+    is /dev/null from then on, so nothing run later can read it. Framed input is the key,
+    then each file's relative name and bytes, every part after its length (4 bytes, big
+    endian); what does not frame so is no source at all."""
     chunks = []
     while True:
         try:
-            chunk = os.read(0, 4096)
+            chunk = os.read(0, 65536)
         except OSError:
             break
         if not chunk:
@@ -395,17 +419,75 @@ def _take_signer():
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    key = b"".join(chunks)
-    return hmac.new(key, digestmod=hashlib.sha256) if key else None
+    data = b"".join(chunks)
+    sources = {}
+    if framed:
+        parts, at = [], 0
+        while at + 4 <= len(data):
+            size = int.from_bytes(data[at : at + 4], "big")
+            parts.append(data[at + 4 : at + 4 + size])
+            at += 4 + size
+        key = parts[0] if parts else b""
+        for index in range(1, len(parts) - 1, 2):
+            sources[parts[index].decode("utf-8", "surrogateescape")] = parts[index + 1]
+    else:
+        key = data
+    return (hmac.new(key, digestmod=hashlib.sha256) if key else None), sources
+
+
+def _tests_root(name):
+    """The dir of the trusted tests handed over (--tests NAME: $VERIFIER_PROVIDED/NAME),
+    or None."""
+    if not name:
+        return None
+    return os.path.abspath(os.path.join(os.environ["VERIFIER_PROVIDED"], name))
+
+
+def _install_sources(tests_root, sources):
+    """The trusted tests' sources, which the grader hands over on stdin (their files in
+    $VERIFIER_PROVIDED are empty stand-ins, so that nothing of them is there for the code
+    under test to read): by absolute path, in linecache for tracebacks (an entry without
+    a time is never checked against the empty file), and no byte code written anywhere
+    (pytest's rewritten tests would be in it)."""
+    import linecache
+
+    stored = {}
+    for name, data in sources.items():
+        path = os.path.join(tests_root, name)
+        if not _within(path, tests_root) or not name.endswith(".py"):
+            continue
+        stored[path] = data
+        text = data.decode("utf-8", "replace")
+        lines = text.splitlines(True)
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        linecache.cache[path] = (len(data), None, lines, path)
+    sys.dont_write_bytecode = True
+    _HANDED.update(stored)
+    return stored
+
+
+def _under_tests_root(pytest_args, tests_root):
+    """pytest's arguments with the trusted tests' paths (relative to their dir, as the
+    author lists them) made absolute under it; others as they are."""
+    moved = []
+    for argument in pytest_args:
+        path = os.path.join(tests_root, argument.split("::", 1)[0])
+        under = not argument.startswith("-") and _within(path, tests_root)
+        moved.append(
+            os.path.join(tests_root, argument) if under and os.path.exists(path) else argument
+        )
+    return moved
 
 
 def _parse(argv):
-    """--report NAME, --ini NAME, --plugin MODULE (repeated), --native GLOB (repeated),
-    --probe, --pyc (the grader's byte code store: see TrustedCode), then `--` and
-    pytest's own arguments."""
+    """--report NAME, --ini NAME, --tests NAME, --plugin MODULE (repeated), --native GLOB
+    (repeated), --probe, --pyc (the grader's byte code store: see TrustedCode), then `--`
+    and pytest's own arguments."""
     options = {
         "report": "ctrf.json",
         "ini": "",
+        "tests": "",
         "plugins": [],
         "native": [],
         "probe": False,
@@ -418,7 +500,7 @@ def _parse(argv):
             break
         if item in ("--probe", "--pyc"):
             options[item[2:]] = True
-        elif item in ("--report", "--ini", "--plugin", "--native") and rest:
+        elif item in ("--report", "--ini", "--tests", "--plugin", "--native") and rest:
             value = rest.pop(0)
             if item == "--plugin":
                 options["plugins"].append(value)
@@ -472,6 +554,56 @@ def _source_only_hook(workdir):
     return hook
 
 
+class _StoredLoader(importlib.machinery.SourceFileLoader):
+    """A trusted test module (or helper, or conftest) compiled from the source the grader
+    handed over, never from its file (an empty stand-in)."""
+
+    def __init__(self, fullname, path, sources):
+        super().__init__(fullname, path)
+        self.sources = sources
+
+    def get_data(self, path):
+        data = self.sources.get(path)
+        return super().get_data(path) if data is None else data
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+
+class _StoredFinder:
+    """The finder of a dir of the trusted tests: the modules among their sources."""
+
+    def __init__(self, path, sources):
+        self.path = path
+        self.sources = sources
+
+    def find_spec(self, fullname, target=None):
+        import importlib.util
+
+        base = os.path.join(self.path, fullname.rpartition(".")[2])
+        for path, search in ((os.path.join(base, "__init__.py"), [base]), (base + ".py", None)):
+            if path in self.sources:
+                loader = _StoredLoader(fullname, path, self.sources)
+                return importlib.util.spec_from_file_location(
+                    fullname, path, loader=loader, submodule_search_locations=search
+                )
+        return None
+
+    def invalidate_caches(self):
+        pass
+
+
+def _stored_hook(tests_root, sources):
+    def hook(path):
+        path = os.path.abspath(path or os.getcwd())
+        if not _within(path, tests_root):
+            raise ImportError("not a dir of the trusted tests")
+        return _StoredFinder(path, sources)
+
+    return hook
+
+
 class _CaseRoot:
     """The finder of last resort: a top-level module in the case's root, found only when
     no entry of sys.path has it (so after the test dirs pytest appends, too)."""
@@ -488,9 +620,12 @@ class _CaseRoot:
         importlib.machinery.PathFinder.invalidate_caches()
 
 
-def _fresh_rewrite_cache(pytest_args):
+def _fresh_rewrite_cache(pytest_args, sources=None):
     """pytest's rewritten test modules are cached beside them; read them from a fresh dir
-    (pytest before 6: no rewriting at all, it has no way to move its cache)."""
+    (pytest before 6: no rewriting at all, it has no way to move its cache). With the
+    trusted tests' sources handed over, none is cached at all (a pyc of a test would
+    hold it), the cache is a path that cannot exist (nothing planted there is read), and
+    they are rewritten from those sources."""
     try:
         from _pytest.assertion import rewrite
     except ImportError:
@@ -499,10 +634,15 @@ def _fresh_rewrite_cache(pytest_args):
         return ["--assert=plain", *pytest_args]
     from pathlib import Path
 
-    cache = Path(tempfile.mkdtemp(prefix="pytest-rewrite-"))
-    rewrite.get_cache_dir = lambda file_path: cache.joinpath(*file_path.parts[1:-1])
     if hasattr(rewrite, "_read_pyc"):
         rewrite._read_pyc = _rewritten_pyc  # never a .pyc the case's code could have written
+    if sources:
+        nowhere = Path(os.devnull) / "pytest-rewrite"  # beneath a device: no dir is there
+        rewrite.get_cache_dir = lambda _file_path: nowhere
+        rewrite._rewrite_test = _stored_rewrite(rewrite, sources)
+        return pytest_args
+    cache = Path(tempfile.mkdtemp(prefix="pytest-rewrite-"))
+    rewrite.get_cache_dir = lambda file_path: cache.joinpath(*file_path.parts[1:-1])
     return pytest_args
 
 
@@ -511,13 +651,32 @@ def _rewritten_pyc(source, pyc, trace=None):  # noqa: ARG001 (pytest's _read_pyc
     of the source as it is now (TrustedCode), never a file of pytest's cache, which lies
     where the code under test may write (a None has pytest rewrite it)."""
     try:
-        with open(os.fspath(source), "rb") as handle:
-            data = handle.read()
+        path = os.fspath(source)
+        data = _source(path)  # a trusted test handed over: its source, not its stand-in
     except (OSError, TypeError):
         return None
     answer = []
-    _audit("pytest_launcher.pyc", os.fspath(source), data, "test", answer)
+    _audit("pytest_launcher.pyc", path, data, "test", answer)
     return answer[0] if answer else None
+
+
+def _stored_rewrite(rewrite, sources):
+    """pytest's _rewrite_test, for a trusted test handed over: its asserts rewritten from
+    the source the grader gave, not read from its file. (Its first value, the source's
+    hash or stat, only keys a cached pyc: none is written.)"""
+    original = rewrite._rewrite_test
+
+    def _rewrite_test(fn, config, *more):
+        strfn = str(fn)
+        source = sources.get(strfn)
+        if source is None:
+            return original(fn, config, *more)
+        tree = ast.parse(source, filename=strfn)
+        rewrite.rewrite_asserts(tree, source, strfn, config)
+        code = compile(tree, strfn, "exec", dont_inherit=True)
+        return os.stat(strfn), code
+
+    return _rewrite_test
 
 
 def _within(path, directory):
@@ -1055,8 +1214,8 @@ class Assertions:
         filename = self.test_file
         if filename not in self.sources:
             try:
-                with open(filename, encoding="utf-8", errors="replace") as handle:
-                    self.sources[filename] = handle.read()
+                source = _source(filename)
+                self.sources[filename] = source.decode("utf-8", "replace")
             except (OSError, TypeError, ValueError):
                 self.sources[filename] = ""
         return self.sources[filename]
@@ -1329,8 +1488,9 @@ class Integrity:
     that no object of the case is asked anything (an `__eq__` or a `__class__` could
     lie)."""
 
-    def __init__(self, workdir, plugins, found, touched, code=None):
+    def __init__(self, workdir, plugins, found, touched, tests_root=None, code=None):
         self.workdir = workdir
+        self.tests_root = tests_root  # the trusted tests handed over, outside the repo
         self.code = code  # TrustedCode: what the store's entries say a source imports
         self.started = time.time_ns()  # what was written after this, the case wrote
         self.found = found
@@ -1455,7 +1615,8 @@ class Integrity:
         if type(path) is not str:
             return
         base, top = _import_base(path)
-        if top == self.workdir or not _within(top, self.workdir):
+        handed = self.tests_root is not None and _within(top, self.tests_root)
+        if not handed and (top == self.workdir or not _within(top, self.workdir)):
             return  # tests at the repo's root: no telling their helpers from the code
         package = vars(module).get("__package__")
         known = self.code.imports.get(path) if self.code is not None else None
@@ -1735,11 +1896,20 @@ def _helper_file(base, name):
     return None
 
 
+def _source(path):
+    """A module's source: the one handed over for a trusted test (its file is an empty
+    stand-in), else its file's bytes."""
+    handed = _HANDED.get(path) if type(path) is str else None
+    if handed is not None:
+        return handed
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def _imports(path, package):
     """(module, name bound from it or None) of each import at a module's top level."""
     try:
-        with open(path, "rb") as handle:
-            tree = ast.parse(handle.read())
+        tree = ast.parse(_source(path))
     except (OSError, SyntaxError, ValueError):
         return []
     return _resolved(_raw_imports(tree), package)
@@ -1779,8 +1949,7 @@ def _resolved(raw, package):
 def _definitions(path):
     """The names a module's source defines at its top level (def and class)."""
     try:
-        with open(path, "rb") as handle:
-            tree = ast.parse(handle.read())
+        tree = ast.parse(_source(path))
     except (OSError, SyntaxError, ValueError):
         return set()
     return _defined(tree)

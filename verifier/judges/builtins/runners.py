@@ -9,6 +9,11 @@ reported; honest code still imports the usual way, run from the repo's root.
   (`-I`); see the launcher for what it pins. The report is CTRF, written by the
   launcher outside the case copy ($VERIFIER_RESULTS).
   The launcher signs the report with a key handed over on stdin for this run alone.
+  With `test_dir` the trusted tests are not the repo's: their files in
+  $VERIFIER_PROVIDED/tests are empty stand-ins, and their sources come on stdin after
+  the key (`handed`), so that the code under test finds nothing of them to read; their
+  ids are relative to that dir, and `case_at` shows the case's copy where the tests
+  expect it (a view: verifier.sandbox.views).
 - `go`: `go test -json` with GOFLAGS emptied, GOTOOLCHAIN=local (a go.mod's
   `toolchain` line downloads nothing) and GOWORK=off (a go.work in the case redirects
   no module). Its events are read from go's own stdout, which the test binaries (the
@@ -27,6 +32,7 @@ report (if any) ignored and the toolchain not probed: whoever exits so, the case
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,10 +40,13 @@ from pathlib import Path
 import attrs
 
 from verifier.judges.builtins.testlists import TrustedTests, pytest_file
+from verifier.sandbox.views import View
 
 RUNNERS = ("pytest", "go")
 LAUNCHER = Path(__file__).with_name("pytest_launcher.py")
 INI_SUFFIXES = (".ini", ".cfg", ".toml")  # how pytest tells an ini's format (`-c`)
+TESTS_NAME = "tests"  # the trusted tests of `test_dir` in $VERIFIER_PROVIDED
+SOURCE_SUFFIX = ".py"  # what of test_dir is handed over on stdin, its file a stand-in
 # Runs the launcher from $VERIFIER_PROVIDED with nothing but the standard library.
 _BOOTSTRAP = (
     "import os, runpy; runpy.run_path(os.path.join(os.environ['VERIFIER_PROVIDED'], "
@@ -77,6 +86,11 @@ class RunnerPlan:
     probe_codes: tuple[int, ...] = ()
     signed: bool = False  # the report comes with its HMAC (<report>.sig) under a key on stdin
     tampered_code: int | None = None  # the exit of a run whose runner found tampering
+    # the trusted tests' sources handed over on stdin after the key (name -> file), their
+    # provided files empty stand-ins
+    handed: Mapping[str, Path] = attrs.field(factory=dict)
+    views: tuple[View, ...] = ()  # the case's copy where the tests expect it
+    start_at: str = ""
     code_store: tuple[str, ...] = ()  # with the grader's byte code store: its flag (pyc_store)
 
     @property
@@ -92,6 +106,8 @@ class PytestOptions:
     ini: Path | None = None
     plugins: tuple[str, ...] = ()
     native_modules: tuple[str, ...] = ()
+    test_dir: Path | None = None  # the trusted tests, run from outside the case
+    case_at: str | None = None  # where the case's copy is shown to them (a view)
 
 
 def plan_runner(
@@ -116,17 +132,28 @@ def pytest_plan(
 ) -> RunnerPlan:
     """The launcher, with the trusted ini (or none), the plugins, the native modules it
     may load, then `args` and the paths: those given, else the files the listed tests
-    are in, else none (pytest then runs the ini's testpaths, or the whole repo)."""
+    are in, else none (pytest then runs the ini's testpaths, or the whole repo; with
+    `test_dir`, the whole of it). With `test_dir` the paths and ids are relative to it."""
     if paths is None:
         paths = sorted({pytest_file(test) for test in tests.ids}) if tests else ()
     ini = options.ini
     flags = ["--ini", ini.name] if ini is not None else []
+    provided: dict[str, Path] = {LAUNCHER.name: LAUNCHER, **({ini.name: ini} if ini else {})}
+    handed: dict[str, Path] = {}
+    if options.test_dir is not None:
+        flags += ["--tests", TESTS_NAME]
+        paths = paths or (".",)
+        for relative, file in test_files(options.test_dir):
+            hidden = relative.endswith(SOURCE_SUFFIX)
+            provided[f"{TESTS_NAME}/{relative}"] = Path(os.devnull) if hidden else file
+            if hidden:
+                handed[relative] = file
+    views = (View(options.case_at, "case"),) if options.case_at else ()
     for plugin in options.plugins:
         flags += ["--plugin", plugin]
     for native in options.native_modules:
         flags += ["--native", native]
     launcher = (python, "-I", "-c", _BOOTSTRAP)
-    provided = {LAUNCHER.name: LAUNCHER, **({ini.name: ini} if ini is not None else {})}
     return RunnerPlan(
         name="pytest",
         programs=(python,),
@@ -139,6 +166,9 @@ def pytest_plan(
         probe_codes=_PYTEST_PROBE_CODES,
         signed=True,
         tampered_code=PYTEST_TAMPERED,
+        handed=handed,
+        views=views,
+        start_at=options.case_at or "",
         code_store=("--pyc",),
     )
 
@@ -152,6 +182,26 @@ def with_code_store(plan: RunnerPlan, provided: Mapping[str, Path]) -> RunnerPla
         command=(*plan.command[:at], *plan.code_store, *plan.command[at:]),
         provided={**plan.provided, **provided},
     )
+
+
+def test_files(directory: Path) -> list[tuple[str, Path]]:
+    """Every file beneath `directory` (the author's own: symlinks followed) by its
+    relative path, but byte code."""
+    return sorted(
+        (path.relative_to(directory).as_posix(), path)
+        for path in directory.rglob("*")
+        if path.is_file() and "__pycache__" not in path.relative_to(directory).parts
+    )
+
+
+def handed_input(key: bytes, handed: Mapping[str, Path]) -> bytes:
+    """What the launcher reads on stdin with --tests: the key, then each source's name
+    and bytes, each part after its length (4 bytes, big endian). OSError when a source
+    cannot be read (the author's fault)."""
+    parts = [key]
+    for name, file in sorted(handed.items()):
+        parts += [name.encode("utf-8", "surrogateescape"), file.read_bytes()]
+    return b"".join(len(part).to_bytes(4, "big") + part for part in parts)
 
 
 def go_plan(go: str, packages: Sequence[str] | None, args: Sequence[str]) -> RunnerPlan:

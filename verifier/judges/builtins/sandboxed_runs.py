@@ -21,7 +21,12 @@ from verifier.judges.builtins.registry import BuiltinContext
 from verifier.judges.builtins.report_files import FreshReports
 from verifier.judges.builtins.reports import Reading
 from verifier.judges.builtins.runner_reports import SIGNATURE_SUFFIX, handed_back
-from verifier.judges.builtins.runners import PYTEST_TAMPERED_MARK, RunnerPlan, with_code_store
+from verifier.judges.builtins.runners import (
+    PYTEST_TAMPERED_MARK,
+    RunnerPlan,
+    handed_input,
+    with_code_store,
+)
 from verifier.judges.builtins.toolchain import (
     PROBE_TIMEOUT_S,
     ToolchainFault,
@@ -78,6 +83,7 @@ def run_tests(
     returned: tuple[str, ...] = (
         (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
     )
+    stdin = handed_input(key or b"", plan.handed) if plan.handed else key
     store = pyc_store.open_store(sandbox.policy) if plan.code_store and key else None
     handing, running = None, plan
     if store is not None:
@@ -91,13 +97,19 @@ def run_tests(
         env=environment,
         provided=running.provided,
         returned=returned,
-        stdin=key,
+        stdin=stdin,
         separate_stdout=plan.report is None,
         stdout_bytes=MAX_FILE_BYTES,
+        views=plan.views,
+        start_at=plan.start_at,
     )
     run = sandbox.run(request, context.case_dir)
     if store is not None and handing is not None and key is not None:
         pyc_store.keep(store, handing, run.returned, key)
+    if run.start_error is not None and plan.views:  # no view here: nothing of the case's
+        raise ToolchainFault(
+            f"{plan.label} cannot be run here: {run.start_error}", {"sandbox": run.confinement}
+        )
     details: dict[str, Any] = {
         "sandbox": run.confinement,
         "runner": plan.name,
