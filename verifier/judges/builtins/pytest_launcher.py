@@ -23,8 +23,11 @@ What the case cannot change, and how:
   trusted ini is taken relative to the working dir, as it was in the author's repo.
 - Byte code is never read from the case: its modules are compiled from their source
   (a path hook for the case's dirs, which also puts a `.py` before a planted `.so` of
-  the same name), and pytest's assertion-rewrite cache is a fresh dir, so a planted
-  `__pycache__/*.pyc` (unchecked-hash, or pytest's own) replaces no trusted module.
+  the same name), and pytest's assertion-rewrite cache is a fresh dir that is never
+  read (the code under test could write it), so a planted `__pycache__/*.pyc`
+  (unchecked-hash, or pytest's own) replaces no trusted module. With --pyc, a module's
+  code may instead come from the grader's byte code store, looked up by the hash of the
+  very source being imported (TrustedCode).
 - With `--tests NAME` the trusted tests are not the repo's: $VERIFIER_PROVIDED/NAME
   holds empty stand-ins of them, and their sources come on stdin after the key (read,
   and stdin closed, before any code of the case runs), so nothing of them is left in a
