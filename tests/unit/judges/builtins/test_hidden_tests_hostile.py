@@ -5,10 +5,16 @@ open files) and answers with it. Graded by `verifier grade` as root and as an
 arbitrary UID, with Landlock and without it; each asserts the honest reward (0.5:
 one of two listed tests), so an attack that finds the secret fails its test.
 
-Found open (the tests fail today, see the docstrings): the test modules are loaded in
+Still open (these tests fail, see their docstrings): the test modules are loaded in
 the process that runs the code under test, so their globals (`sys.modules`), their
-lines (`linecache`), the launcher's own map of the handed sources (`_HANDED`) and the
-caller's globals through `sys._getframe`'s FrameView all hold the secret.
+lines (`linecache`) and the caller's globals through `sys._getframe`'s FrameView hold
+the secret; and code compiled under a trusted file's name gets real frames, through
+them the report's signing key, and signs a report of its own (1.0).
+
+And code disguised as trusted code by its file's name: the audit hook judges code by
+its file, so a module the case names conftest.py (trusted as a conftest, though with
+test_dir none of the case is loaded), one it writes to its TMPDIR (outside the working
+dir), or its own by a path spelled `//...` got real frames and the key; fixed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import pytest
 from tests.hostile import grade_as
 from tests.unit.judges.builtins.test_hidden_tests import (
     HONEST,
+    LISTED,
     WHO,
     Task,
     needs_root,
@@ -161,4 +168,104 @@ def test_code_under_test_that_reads_the_graders_dir_and_every_open_file_finds_no
         reward, judges = grade_as(uid, config, case, task.marker, landlock=landlock)
     finally:
         config.parent.chmod(0o755)
+    assert reward == 0.5, judges["tests"]["rationale"]
+
+
+# Code the audit hook takes for trusted code (it judges code by its file's name) walks
+# the real frames out to the launcher's main(), takes the report's signing key from its
+# locals, writes a report of every listed test passed, signs it, and ends the process.
+FORGE = f"LISTED = {LISTED!r}\n" + """
+import json
+import os
+import sys
+
+
+def _forge():
+    frame = sys._getframe(0)
+    while frame is not None and "signer" not in frame.f_locals:
+        frame = frame.f_back
+    signer = frame.f_locals["signer"].copy()
+    tests = [{"name": name, "status": "passed", "duration": 0} for name in LISTED]
+    summary = {"tests": len(tests), "passed": len(tests), "failed": 0, "skipped": 0}
+    summary.update(pending=0, other=0, start=0, stop=1)
+    results = {"tool": {"name": "pytest"}, "summary": summary, "tests": tests}
+    data = json.dumps({"reportFormat": "CTRF", "specVersion": "1.0.0", "results": results})
+    signer.update(data.encode())
+    report = os.path.join(os.environ["VERIFIER_RESULTS"], "ctrf.json")
+    with open(report + ".sig", "w") as handle:
+        handle.write(signer.hexdigest())
+    with open(report, "w") as handle:
+        handle.write(data)
+    os._exit(0)
+
+
+def answer():
+    _forge()
+    return "no idea"
+
+
+def twice(value):
+    return value + value
+"""
+# How the forger's code gets a file name the hook trusts: each the case's files.
+DISGUISES = {
+    # Fixed: with test_dir no conftest of the case is loaded, so none is trusted.
+    "a module named conftest.py": {
+        "calc.py": "from lib.conftest import answer, twice\n",
+        "lib/conftest.py": FORGE,
+    },
+    # Fixed: outside the working dir only the toolchain's import path is trusted.
+    "a module written to its TMPDIR": {
+        "calc.py": (
+            "import os, sys, tempfile\n\n"
+            f"SOURCE = {FORGE!r}\n"
+            "where = tempfile.mkdtemp()\n"
+            "with open(os.path.join(where, 'forger.py'), 'w') as handle:\n"
+            "    handle.write(SOURCE)\n"
+            "sys.path.insert(0, where)\n"
+            "from forger import answer, twice\n"
+        ),
+    },
+    # Fixed: the case's own file by a path that misses the working dir's prefix.
+    "the case's module by a path with //": {
+        "calc.py": (
+            "import os, sys\n\n"
+            "sys.path.insert(0, '/' + os.path.dirname(os.path.abspath(__file__)))\n"
+            "from forger import answer, twice\n"
+        ),
+        "forger.py": FORGE,
+    },
+    # Open (docs/builtins.md, "Limits": code compiled to look like trusted code).
+    "code compiled under another file's name": {
+        "calc.py": (
+            f"SOURCE = {FORGE!r}\n"
+            "exec(compile(SOURCE, '/usr/lib/python3/forger.py', 'exec'))\n"
+        ),
+    },
+}
+
+
+@pytest.mark.slow
+@needs_root
+@pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "no-landlock"])
+@pytest.mark.parametrize("who", list(WHO))
+@pytest.mark.parametrize("disguise", list(DISGUISES))
+def test_code_under_test_disguised_as_trusted_code_cannot_sign_a_report(
+    task: Task,  # noqa: F811 (the fixture)
+    disguise: str,
+    who: str,
+    landlock: bool,
+) -> None:
+    """The forger ends the run with a report of its own, signed with the run's key: 1.0
+    if the hook gives it real frames. Refused frames (a FrameView has no f_locals), the
+    test that calls it fails: the honest 0.5."""
+    uid = WHO[who]()
+    config = task.gate()
+    case = task.case(HONEST)
+    for name, text in DISGUISES[disguise].items():
+        (case / name).parent.mkdir(parents=True, exist_ok=True)
+        (case / name).write_text(text)
+    for path in [case, *case.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    reward, judges = grade_as(uid, config, case, task.marker, landlock=landlock)
     assert reward == 0.5, judges["tests"]["rationale"]
