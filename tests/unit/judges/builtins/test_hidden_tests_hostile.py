@@ -174,7 +174,9 @@ def test_code_under_test_that_reads_the_graders_dir_and_every_open_file_finds_no
 # Code the audit hook takes for trusted code (it judges code by its file's name) walks
 # the real frames out to the launcher's main(), takes the report's signing key from its
 # locals, writes a report of every listed test passed, signs it, and ends the process.
-FORGE = f"LISTED = {LISTED!r}\n" + """
+FORGE = (
+    f"LISTED = {LISTED!r}\n"
+    + """
 import json
 import os
 import sys
@@ -207,6 +209,7 @@ def answer():
 def twice(value):
     return value + value
 """
+)
 # How the forger's code gets a file name the hook trusts: each the case's files.
 DISGUISES = {
     # Fixed: with test_dir no conftest of the case is loaded, so none is trusted.
@@ -238,8 +241,7 @@ DISGUISES = {
     # Open (docs/builtins.md, "Limits": code compiled to look like trusted code).
     "code compiled under another file's name": {
         "calc.py": (
-            f"SOURCE = {FORGE!r}\n"
-            "exec(compile(SOURCE, '/usr/lib/python3/forger.py', 'exec'))\n"
+            f"SOURCE = {FORGE!r}\nexec(compile(SOURCE, '/usr/lib/python3/forger.py', 'exec'))\n"
         ),
     },
 }
