@@ -176,7 +176,7 @@ def test_code_under_test_that_reads_the_graders_dir_and_every_open_file_finds_no
 # locals, writes a report of every listed test passed, signs it, and ends the process.
 FORGE = (
     f"LISTED = {LISTED!r}\n"
-    + """
+    """
 import json
 import os
 import sys
