@@ -292,7 +292,7 @@ def main(argv):
         sources = _install_sources(tests_root, sources)
         pytest_args = _under_tests_root(pytest_args, tests_root)
     found = []  # facts of tampering: behind the audit hook, as is all of the run's state
-    provenance = Provenance(workdir)
+    provenance = Provenance(workdir, conftests=tests_root is None)
     run = Run(workdir, bool(options["ini"]), provenance, found)
     audit = Audit(provenance, tuple(options["native"]), found, sys._getframe(), run)
     _close_own_memory()
@@ -707,13 +707,23 @@ class Provenance:
     """Whose code a file holds: the case's (in the working dir), or trusted: the test
     files pytest collects (or is given) and what lies beside and beneath them (unless
     that is the root: tests inside a package of the code trust that package's tests dir,
-    not the package), conftest.py files, and everything outside the working dir."""
+    not the package), conftest.py files (but with --tests), and outside the working dir
+    what lies beneath the toolchain's import path and this script's dir."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, conftests=True):
         self.workdir = workdir
         self.prefix = workdir.rstrip(os.sep) + os.sep
         self.test_files = set()
         self.test_dirs = []  # prefixes, each ending with os.sep
+        self.conftests = conftests  # False with --tests: no conftest of the case is loaded
+        # Trusted outside the working dir: the toolchain's import path and this script's
+        # dir, as they are before the case runs (its TMPDIR and HOME are not among them).
+        roots = [*sys.path, os.path.dirname(os.path.abspath(__file__))]
+        self.roots = tuple(
+            os.path.join(os.path.normpath(root), "")
+            for root in roots
+            if os.path.isabs(root) and root != os.sep and not _within(root, workdir)
+        )
 
     def trust_tests(self, path):
         """A test file of the run (given, or collected as a test module): it, and its dir
@@ -731,12 +741,18 @@ class Provenance:
 
     def of_case(self, filename):
         """A code object's filename (or a module's file) is the case's. A name that is not
-        a path (None, relative) counts as the case's: only the case adds such entries."""
+        a path (None, relative), or one not normalized, counts as the case's: only the
+        case adds such entries; so does a file outside the working dir and the trusted
+        roots (its TMPDIR, HOME, a world-writable dir)."""
         if type(filename) is not str or not filename.startswith(os.sep):
             return True
+        if filename.startswith("//") or os.path.normpath(filename) != filename:
+            return True  # a path spelled to miss the prefixes
         if not filename.startswith(self.prefix):
+            return not filename.startswith(self.roots)
+        if filename in self.test_files:
             return False
-        if filename in self.test_files or filename.endswith(os.sep + "conftest.py"):
+        if self.conftests and filename.endswith(os.sep + "conftest.py"):
             return False
         return not any(filename.startswith(prefix) for prefix in self.test_dirs)
 
