@@ -12,12 +12,15 @@ tree:
 - time: more-itertools' suite, `--runs` rounds, each running in turn (the order
   rotating) plain pytest, plain pytest with no byte code cached (the launcher never
   reads the repo's), pytest with the launcher's own arguments, the launcher run
-  directly (no verifier, no sandbox), the launcher with one of its checks taken out
-  (the audit hook's watch, the pins checked at each test, the strict assertions), and
-  `verifier grade`: the median wall and CPU time of each, and its ratio to plain
-  pytest's. The grade's target: at most 1.15x plain pytest's wall time. more-itertools
-  is timed with a toolchain of pytest alone (as a task image has it), attrs counted
-  with one that also holds what its suite imports.
+  directly (no verifier, no sandbox) without and with the grader's byte code store
+  for the tree (pyc_store.py: made before the rounds as a grade makes it), the
+  launcher with one of its checks taken out (the audit hook's watch, the pins checked
+  at each test, the strict assertions), and `verifier grade` (its store filled by the
+  two grades before the rounds, as a third grade of the same tests finds it): the
+  median wall and CPU time of each, and its ratio to plain pytest's. The grade's
+  target: at most 1.15x plain pytest's wall time. more-itertools is timed with a
+  toolchain of pytest alone (as a task image has it), attrs counted with one that also
+  holds what its suite imports.
 
     python bench/pass_rate.py [--runs 5] [--skip-attrs] [--baseline main]
 
@@ -30,6 +33,7 @@ It grades with a regular install of this checkout (see bench/common.py).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -165,6 +169,7 @@ class Runner:
         self.ini = ini
         self.verifier = verifier
         self.plain_env = {**_base_env(), **({"PYTHONPATH": "src"} if ini else {})}
+        self.store: Path | None = None  # the byte code store's entries for the tree
 
     def plain(self, *extra: str, env: Mapping[str, str] | None = None) -> str:
         command = [self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
@@ -186,8 +191,13 @@ class Runner:
         env = {**self.plain_env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         return self.plain(*flags, env=env)
 
-    def launcher(self, source: str | None = None) -> str:
-        """The launcher run directly in the tree (as the sandbox runs it, without it)."""
+    def launcher(
+        self, source: str | None = None, store: bool = True, fill: str | None = None
+    ) -> str:
+        """The launcher run directly in the tree (as the sandbox runs it, without it); with
+        `store`, handed the entries of the grader's byte code store for the tree as a
+        grade is (made by store_entries; `fill` names what to compile, as a grade's
+        first runs do)."""
         provided = Path(tempfile.mkdtemp(dir=self.scratch))
         results = Path(tempfile.mkdtemp(dir=self.scratch))
         (provided / LAUNCHER.name).write_text(source or LAUNCHER.read_text())
@@ -195,10 +205,33 @@ class Runner:
         if self.ini is not None:
             (provided / "pytest.ini").write_text(self.ini)
             options = ["--ini", "pytest.ini"]
+        if store:
+            options.append("--pyc")
+            if fill is not None:
+                (provided / "pyc-fill.txt").write_text(fill)
+            elif self.store is not None:
+                shutil.copytree(self.store, provided / "pyc")
         command = [self.python, "-I", "-c", BOOTSTRAP, "--report", "ctrf.json", *options, "--"]
         env = {**_base_env(), "VERIFIER_PROVIDED": str(provided), "VERIFIER_RESULTS": str(results)}
         _run([*command, *self.paths], self.case, env, stdin=secrets.token_bytes(32))
+        if fill is not None:
+            return (results / "pyc-entries.json").read_text()
+        if store:
+            return (results / "pyc-seen.json").read_text()
         return (results / "ctrf.json").read_text()
+
+    def store_entries(self) -> None:
+        """The grader's store for the tree, as two grades leave it: what the launcher
+        imported, compiled before the tests run (bench/pass_rate.py's own dir)."""
+        seen = json.loads(self.launcher(store=True))["seen"]
+        fill = "".join(f"{kind}\t{path}\n" for kind, path, *_ in seen)
+        store = self.scratch / "store"
+        for entry in json.loads(self.launcher(store=True, fill=fill))["entries"]:
+            target = store / entry["sha256"] / entry["variant"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(base64.b64decode(entry["data"]))
+        _open_to_all(store)
+        self.store = store
 
     def grade(self) -> str:
         out = Path(tempfile.mkdtemp(dir=self.scratch))
@@ -286,7 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("plain pytest", subject.plain),
         ("plain pytest, no byte code cached", subject.plain_uncached),
         ("pytest with the launcher's arguments", subject.launcher_arguments),
-        ("the launcher alone (no verifier, no sandbox)", subject.launcher),
+        ("the launcher alone, no byte code store", _bound(subject.launcher, None, False)),
+        ("the launcher alone (no verifier, no sandbox)", _bound(subject.launcher, None)),
         *[(label, _bound(subject.launcher, ablated(old, new))) for label, old, new in ABLATIONS],
         ("verifier grade, runner: pytest", subject.grade),
     ]
@@ -300,9 +334,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ).stdout
         base = Runner(subject.python, base_verifier, subject.case, subject.paths, subject.ini)
         commands += [
-            (f"the launcher of {options.baseline} alone", _bound(subject.launcher, base_launcher)),
+            (
+                f"the launcher of {options.baseline} alone",
+                _bound(subject.launcher, base_launcher, "--pyc" in base_launcher),
+            ),
             (f"verifier grade of {options.baseline}", base.grade),
         ]
+    subject.store_entries()
+    subject.grade()  # the grader's store as two grades leave it (the counts' grade the first)
     samples: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in commands}
     for round_ in range(options.runs):
         for label, run in commands[round_ % len(commands) :] + commands[: round_ % len(commands)]:
@@ -329,8 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _bound(launcher: Callable[[str | None], str], source: str) -> Callable[[], str]:
-    return lambda: launcher(source)
+def _bound(
+    launcher: Callable[[str | None, bool], str], source: str | None, store: bool = True
+) -> Callable[[], str]:
+    return lambda: launcher(source, store)
 
 
 if __name__ == "__main__":

@@ -158,6 +158,10 @@ def command_sandbox(
     if not running:
         yield None
         return
+    from verifier.judges.builtins.pyc_store import configured_store
+
+    store = configured_store()  # the byte code store, where the user keeps it: hidden too
+    paths += [store] if store is not None else []
     try:
         policy = plan_policy(
             paths, case_dirs=case_dirs, accept_weak=accept_weak, slots=slots, lanes=lanes

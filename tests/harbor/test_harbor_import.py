@@ -47,6 +47,8 @@ EXPECTED: dict[str, tuple[Any, Any]] = {
     "go-sum": (1.0, 0.0),  # a Go repair graded by go test, with the image's ENV
     "c-words": (1.0, 0.5),  # C, built into /tmp, the share of cases right
     "git-answer": (1.0, 0.0),  # git, and an answer key only root may read
+    "root-key": (1.0, 0.0),  # test.sh as root: useradd, su, a setuid-root helper's key
+    "entry-service": (1.0, 0.0),  # a loopback service the environment's ENTRYPOINT starts
     # shell, a reward.json of two keys: their mean is the reward, the keys Harbor's
     "multi-key": (
         {"reward": 0.75, "accuracy": 1.0, "style": 0.5},

@@ -173,3 +173,31 @@ def test_task_test_grades_a_task_imported_with_the_hardened_runner(
         assert listing.splitlines()[0].endswith("  ./numbers.txt")
     finally:
         subprocess.run([cli, "rmi", "--force", tag], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "root-key",  # test.sh as root: useradd, su, a setuid-root helper reading a root-only key
+        "entry-service",  # a loopback service the environment's ENTRYPOINT starts
+    ],
+)
+def test_task_test_grades_a_task_whose_tests_need_root_or_its_entrypoint(
+    podman_cli_engine: Engine, task: str, tmp_path: Path
+) -> None:
+    """Its own test.sh, run as root of its own user namespace after the environment's
+    ENTRYPOINT, grades it as Harbor does natively: solution 1, untouched 0."""
+    dest = tmp_path / task
+    import_task(NATIVE / task, dest, ImportOptions(image=IMAGE))
+    done = subprocess.run(
+        [VERIFIER, "task", "test", str(dest), "--engine", "podman", "--build-network", "host"],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-3:] == [
+        "untouched environment: reward 0",
+        "solution: reward 1",
+        "task test: ok (solution 1 = expected 1, untouched 0 < 1)",
+    ]

@@ -48,12 +48,16 @@ def copy_case(
     target: str,
     owner: int | None = None,
     leave_out: Collection[tuple[int, int]] = (),
+    *,
+    skip_unreadable: bool = False,
 ) -> None:
     """Copy case_dir to target (which must not exist), every entry owned by `owner` when
     given (the grader is root), the entries whose (st_dev, st_ino) are in `leave_out`
     left out (the grader's own dirs, should one lie inside the case). CaseCopyError
-    when the case is over the budget, too deep, or cannot be read; OSError when the
-    copy's own filesystem fails."""
+    when the case is over the budget, too deep, or cannot be read (`skip_unreadable`,
+    for a dir of the image copied for a command: a file or dir the grader cannot read
+    is left out instead, and a dir of another filesystem, a mount, is copied empty);
+    OSError when the copy's own filesystem fails."""
     budget = _Budget(os.path.dirname(target) or ".")
     source = os.open(case_dir, _DIR_FLAGS)
     try:
@@ -63,7 +67,7 @@ def copy_case(
     except BaseException:
         os.close(source)
         raise
-    _walk(source, destination, info, budget, owner, frozenset(leave_out))
+    _walk(source, destination, info, budget, owner, frozenset(leave_out), skip=skip_unreadable)
 
 
 def _walk(
@@ -73,6 +77,8 @@ def _walk(
     budget: _Budget,
     owner: int | None,
     leave_out: frozenset[tuple[int, int]],
+    *,
+    skip: bool = False,
 ) -> None:
     """Depth first, one (source, destination) pair of descriptors per level open."""
     stack = [(source, destination, info, _entries(source, ""))]
@@ -90,13 +96,27 @@ def _walk(
             if (entry_info.st_dev, entry_info.st_ino) in leave_out:
                 continue
             budget.take_entry()
+            if skip and stat.S_ISDIR(entry_info.st_mode) and entry_info.st_dev != info.st_dev:
+                os.mkdir(name, 0o755, dir_fd=dst)  # a mount: its point alone
+                if owner is not None:
+                    os.chown(name, owner, owner, dir_fd=dst)
+                continue
             if stat.S_ISDIR(entry_info.st_mode):
                 if len(stack) >= MAX_COPY_DEPTH:
                     raise CaseCopyError(f"the case is nested deeper than {MAX_COPY_DEPTH} levels")
-                child_src, child_dst = _open_dir_pair(src, dst, name)
+                try:
+                    child_src, child_dst = _open_dir_pair(src, dst, name)
+                except CaseCopyError:
+                    if skip:
+                        continue
+                    raise
                 stack.append((child_src, child_dst, entry_info, _entries(child_src, name)))
             elif stat.S_ISREG(entry_info.st_mode):
-                _copy_file(src, dst, name, entry_info, budget, owner)
+                try:
+                    _copy_file(src, dst, name, entry_info, budget, owner)
+                except CaseCopyError:
+                    if not skip or not _unreadable(src, name):
+                        raise
             elif stat.S_ISLNK(entry_info.st_mode):
                 _copy_link(src, dst, name, entry_info, owner)
     finally:
@@ -119,6 +139,15 @@ def _entries(directory: int, where: str) -> Iterator[tuple[str, os.stat_result]]
             continue
         except OSError as error:
             raise CaseCopyError(f"{name} cannot be read ({error.strerror})") from None
+
+
+def _unreadable(directory: int, name: str) -> bool:
+    """Whether the file `name` cannot be opened for reading (rather than over a budget)."""
+    try:
+        os.close(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory))
+    except OSError:
+        return True
+    return False
 
 
 def _open_dir_pair(src: int, dst: int, name: str) -> tuple[int, int]:

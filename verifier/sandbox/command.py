@@ -36,9 +36,16 @@ from verifier.sandbox.capture import (
     stream,
 )
 from verifier.sandbox.dirs import CommandDirs, command_dirs, provided_names
+from verifier.sandbox.idmap import IdMap, Mapper, id_range
 from verifier.sandbox.plan import CommandPlan, plan_command
 from verifier.sandbox.policy import SandboxPolicy
-from verifier.sandbox.views import View, view_mounts, views_refused
+from verifier.sandbox.views import (
+    View,
+    root_views,
+    setuid_mounts,
+    view_mounts,
+    views_refused,
+)
 
 RETURNED_BYTES = 64 * 1024 * 1024  # of each file a command hands back in $VERIFIER_RESULTS
 _NOT_REWRITTEN = "its writer may not have rewritten what was there, so it is not read"
@@ -64,7 +71,15 @@ class Command:
     stdout apart (its last `stdout_bytes`) for judges that compare what it prints;
     `views`: its dirs shown at the paths it expects, in a mount namespace of its own
     (verifier.sandbox.views), `start_at` the view path it starts in (with views, `cwd`
-    is not used); `home_from`: a dir of the image its HOME starts as a copy of."""
+    is not used); `home_from`: a dir of the image its HOME starts as a copy of;
+    `as_root` (with views): it runs as root of its own user namespace
+    (verifier.sandbox.idmap), with private copies of the image's dirs root's tests
+    write (views.root_views); `entrypoint` (with views): a program started in its
+    namespaces before it (a task image's ENTRYPOINT, with `sh -c 'sleep infinity'` as
+    its command, as Harbor starts the agent's container), the command starting once
+    that command runs, or it ended, or `entrypoint_wait` seconds passed; `setuid` (with
+    `as_root`): the image's setuid-root programs, shown as copies owned by root of its
+    namespace, so that the users it switches to run them as root there."""
 
     argv: str | tuple[str, ...] = attrs.field(converter=_argv)
     timeout: float
@@ -78,6 +93,10 @@ class Command:
     views: tuple[View, ...] = ()
     start_at: str = ""
     home_from: Path | None = None
+    as_root: bool = False
+    entrypoint: tuple[str, ...] = ()
+    entrypoint_wait: float = 30.0
+    setuid: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if self.stdin is not None and len(self.stdin) > _STDIN_BYTES:
@@ -151,14 +170,26 @@ class Sandbox:
         problem = _views_problem(command, uid) if command.views else None
         if problem is not None:
             return CommandRun.not_run(problem, confinement, start_error=problem)
-        tmp = any(view.of == "tmp" for view in command.views)
-        with command_dirs(policy.scratch, uid, provided, bool(command.returned), tmp) as dirs:
+        views = _with_root_views(command)
+        idmap = _idmap(command, policy) if command.views else None
+        if idmap is not None:
+            confinement += f"; {idmap.describe()}"
+        tmp = any(view.of == "tmp" for view in views)
+        copies = tuple(view.at for view in views if view.of == "image")
+        with command_dirs(
+            policy.scratch, uid, provided, bool(command.returned), tmp, copies
+        ) as dirs:
             try:
                 copy_case(str(case_dir), str(dirs.case), uid, policy.hidden_ids)
             except (OSError, CaseCopyError) as error:
                 return CommandRun.not_run(
                     f"the case cannot be copied for the command: {error}", confinement
                 )
+            try:
+                copy_image_dirs(dirs, views, uid, policy.hidden_ids)
+            except (OSError, CaseCopyError) as error:  # the image's: not the case's
+                problem = f"the image's dirs cannot be copied for it: {error}"
+                return CommandRun.not_run(problem, confinement, start_error=problem)
             if command.home_from is not None:
                 try:
                     dirs.home.rmdir()
@@ -176,10 +207,26 @@ class Sandbox:
                     f"its working dir {command.cwd} {outside or 'is not a directory in the case'}"
                 )
                 return CommandRun.not_run(problem, confinement)
-            mounts = view_mounts(command.views, dirs)
+            mounts = view_mounts(views, dirs)
+            if command.as_root and command.views and command.setuid:
+                shown = [view.at for view in views if view.of != "image"]
+                programs = copy_setuid_programs(
+                    dirs,
+                    [p for p in command.setuid if not any(_beneath(p, at) for at in shown)],
+                    uid,
+                )
+                mounts = (*mounts, *setuid_mounts(programs, dirs))
             plan = plan_command(
                 policy, dirs, command.env, os.environ, mounts, command.start_at or str(start)
             )
+            if command.views:
+                plan = attrs.evolve(
+                    plan,
+                    idmap=idmap,
+                    entrypoint=command.entrypoint,
+                    entrypoint_wait=command.entrypoint_wait,
+                    results=str(dirs.results) if command.returned else "",
+                )
             if probe is not None:
                 probe.before(dirs.case)
             run = _execute(command, plan, start, dirs, policy.side_by_side, confinement)
@@ -226,6 +273,109 @@ def _its_own(path: Path, uid: int, permission: int) -> bool:
     return info.st_uid == uid and bool(info.st_mode & permission)
 
 
+def _with_root_views(command: Command) -> tuple[View, ...]:
+    """The command's views, and a root command's copies of the image's dirs (those it
+    does not show another dir at)."""
+    if not (command.as_root and command.views):
+        return command.views
+    own = {view.at for view in command.views}
+    return (*command.views, *(view for view in root_views() if view.at not in own))
+
+
+def _idmap(command: Command, policy: SandboxPolicy) -> IdMap | None:
+    """Who a command with views is inside its user namespace: None, its own UID; else
+    root, with a range of IDs of its own beside when the grader is root and the
+    container maps them (verifier.sandbox.idmap)."""
+    if not command.as_root:
+        return None
+    uid = policy.uid if policy.as_root else os.getuid()
+    gid = uid if policy.as_root else os.getgid()
+    return IdMap(uid, gid, id_range(uid) if policy.as_root else None)
+
+
+def copy_image_dirs(
+    dirs: CommandDirs,
+    views: Sequence[View],
+    uid: int | None,
+    hidden_ids: frozenset[tuple[int, int]],
+) -> None:
+    """The command's private copies of the image's dirs (its `image` views), owned by
+    `uid` (what the grader cannot read, or hides, left out), with the image's password
+    hashes locked, and a dir at each other view's path inside a copy (to mount it on)."""
+    from verifier.sandbox.case_copy import copy_case
+
+    for at in dirs.copies:
+        target = dirs.copy_of(at)
+        target.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+        copy_case(at, str(target), uid, hidden_ids, skip_unreadable=True)
+        if at == "/etc":
+            lock_passwords(target)
+    for view in views:
+        inside = next((at for at in dirs.copies if _strictly_beneath(view.at, at)), None)
+        if inside is None:
+            continue
+        place = dirs.copy_of(inside).joinpath(PurePosixPath(view.at).relative_to(inside))
+        if not place.is_dir():
+            if place.is_symlink() or place.exists():
+                place.unlink()
+            place.mkdir(parents=True, exist_ok=True)
+            if uid is not None:
+                os.chown(place, uid, uid)
+
+
+def copy_setuid_programs(
+    dirs: CommandDirs, programs: Sequence[str], uid: int | None
+) -> tuple[str, ...]:
+    """The command's copies of the image's setuid-root `programs` that still are (regular
+    files, owned by root, setuid), owned by `uid` (root inside its namespace) with their
+    setuid bit; the programs copied, in the order of their copies."""
+    import shutil
+
+    kept: list[str] = []
+    for program in programs:
+        try:
+            info = os.lstat(program)
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != 0 or not info.st_mode & stat.S_ISUID:
+            continue
+        copy = dirs.setuid_copy(len(kept))
+        copy.parent.mkdir(mode=0o711, exist_ok=True)
+        try:
+            shutil.copyfile(program, copy)
+        except OSError:  # one the grader cannot read: left as it is
+            continue
+        if uid is not None:
+            os.chown(copy, uid, uid)
+        os.chmod(copy, stat.S_IMODE(info.st_mode) & 0o4755)
+        kept.append(program)
+    return tuple(kept)
+
+
+def _beneath(path: str, place: str) -> bool:
+    return path == place or _strictly_beneath(path, place)
+
+
+def _strictly_beneath(path: str, place: str) -> bool:
+    return path.startswith(place.rstrip("/") + "/")
+
+
+def lock_passwords(etc: Path) -> None:
+    """The password hashes of the image's shadow and gshadow copies replaced with `!`
+    (locked): the script and the code under test read the copy."""
+    for name in ("shadow", "gshadow", "shadow-", "gshadow-"):
+        path = etc / name
+        if path.is_symlink() or not path.is_file():
+            continue
+        lines = []
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            fields = line.split(":")
+            if len(fields) > 1 and fields[1] not in ("", "*", "!", "!!", "x"):
+                fields[1] = "!"
+            lines.append(":".join(fields))
+        path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+
 def _views_problem(command: Command, uid: int | None) -> str | None:
     """Why the command cannot have its views here (nothing of the case's doing), or None."""
     for view in command.views:
@@ -251,6 +401,8 @@ def _execute(
     from verifier.sandbox.confine import SupervisionHandover, confine
 
     handover = SupervisionHandover(plan.signals_supervised) if plan.supervised else None
+    idmap = plan.idmap
+    mapper = Mapper(idmap) if idmap is not None and idmap.base is not None else None
     stdin = _stdin_file(command.stdin, dirs.root) if command.stdin is not None else None
     try:
         process = subprocess.Popen(
@@ -267,7 +419,7 @@ def _execute(
             group=plan.uid,
             extra_groups=[] if plan.uid is not None else None,
             # Between fork and exec, in a judge's own process, which runs no threads.
-            preexec_fn=functools.partial(confine, plan, handover),  # noqa: PLW1509
+            preexec_fn=functools.partial(confine, plan, handover, mapper),  # noqa: PLW1509
         )
     except OSError as error:  # exec failed: the program is missing, or not executable
         if handover is not None:
@@ -280,9 +432,21 @@ def _execute(
             f"the command could not be confined ({error}): no verdict on the case"
         ) from None
     finally:
+        if mapper is not None:
+            mapper.close()
         if stdin is not None:  # the command holds its own copy: none is left here
             stdin.close()
-    supervisor = handover.supervisor(plan.writable, process.pid) if handover else None
+    root_inside = plan.idmap is not None
+    supervisor = (
+        handover.supervisor(
+            plan.writable,
+            process.pid,
+            root_inside,
+            tuple(mount.target for mount in plan.mounts if not mount.read_only),
+        )
+        if handover
+        else None
+    )
     output = OutputTail(TAIL_BYTES)
     stdout = OutputTail(command.stdout_bytes) if command.separate_stdout else output
     tails = {process.stdout.fileno(): stdout}  # type: ignore[union-attr]

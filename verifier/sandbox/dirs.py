@@ -21,6 +21,7 @@ class CommandDirs:
     returned: bool  # whether it hands files back (then `results` exists)
     provided: bool  # whether it was handed files (then `given` exists)
     tmp_made: bool = False  # whether it has a private /tmp of its own (then `tmp` exists)
+    copies: tuple[str, ...] = ()  # the image's dirs it has private copies of (`copy_of`)
 
     @property
     def home(self) -> Path:
@@ -44,6 +45,14 @@ class CommandDirs:
         """An empty dir of its own, shown at /tmp by a view (verifier.sandbox.views)."""
         return self.root / "tmp"
 
+    def setuid_copy(self, index: int) -> Path:
+        """Its copy of the image's `index`th setuid program (views.setuid_mounts)."""
+        return self.root / "setuid" / str(index)
+
+    def copy_of(self, at: str) -> Path:
+        """Its private copy of the image's dir `at` (/etc), shown there by a view."""
+        return self.root / "image" / at.strip("/")
+
     @property
     def writable(self) -> tuple[str, ...]:
         """The dirs it may write beneath (and, when supervised, chmod beneath)."""
@@ -52,6 +61,7 @@ class CommandDirs:
             self.home,
             *([self.results] if self.returned else []),
             *([self.tmp] if self.tmp_made else []),
+            *(self.copy_of(at) for at in self.copies),
         )
         return tuple(map(str, own))
 
@@ -63,6 +73,7 @@ def command_dirs(
     provided: Mapping[PurePosixPath, Path],
     returned: bool,
     tmp: bool = False,
+    copies: tuple[str, ...] = (),
 ) -> Iterator[CommandDirs]:
     """A command's dirs in a fresh dir of `scratch`, owned by `uid` when given (the grader
     is root), the provided files copied in, and with `tmp` a private temp dir; all of it
@@ -73,12 +84,16 @@ def command_dirs(
     with tempfile.TemporaryDirectory(
         prefix="command-", dir=scratch, ignore_cleanup_errors=True
     ) as made:
-        dirs = CommandDirs(Path(made), returned=returned, provided=bool(provided), tmp_made=tmp)
+        dirs = CommandDirs(
+            Path(made), returned=returned, provided=bool(provided), tmp_made=tmp, copies=copies
+        )
         dirs.home.mkdir()
         if returned:
             dirs.results.mkdir(0o700)
         if tmp:
             dirs.tmp.mkdir(0o700)
+        if copies:  # each copy is made by the command's run, beneath this dir
+            (dirs.root / "image").mkdir(0o711)
         if uid is not None:
             for path in (
                 dirs.root,

@@ -10,9 +10,12 @@ import os
 import signal
 import stat
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verifier.linux import die_with_parent, libc, prctl
+
+if TYPE_CHECKING:
+    from verifier.sandbox.idmap import Mapper
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
@@ -57,12 +60,14 @@ _MS_RELATIME = 1 << 21
 _KEPT_FLAGS = os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME
 
 
-def own_mount_namespace() -> None:
+def own_mount_namespace(as_root: bool = False, mapper: Mapper | None = None) -> None:
     """Give this process a mount namespace of its own, inside a user namespace that maps
     its own UID and GID to themselves and nothing else (no other user's files become
     its, no privilege over anything outside), with every mount private: what it mounts
-    after this, only it and its children see. OSError when the kernel or a seccomp
-    profile refuses user namespaces (docker's default profile does)."""
+    after this, only it and its children see. `as_root`: its UID and GID are 0 inside
+    instead (verifier.sandbox.idmap), and `mapper`, a helper of the grader's, writes
+    the maps with a range of IDs of their own beside 0. OSError when the kernel or a
+    seccomp profile refuses user namespaces (docker's default profile does)."""
     import ctypes
 
     uid, gid = os.getuid(), os.getgid()
@@ -73,25 +78,34 @@ def own_mount_namespace() -> None:
         if libc().unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
             error = ctypes.get_errno()
             raise OSError(error, f"unshare(CLONE_NEWUSER|CLONE_NEWNS): {os.strerror(error)}")
-        maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1"))
-        for name, text in maps:  # raw writes: no codec to import as a user who may not
-            descriptor = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                os.write(descriptor, text.encode())
-            finally:
-                os.close(descriptor)
+        if mapper is not None:
+            mapper.ask()
+        else:
+            inside_uid, inside_gid = (0, 0) if as_root else (uid, gid)
+            maps = (
+                ("setgroups", "deny"),
+                ("uid_map", f"{inside_uid} {uid} 1"),
+                ("gid_map", f"{inside_gid} {gid} 1"),
+            )
+            for name, text in maps:  # raw writes: no codec to import as a user who may not
+                descriptor = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(descriptor, text.encode())
+                finally:
+                    os.close(descriptor)
     finally:
         prctl(_PR_SET_DUMPABLE, 0)
     _mount(None, "/", _MS_REC | _MS_PRIVATE)
 
 
-def run_as_init() -> None:
+def run_as_init(keep: int = -1, before_exit: Callable[[], None] | None = None) -> None:
     """Go on as PID 1 of a PID namespace of its own (call it in a process that made its
     own user namespace): when it ends, the kernel kills everything left in the
     namespace at once, so nothing it started outlives it, not even for the moment its
     end takes to be seen. The process that called this stays outside as its parent,
-    holding nothing (no descriptor: a pipe's end is the child's alone), and ends as
-    the child ended (its exit code, or the same signal)."""
+    holding nothing (no descriptor: a pipe's end is the child's alone; but `keep`, a
+    dir's), calls `before_exit` once the namespace is empty, and ends as the child
+    ended (its exit code, or the same signal)."""
     import ctypes
 
     if libc().unshare(_CLONE_NEWPID) != 0:
@@ -101,23 +115,31 @@ def run_as_init() -> None:
     if child == 0:
         die_with_parent()
         return
-    os.closerange(0, os.sysconf("SC_OPEN_MAX"))
+    if keep >= 0:
+        os.closerange(0, keep)
+        os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+    else:
+        os.closerange(0, os.sysconf("SC_OPEN_MAX"))
     _, status = os.waitpid(child, 0)
+    if before_exit is not None:
+        before_exit()
     if os.WIFSIGNALED(status):
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
-def bind_mount(source: str, target: str, *, read_only: bool) -> None:
-    """Mount the dir `source` at `target` (in this process's own mount namespace), read-only
-    when asked (and never honouring setuid bits there)."""
+def bind_mount(source: str, target: str, *, read_only: bool, setuid: bool = False) -> None:
+    """Mount the dir (or file) `source` at `target` (in this process's own mount
+    namespace), read-only when asked (and never honouring setuid bits there, unless
+    `setuid`: a setuid program's copy, owned by root of this user namespace)."""
     _mount(source, target, _MS_BIND | _MS_REC)
     if read_only:
         # The flags the mount already has stay: a user namespace may not clear them.
         kept = os.statvfs(target).f_flag
         flags = kept & _KEPT_FLAGS | (_MS_RELATIME if kept & os.ST_RELATIME else 0)
-        _mount(None, target, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | flags)
+        nosuid = _MS_NOSUID if not setuid or kept & os.ST_NOSUID else 0
+        _mount(None, target, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | nosuid | flags)
 
 
 def _mount(source: str | None, target: str, flags: int) -> None:

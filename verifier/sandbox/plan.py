@@ -14,6 +14,7 @@ import attrs
 
 from verifier.linux import JUDGE_TOKEN_ENV
 from verifier.sandbox.dirs import CommandDirs
+from verifier.sandbox.idmap import IdMap
 from verifier.sandbox.policy import SandboxPolicy
 from verifier.sandbox.views import Mount
 
@@ -38,6 +39,10 @@ class CommandPlan:
     signals_supervised: bool  # and its signals too (no Landlock signal scoping)
     mounts: tuple[Mount, ...] = ()  # its views (verifier.sandbox.views), made before Landlock
     start: str = ""  # with views: the view path it starts in
+    idmap: IdMap | None = None  # with views: root of its user namespace (None: its own UID)
+    entrypoint: tuple[str, ...] = ()  # with views: started before it (verifier.sandbox.confine)
+    entrypoint_wait: float = 30.0
+    results: str = ""  # with views: the dir it hands files back in (emptied when its mounts change)
 
 
 def plan_command(

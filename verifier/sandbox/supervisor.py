@@ -54,6 +54,7 @@ _IOCTL_ID_VALID = 0x40082102  # SECCOMP_IOCTL_NOTIF_ID_VALID
 _NOTIF_FLAG_CONTINUE = 1  # SECCOMP_USER_NOTIF_FLAG_CONTINUE: the kernel runs the call
 _OPENAT2 = 437  # the same number on x86_64 and aarch64
 _RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_IN_ROOT = 0x10
 _AT_FDCWD = -100
 _AT_SYMLINK_NOFOLLOW = 0x100
 _AT_EMPTY_PATH = 0x1000
@@ -438,10 +439,21 @@ class Supervisor:
     left its session), never the grader's."""
 
     def __init__(
-        self, listener: int, own_dirs: Sequence[str], session: int, signals: bool = False
+        self,
+        listener: int,
+        own_dirs: Sequence[str],
+        session: int,
+        signals: bool = False,
+        root_inside: bool = False,
+        view_targets: Sequence[str] = (),
     ) -> None:
         self.listener = listener
+        # The command is root of its own user namespace, which maps 0 to the grader's
+        # UID and GID alone (verifier.sandbox.idmap): the IDs of its chown are those.
+        self.root_inside = root_inside
         self.own_dirs = tuple(os.path.realpath(directory) for directory in own_dirs)
+        self.view_targets = tuple(view_targets)
+        self._view_mounts: frozenset[str] | None = None
         self.session = session
         self.token = os.environ.get(JUDGE_TOKEN_ENV)
         self.calls: Mapping[int, Call | str] = supervised_calls(signals)
@@ -565,7 +577,10 @@ class Supervisor:
         if call.operation == "chmod":
             return (rest[0] & 0o7777,)
         if call.operation == "chown":
-            return rest[0] & 0xFFFFFFFF, rest[1] & 0xFFFFFFFF
+            owner, group = rest[0] & 0xFFFFFFFF, rest[1] & 0xFFFFFFFF
+            if self.root_inside:
+                owner, group = _outside(owner, os.getuid()), _outside(group, os.getgid())
+            return owner, group
         if call.operation == "truncate":
             length = _signed64(rest[0])
             if length < 0:
@@ -585,7 +600,32 @@ class Supervisor:
         where = os.readlink(f"/proc/self/fd/{obj}")
         if not where.startswith("/") or where.endswith(" (deleted)"):
             return False
-        return any(where == own or where.startswith(own + "/") for own in self.own_dirs)
+        if any(where == own or where.startswith(own + "/") for own in self.own_dirs):
+            return True
+        return self._on_a_view(obj)
+
+    def _on_a_view(self, obj: int) -> bool:
+        """Whether the pinned object lies on one of the command's writable views (a bind
+        mount of one of its own dirs, in its mount namespace: an object on it is
+        beneath that dir, the mount's root, whatever path it is shown at)."""
+        if not self.view_targets:
+            return False
+        if self._view_mounts is None:
+            self._view_mounts = _mount_ids(self.session, self.view_targets)
+        with open(f"/proc/self/fdinfo/{obj}", encoding="ascii") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        return fields.get("mnt_id", "").strip() in self._view_mounts
+
+
+def _mount_ids(pid: int, targets: Sequence[str]) -> frozenset[str]:
+    """The IDs of the mounts at `targets` in the mount namespace of process `pid`."""
+    ids = set()
+    with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) > 4 and fields[4].replace("\\040", " ") in targets:
+                ids.add(fields[0])
+    return frozenset(ids)
 
 
 class _Target:
@@ -650,8 +690,16 @@ class _Target:
         match = _PROC_FD.fullmatch(path.decode("utf-8", "surrogateescape"))
         if match is not None and match.group(1) in (None, str(self._tgid())):
             return self._descriptor(int(match.group(2))), rest  # libc's own fallback
-        if path.startswith(b"/") and not self._shares_our_root():
-            raise OSError(errno.EPERM, "the task changed its root")
+        if path.startswith(b"/"):
+            if not self._shares_our_root():
+                raise OSError(errno.EPERM, "the task changed its root")
+            # From the task's root, in its mount namespace (a command with views sees
+            # its own dirs at /app, /etc, ...), symlinks' absolute targets there too.
+            base = os.open(f"/proc/{self.pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                return _openat2(base, path.lstrip(b"/") or b".", follow, in_root=True), rest
+            finally:
+                os.close(base)
         base = self._directory(dirfd)
         try:
             return _openat2(base, path, follow), rest
@@ -680,18 +728,31 @@ class _Target:
         return self.pid
 
 
-def _openat2(base: int, path: bytes, follow: bool) -> int:
+def _openat2(base: int, path: bytes, follow: bool, *, in_root: bool = False) -> int:
     """openat2(base, path, O_PATH, RESOLVE_NO_MAGICLINKS): /proc/<pid>/fd and the like
-    would resolve in the supervisor's own /proc, so they are refused (ELOOP)."""
+    would resolve in the supervisor's own /proc, so they are refused (ELOOP); `in_root`:
+    `base` is the task's root (RESOLVE_IN_ROOT: `..` and absolute symlinks stay in it)."""
     import ctypes
 
     flags = os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    how = struct.pack("=QQQ", flags, 0, _RESOLVE_NO_MAGICLINKS)
+    resolve = _RESOLVE_NO_MAGICLINKS | (_RESOLVE_IN_ROOT if in_root else 0)
+    how = struct.pack("=QQQ", flags, 0, resolve)
     descriptor = libc().syscall(_OPENAT2, base, path, how, len(how))
     if descriptor < 0:
         error = ctypes.get_errno()
         raise OSError(error, os.strerror(error))
     return int(descriptor)
+
+
+def _outside(inside: int, own: int) -> int:
+    """An ID of a chown made as root of a user namespace mapping 0 to `own` alone, as
+    the grader's namespace knows it; EINVAL for an ID the namespace does not map (as
+    the kernel answers); -1 (leave it) as it is."""
+    if inside == 0xFFFFFFFF:
+        return inside
+    if inside != 0:
+        raise OSError(errno.EINVAL, "an ID its user namespace does not map")
+    return own
 
 
 def _perform(call: Call, obj: int, operands: tuple[Any, ...]) -> int:

@@ -20,9 +20,12 @@ a command with views cannot run: `views_refused` says why before anything is sta
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -30,7 +33,14 @@ from verifier.linux import libc
 from verifier.sandbox.dirs import CommandDirs
 from verifier.sandbox.kernel import bind_mount, own_mount_namespace, run_as_init
 
-OWN_DIRS = ("case", "results", "tmp", "home")  # rw; `provided/<name>`: read-only
+if TYPE_CHECKING:
+    from verifier.sandbox.idmap import Mapper
+
+OWN_DIRS = ("case", "results", "tmp", "home", "image")  # rw; `provided/<name>`: read-only
+# What a test script run as root writes outside the case, the image's dirs it gets a
+# private copy of (see `root_views`): users and groups, root's and the users' homes, the
+# files of a service it starts.
+ROOT_COPIES = ("/etc", "/home", "/run", "/var/log", "/var/spool", "/var/tmp", "/srv")  # noqa: S108
 
 
 @attrs.frozen
@@ -51,11 +61,22 @@ class View:
             raise ValueError(f"view of {self.of!r}: one of {', '.join(OWN_DIRS)}, provided/NAME")
 
 
+def root_views(present: Callable[[str], bool] = os.path.isdir) -> tuple[View, ...]:
+    """The views of a command that runs as root of its own user namespace: a private
+    copy of each of ROOT_COPIES the image has (where root's tests write: /etc/passwd
+    for `useradd`, /home, a service's /run and /var/log), and its HOME at /root. The
+    image's own files there stay as they are; real root owns them, and it is not
+    mapped in the namespace, so the command could not write them anyway."""
+    copies = tuple(View(at, "image") for at in ROOT_COPIES if present(at))
+    return (*copies, View("/root", "home"))
+
+
 @attrs.frozen
 class Mount:
-    source: str  # the backing dir
+    source: str  # the backing dir (or file)
     target: str  # the view's path
     read_only: bool
+    setuid: bool = False  # a setuid program's copy (`setuid_mounts`): its bit honoured
 
 
 def view_mounts(views: Sequence[View], dirs: CommandDirs) -> tuple[Mount, ...]:
@@ -64,7 +85,9 @@ def view_mounts(views: Sequence[View], dirs: CommandDirs) -> tuple[Mount, ...]:
     backing = {"case": dirs.case, "results": dirs.results, "tmp": dirs.tmp, "home": dirs.home}
     mounts = []
     for view in sorted(views, key=lambda view: len(PurePosixPath(view.at).parts)):
-        if view.of.startswith("provided/"):
+        if view.of == "image":
+            mounts.append(Mount(str(dirs.copy_of(view.at)), view.at, read_only=False))
+        elif view.of.startswith("provided/"):
             source = dirs.given / view.of.removeprefix("provided/")
             mounts.append(Mount(str(source), view.at, read_only=True))
         else:
@@ -72,25 +95,101 @@ def view_mounts(views: Sequence[View], dirs: CommandDirs) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
-def enter_views(mounts: Sequence[Mount], start: str) -> None:
-    """In the command's process, before Landlock: its own mount namespace, each view
+def setuid_mounts(programs: Sequence[str], dirs: CommandDirs) -> tuple[Mount, ...]:
+    """Read-only mounts of each of the command's copies of the image's setuid-root
+    `programs` (dirs.setuid_copy: owned by root of its user namespace, setuid) over
+    the program, so that a user its tests switch to runs it as root there, as they
+    ran it as root natively (real root, which owns the image's own, is not mapped)."""
+    return tuple(
+        Mount(str(dirs.setuid_copy(index)), program, read_only=True, setuid=True)
+        for index, program in enumerate(programs)
+    )
+
+
+def enter_views(
+    mounts: Sequence[Mount],
+    start: str,
+    as_root: bool = False,
+    mapper: Mapper | None = None,
+    results: str = "",
+) -> None:
+    """In the command's process, before Landlock: its own mount namespace (as root of its
+    user namespace with `as_root`, its maps written by `mapper` when given), each view
     mounted, and its working dir `start` (a view path, or else a dir as it was). The
     backing dirs are held open first (in the new namespace: a bind mount's source must
-    be one of its mounts): a view (/tmp) may cover the path they lie at."""
-    own_mount_namespace()
+    be one of its mounts): a view (/tmp) may cover the path they lie at.
+
+    Root of its namespace, the command could change its mounts (where Landlock does not
+    forbid it): unmount the view it writes its reward to, or mount another dir over it,
+    so that its own write goes elsewhere and one the code under test left is read. So
+    the mount table is kept as it is once the views are made, and when it changed by
+    the end, `results` (the dir the command hands files back in) is emptied: nothing it
+    hands back is read. No honest test changes its mounts (Harbor's containers forbid
+    it too)."""
+    own_mount_namespace(as_root, mapper)
+    guard = os.open(results, os.O_RDONLY | os.O_DIRECTORY) if as_root and results else -1
+    before = _mount_table() if guard >= 0 else {}
     flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
-    sources = [os.open(mount.source, flags) for mount in mounts]
+    sources = [
+        os.open(mount.source, flags if not mount.setuid else os.O_PATH | os.O_CLOEXEC)
+        for mount in mounts
+    ]
     in_view = any(_beneath(start, mount.target) for mount in mounts)
     start_dir = None if in_view else os.open(start, flags)
     for source, mount in zip(sources, mounts, strict=True):
-        bind_mount(f"/proc/self/fd/{source}", mount.target, read_only=mount.read_only)
+        bind_mount(
+            f"/proc/self/fd/{source}",
+            mount.target,
+            read_only=mount.read_only,
+            setuid=mount.setuid,
+        )
         os.close(source)
     if start_dir is None:
         os.chdir(start)
     else:
         os.fchdir(start_dir)
         os.close(start_dir)
-    run_as_init()
+    if guard < 0:
+        run_as_init()
+        return
+    made = _mount_table()
+    run_as_init(guard, functools.partial(_empty_if_changed, before, made, guard))
+    os.close(guard)  # in PID 1: the dir is the parent's alone
+
+
+def _mount_table() -> dict[bytes, bytes]:
+    """Each mount of this process's namespace by its ID: its parent, device, root, mount
+    point and options (not its filesystem's options, which others may change)."""
+    with open("/proc/self/mountinfo", "rb") as handle:
+        return {
+            fields[0]: b" ".join(fields[1:6])
+            for fields in (line.split() for line in handle)
+            if len(fields) > 5
+        }
+
+
+def _empty_if_changed(
+    before: dict[bytes, bytes], made: dict[bytes, bytes], results: int
+) -> None:  # pragma: no cover - the parent's
+    """In the parent of the command's PID 1, once its namespace is empty: when its views
+    (the mounts `made` has and `before` had not) are not all as they were made, or a
+    mount was added, every file it hands back removed. (A mount the namespace had
+    before its views may go: the host's unmounts can reach it, and the command cannot
+    unmount one, as it came from a more privileged namespace.)"""
+    try:
+        now = _mount_table()
+    except OSError:
+        now = {}
+    views = {key: value for key, value in made.items() if key not in before}
+    added = now.keys() - made.keys()
+    if not added and all(now.get(key) == value for key, value in views.items()):
+        return
+    for name in os.listdir(results):
+        try:
+            os.unlink(name, dir_fd=results)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=results)
 
 
 def _beneath(path: str, place: str) -> bool:

@@ -325,6 +325,39 @@ def final_workdir(dockerfile: Dockerfile) -> str:
     return workdir
 
 
+def final_entrypoint(dockerfile: Dockerfile) -> tuple[str, ...] | None:
+    """The final stage's ENTRYPOINT as the argv it runs (the exec form's words, or
+    `/bin/sh -c TEXT` for the shell form); None when the Dockerfile sets none for it
+    (one a base image sets is not known here) or resets it (`ENTRYPOINT []`)."""
+    stages: dict[str, tuple[str, ...] | None] = {}
+    entrypoint: tuple[str, ...] | None = None
+    current = ""
+    for index, instruction in enumerate(dockerfile.instructions):
+        if instruction.keyword == "FROM":
+            words = [w for w in instruction.arguments.split() if not w.startswith("--")]
+            entrypoint = stages.get(words[0].lower()) if words else None
+            name = words[2].lower() if len(words) >= 3 and words[1].upper() == "AS" else None
+            stages[name or str(index)] = None
+            current = name or str(index)
+        elif instruction.keyword == "ENTRYPOINT":
+            entrypoint = _exec_form(instruction.arguments)
+            stages[current] = entrypoint
+    return entrypoint or None
+
+
+def _exec_form(arguments: str) -> tuple[str, ...]:
+    """An ENTRYPOINT's argv: a JSON array of strings, else the shell form."""
+    text = arguments.strip()
+    if text.startswith("["):
+        try:
+            words = json.loads(text)
+        except ValueError:
+            words = None
+        if isinstance(words, list) and all(isinstance(word, str) for word in words):
+            return tuple(words)
+    return ("/bin/sh", "-c", text)
+
+
 # --- .dockerignore ----------------------------------------------------------------------
 
 

@@ -22,7 +22,10 @@ without bases, with the ids pytest gives a `parametrize` over literal values (nu
 strings, True/False/None, `pytest.param(..., id=...)`, `ids=[...]`). What only running
 pytest could tell (a parametrize over computed values, a fixture with `params`,
 `pytest_generate_tests`, a class with bases) keeps the task on its own test.sh, naming
-where.
+where; so does a test the top-level defs do not show (a test name bound inside an `if`,
+assigned, imported, through globals(); a name defined twice; a decorated test class):
+pytest would run it, the list would leave it out, and the runner ignores unlisted
+tests, so a failing one would not lower the reward.
 """
 
 from __future__ import annotations
@@ -278,7 +281,11 @@ def collect_ids(path: Path, relative: str) -> list[str] | str:
         tree = ast.parse(path.read_bytes(), filename=where)
     except (OSError, SyntaxError, ValueError) as error:
         return f"{where} cannot be read as Python: {error}"
-    problem = _generated(path, where, tree)
+    problem = (
+        _generated(path, where, tree)
+        or _bound_at_run_time(tree, where)
+        or _bound_elsewhere(tree.body, where, "module")
+    )
     if problem is not None:
         return problem
     ids: list[str] = []
@@ -316,6 +323,93 @@ def _generated(path: Path, where: str, tree: ast.Module | None = None) -> str | 
     return None
 
 
+_RUNTIME_BINDERS = frozenset({"globals", "locals", "vars", "exec", "eval", "setattr"})
+_ANYWHERE_BINDERS = frozenset({"globals", "exec", "eval"})
+
+
+def _bound_at_run_time(tree: ast.Module, where: str) -> str | None:
+    """Where any function of the module may bind a test name in the module when called:
+    `global test_x`, globals(), exec(), eval()."""
+    for node in ast.walk(tree):
+        at = f"{where}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Global) and any(_test_name(name) for name in node.names):
+            return f"{at}: `global` binds a test only a run can list"
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _ANYWHERE_BINDERS
+        ):
+            return f"{at}: {node.func.id}() may bind tests only a run can list"
+    return None
+
+
+def _bound_elsewhere(body: Sequence[ast.stmt], where: str, scope: str) -> str | None:
+    """Where a module's (or a test class's) namespace gets a test pytest collects that
+    the lister would not see, or sees one that pytest does not collect: a test* (Test*)
+    name bound but by a `def` (`class`) at the top of the scope (inside an `if` or a
+    `try`, by an assignment, an import, `from ... import *`, `global`, or at run time
+    through globals(), setattr(), exec()), a name defined twice (pytest collects the
+    last), and a class pytest leaves out (`__init__`, `__test__`)."""
+    seen: set[str] = set()
+    for statement in body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if statement.name in seen and _test_name(statement.name):
+                return f"{where}:{statement.lineno}: {statement.name} is defined twice"
+            seen.add(statement.name)
+            if scope != "module" and statement.name == "__init__":
+                return f"{where}:{statement.lineno}: a test class with __init__ (pytest skips it)"
+            if isinstance(statement, ast.ClassDef) and statement.name.startswith("Test"):
+                problem = _bound_elsewhere(statement.body, where, "class")
+                if problem is not None:
+                    return problem
+            nodes: list[ast.AST] = [*statement.decorator_list]
+        else:
+            nodes = [statement]
+        for node in nodes:
+            problem = _binds_a_test(node, where)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _binds_a_test(node: ast.AST, where: str) -> str | None:
+    """What in `node` (a statement of a module's or class's top level, searched but for
+    the bodies of the functions and classes it defines) binds a test name there."""
+    at = f"{where}:{getattr(node, 'lineno', 0)}"
+    names: list[str] = []
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        names.append(node.name)  # inside a block: pytest sees it, the lister does not
+    elif isinstance(node, ast.Import | ast.ImportFrom):
+        for alias in node.names:
+            if alias.name == "*":
+                return f"{at}: `import *` may bring tests in"
+            names.append(alias.asname or alias.name.split(".")[0])
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        names.append(node.id)
+    elif isinstance(node, ast.Global):
+        names += node.names
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _RUNTIME_BINDERS
+    ):
+        return f"{at}: {node.func.id}() may bind tests only a run can list"
+    for name in names:
+        if _test_name(name) or name == "__test__":
+            return f"{at}: {name} is bound where only a run can tell it is a test"
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+        return None  # its body is a scope of its own
+    for child in ast.iter_child_nodes(node):
+        problem = _binds_a_test(child, where)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _test_name(name: str) -> bool:
+    return name.startswith(("test", "Test"))
+
+
 def _fixture_with_params(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Call)
@@ -339,6 +433,8 @@ def _class_ids(node: ast.ClassDef, relative: str, where: str) -> list[str] | str
         return f"{where}:{node.lineno}: class {node.name} has bases: only a run can list its tests"
     if any(_parametrize(decorator) is not None for decorator in node.decorator_list):
         return f"{where}:{node.lineno}: class {node.name} is parametrized"
+    if any(".mark." not in f".{_dotted(decorator)}" for decorator in node.decorator_list):
+        return f"{where}:{node.lineno}: class {node.name}'s decorator may add or drop tests"
     ids: list[str] = []
     for item in node.body:
         if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name.startswith(

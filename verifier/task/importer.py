@@ -57,6 +57,7 @@ import yaml
 from verifier.console import warn_all
 from verifier.defaults import DEFAULT_IMAGE, DEFAULT_VERIFIER_NETWORK
 from verifier.errors import UsageError, VerifierError
+from verifier.task.dockerfile import final_entrypoint
 from verifier.task.environment import (
     CONTEXT_IN_TESTS,
     DOCKERIGNORE,
@@ -83,6 +84,7 @@ from verifier.task.workdir_toolchain import refuse_toolchain_in_workdir
 TASK_TESTS = "task-tests"  # tests/task-tests/: the task's own tests/, its script's /tests
 CONFIG_DIR = "/grading"  # eval.yaml and task-tests/ in the verifier's image
 IMAGE_ENV = f"{CONFIG_DIR}/image.env"  # the environment's ENV, as its builds saw it
+SETUID_LIST = f"{CONFIG_DIR}/setuid.list"  # the image's setuid-root programs
 INSTALLS = "test-time-installs.sh"  # tests/: what test.sh installs, run at build time
 JUDGE = "tests"
 TESTS_LIST = "tests.txt"  # --hardened-runner: the trusted list, beside eval.yaml
@@ -179,9 +181,9 @@ def import_task(source: Path, dest: Path, options: ImportOptions = ImportOptions
         ]
     notes += [
         f"{task.script}:{line.number}: `{line.text[:60]}` needs root, and the script runs "
-        "as the sandbox's user: that line fails at test time"
+        "as the task's [verifier] user, not root: that line fails at test time"
         for line in plan.as_root
-        if hardened is None
+        if hardened is None and not script_as_root(task)
     ]
     check_dest(dest, options.force)
     writer = PackageWriter(dest)
@@ -297,6 +299,12 @@ def _task_toml_header(task: HarborTask) -> str:
     )
 
 
+def script_as_root(task: HarborTask) -> bool:
+    """Whether Harbor ran the task's test.sh as root: its [verifier] user, else root."""
+    user = task.config.get("verifier", {}).get("user")
+    return user is None or str(user) in ("root", "0")
+
+
 def eval_yaml(task: HarborTask, plan: ScriptPlan, times: Times, network: str) -> str:
     """tests/eval.yaml: the task's own test.sh as the one judge, the reward its value."""
     verifier = task.config.get("verifier", {})
@@ -310,16 +318,20 @@ def eval_yaml(task: HarborTask, plan: ScriptPlan, times: Times, network: str) ->
     }
     if plan.ctrf:
         arguments["ctrf"] = plan.ctrf
-    if plan.uses_home:
+    as_root = script_as_root(task)
+    if plan.uses_home or as_root:
         arguments["home"] = "/root"
     arguments["image_env"] = IMAGE_ENV
     if passed:
         arguments["pass_env"] = passed
     if plan.uses_uv and network == "no-network":
         arguments["env"] = {"UV_OFFLINE": "1"}
-    user = verifier.get("user")
-    if user is not None and str(user) not in ("root", "0"):
-        arguments["user"] = str(user)
+    if as_root:  # as Harbor ran it: root, here of its own user namespace
+        arguments["as_root"] = True
+        arguments["setuid"] = SETUID_LIST
+    entrypoint = final_entrypoint(task.toolchain.environment.dockerfile)
+    if entrypoint is not None:  # what it set up in the agent's container, for the tests
+        arguments["entrypoint"] = list(entrypoint)
     arguments["timeout"] = times.script_s
     document = {
         "name": task.name,
@@ -427,8 +439,13 @@ def _dockerfile(
             f"RUN find / -xdev \\( {_UNTOUCHED} \\) -prune -o \\( -type d ! -perm -o=rx -o "
             "-type f ! -perm -o=r \\) -exec chmod o+rX {} +"
         ),
-        "# The environment's variables (its ENV), for the task's script: it runs with them.",
-        f"RUN mkdir -p {CONFIG_DIR} && env | grep -Ev '^({_build_only(task)})=' > {IMAGE_ENV}",
+        "# The environment's variables (its ENV), for the task's script: it runs with them;",
+        "# and its setuid-root programs, which run as the script's root (the sandbox's).",
+        f"RUN mkdir -p {CONFIG_DIR} && env | grep -Ev '^({_build_only(task)})=' > {IMAGE_ENV} \\",
+        (
+            f"    && find / -xdev \\( {_UNTOUCHED} \\) -prune -o -type f -perm -4000 -user root "
+            f"-print > {SETUID_LIST}"
+        ),
     ]
     entries = ["eval.yaml", *(f"{TASK_TESTS}/{path}" for path in _task_tests(task))]
     if hardened is not None:

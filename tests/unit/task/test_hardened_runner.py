@@ -202,6 +202,60 @@ def test_the_listed_ids_are_pytests_own(tmp_path: Path) -> None:
     assert sorted(ids) == sorted(pytests) and len(ids) == 15
 
 
+# Test files whose tests pytest collects but a reading of their top-level defs misses
+# (or lists ones pytest does not collect): a failing test left off the trusted list would
+# raise the reward above test.sh's (the runner ignores unlisted tests).
+UNSEEN = {
+    "imported": "from helpers_mod import test_imported\n",
+    "in an if": "import sys\n\nif sys:\n\n    def test_in_an_if():\n        assert False\n",
+    "in a try": "try:\n    def test_in_a_try():\n        assert False\nexcept Exception:\n    pass\n",
+    "assigned": "def _check():\n    assert False\n\n\ntest_alias = _check\n",
+    "assigned in a class": (
+        "def _check(self):\n    assert False\n\n\nclass TestA:\n    test_alias = _check\n"
+    ),
+    "a loop variable": "for test_loop in [lambda: None]:\n    pass\n",
+    "globals()": "def _check():\n    assert False\n\n\nglobals()['test_made'] = _check\n",
+    "global": (
+        "def _make():\n    global test_made\n\n    def test_made():\n        assert False\n\n\n"
+        "_make()\n"
+    ),
+    "defined twice": (
+        "def test_twice():\n    assert True\n\n\ndef test_twice():\n    assert False\n"
+    ),
+    "a class decorator": (
+        "def _more(cls):\n    cls.test_added = lambda self: None\n    return cls\n\n\n"
+        "@_more\nclass TestDecorated:\n    def test_seen(self):\n        assert True\n"
+    ),
+    "a class pytest skips": (
+        "class TestInit:\n    def __init__(self):\n        pass\n\n"
+        "    def test_never(self):\n        assert True\n"
+    ),
+    "a class switched off": (
+        "class TestOff:\n    __test__ = False\n\n    def test_off(self):\n        assert True\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(UNSEEN))
+def test_the_listed_ids_are_pytests_own_or_the_file_is_refused(tmp_path: Path, shape: str) -> None:
+    """A test pytest collects that the lister does not see (or one it lists that pytest
+    does not collect): import refuses the file, never lists a subset."""
+    (tmp_path / "helpers_mod.py").write_text("def test_imported():\n    assert False\n")
+    (tmp_path / "test_outputs.py").write_text("def test_plain():\n    pass\n\n\n" + UNSEEN[shape])
+    ids = collect_ids(tmp_path / "test_outputs.py", "test_outputs.py")
+    collected = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"),
+            *("--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_outputs.py")),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    pytests = [line for line in collected.stdout.splitlines() if "::" in line]
+    assert isinstance(ids, str) or ids == pytests, (ids, pytests)
+
+
 def _importable(tmp_path: Path, test_sh: str = TEST_SH) -> Path:
     source = harbor_task(tmp_path / "src", test_sh=test_sh)
     (source / "tests" / "test_outputs.py").write_text(TESTS)

@@ -166,6 +166,8 @@ def test_eval_yaml_runs_the_tasks_own_script_with_what_it_ran_with(tmp_path: Pat
         "home": "/root",
         "image_env": f"{CONFIG_DIR}/image.env",
         "pass_env": ["DATA_URL", "GRADER_MODE"],
+        "as_root": True,  # as Harbor runs test.sh: root (of the script's own user namespace)
+        "setuid": f"{CONFIG_DIR}/setuid.list",
         "timeout": 200.0,
     }
     assert judge["timeout"] == 210.0
@@ -195,6 +197,9 @@ def test_the_verifier_image_does_the_test_time_installs_once(tmp_path: Path) -> 
     assert lines.index(readable) < verifier_at
     capture = next(line for line in lines if "image.env" in line)
     assert "SECRET_BUILD_ARG" in capture  # a build ARG is not the image's variable
+    # The image's setuid-root programs, listed for the script (run as its root).
+    setuid = lines[lines.index(capture) + 1]
+    assert "-perm -4000 -user root -print > /grading/setuid.list" in setuid
     assert 'COPY ["task-tests", "/grading/task-tests"]' in lines
 
 
@@ -301,13 +306,59 @@ def test_what_cannot_be_imported_is_a_clear_error(tmp_path: Path, change, messag
         import_task(source, tmp_path / "pkg")
 
 
-def test_a_line_that_needs_root_is_a_note(tmp_path: Path) -> None:
+def test_a_line_that_needs_root_runs_as_root_of_the_scripts_namespace(tmp_path: Path) -> None:
     source = harbor_task(tmp_path / "src", test_sh=TEST_SH + "useradd tester\n")
     imported = import_task(source, tmp_path / "pkg")
+    assert imported.notes == ()
+    document = yaml.safe_load((tmp_path / "pkg/tests/eval.yaml").read_text())
+    assert document["judges"][0]["arguments"]["as_root"] is True
+
+
+def test_a_task_whose_tests_ran_as_another_user_runs_them_unprivileged(tmp_path: Path) -> None:
+    """`[verifier] user = "agent"`: not root, so not as_root, and a line that needs root
+    is a note (it failed natively too)."""
+    task_toml = TASK_TOML.replace("[verifier]\n", '[verifier]\nuser = "agent"\n', 1)
+    assert task_toml != TASK_TOML
+    source = harbor_task(
+        tmp_path / "src", test_sh=TEST_SH + "useradd tester\n", task_toml=task_toml
+    )
+    imported = import_task(source, tmp_path / "pkg")
     assert [note.split(": ", 1)[1] for note in imported.notes] == [
-        "`useradd tester` needs root, and the script runs as the sandbox's user: that line "
-        "fails at test time"
+        "`useradd tester` needs root, and the script runs as the task's [verifier] user, not "
+        "root: that line fails at test time"
     ]
+    eval_path = tmp_path / "pkg/tests/eval.yaml"
+    arguments = yaml.safe_load(eval_path.read_text())["judges"][0]["arguments"]
+    assert "as_root" not in arguments and "user" not in arguments
+    load_eval(eval_path)  # it loads: no argument the builtin does not take
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "entrypoint"),
+    [
+        (
+            'ENTRYPOINT ["/usr/local/bin/start.sh", "--quiet"]\n',
+            ["/usr/local/bin/start.sh", "--quiet"],
+        ),
+        (
+            'ENTRYPOINT service nginx start && exec "$@"\n',
+            ["/bin/sh", "-c", 'service nginx start && exec "$@"'],
+        ),
+        ('ENTRYPOINT ["/start.sh"]\nENTRYPOINT []\n', None),
+        ("", None),
+    ],
+)
+def test_the_environments_entrypoint_runs_before_the_tests(
+    tmp_path: Path, dockerfile: str, entrypoint: list[str] | None
+) -> None:
+    source = harbor_task(tmp_path / "src")
+    path = source / "environment" / "Dockerfile"
+    path.write_text(path.read_text() + dockerfile)
+    import_task(source, tmp_path / "pkg")
+    arguments = yaml.safe_load((tmp_path / "pkg/tests/eval.yaml").read_text())["judges"][0][
+        "arguments"
+    ]
+    assert arguments.get("entrypoint") == entrypoint
 
 
 def test_importing_again_keeps_what_the_author_changed(tmp_path: Path) -> None:

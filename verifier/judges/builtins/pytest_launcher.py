@@ -23,8 +23,11 @@ What the case cannot change, and how:
   trusted ini is taken relative to the working dir, as it was in the author's repo.
 - Byte code is never read from the case: its modules are compiled from their source
   (a path hook for the case's dirs, which also puts a `.py` before a planted `.so` of
-  the same name), and pytest's assertion-rewrite cache is a fresh dir, so a planted
-  `__pycache__/*.pyc` (unchecked-hash, or pytest's own) replaces no trusted module.
+  the same name), and pytest's assertion-rewrite cache is a fresh dir that is never
+  read (the code under test could write it), so a planted `__pycache__/*.pyc`
+  (unchecked-hash, or pytest's own) replaces no trusted module. With --pyc, a module's
+  code may instead come from the grader's byte code store, looked up by the hash of the
+  very source being imported (TrustedCode).
 - With `--tests NAME` the trusted tests are not the repo's: $VERIFIER_PROVIDED/NAME
   holds empty stand-ins of them, and their sources come on stdin after the key (read,
   and stdin closed, before any code of the case runs), so nothing of them is left in a
@@ -115,6 +118,7 @@ fault of the toolchain (an error) from what the case did (a failure).
 
 import _imp
 import ast
+import base64
 import builtins
 import contextlib
 import functools
@@ -123,6 +127,7 @@ import hmac
 import importlib
 import importlib.machinery
 import json
+import marshal
 import operator
 import os
 import sys
@@ -182,6 +187,14 @@ _CORE = (
 _MAX_FOUND = 20  # facts of tampering named
 _COMPARE_NAME = "@verifier_compare"  # the comparison's name in a rewritten test module
 _PRIVATE_MARK = "@verifier_private"  # in a test's private globals: the module's own
+# The grader's store of trusted byte code (TrustedCode); the grader names the same files.
+PYC_DIR = "pyc"  # provided: <sha256 of a source>/<variant>, the store's entries for the case
+PYC_FILL = "pyc-fill.txt"  # provided: `kind<TAB>relative path` lines, to compile now
+PYC_ENTRIES = "pyc-entries.json"  # handed back, signed: what was compiled now
+PYC_SEEN = "pyc-seen.json"  # handed back: [kind, relative path, variant, sha256] of each looked up
+_MAX_SEEN = 2000
+_MAX_SOURCE = 16 * 1024 * 1024
+_FILL_SECONDS = 2.0  # of compiling for the store in one run, before any code of the case
 _PR_SET_DUMPABLE = 4
 _audit = sys.audit
 _os_exit = os._exit  # taken before the case runs (it may rebind os._exit)
@@ -223,6 +236,7 @@ _WATCHED = (
     "pytest_launcher.getframe",
     "pytest_launcher.signal",
     "pytest_launcher.compare",
+    "pytest_launcher.pyc",
 )
 _FRAME_ATTRIBUTES = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 _REPLACED_ATTRIBUTES = frozenset(
@@ -333,7 +347,7 @@ def main(argv):
         sources = _install_sources(tests_root, sources)
         pytest_args = _under_tests_root(pytest_args, tests_root)
     found = []  # facts of tampering: behind the audit hook, as is all of the run's state
-    provenance = Provenance(workdir)
+    provenance = Provenance(workdir, conftests=tests_root is None)
     run = Run(workdir, bool(options["ini"]), provenance, found)
     audit = Audit(provenance, tuple(options["native"]), found, sys._getframe(), run)
     _close_own_memory()
@@ -353,10 +367,21 @@ def main(argv):
     for path in _given_paths(pytest_args, workdir):
         provenance.trust_tests(path)
     run.assertions = _strict_assertions(Assertions())
+    results = os.environ["VERIFIER_RESULTS"]
+    if options["pyc"]:  # before any code of the case: what it compiles now is trusted
+        run.code = TrustedCode(workdir, _provided(), pytest, plugins)
+        entries = run.code.fill()
+        if entries and signer is not None:
+            mac = signer.copy()
+            mac.update(entries)
+            _write(os.path.join(results, PYC_ENTRIES + ".sig"), mac.hexdigest().encode())
+            _write(os.path.join(results, PYC_ENTRIES), entries)
     forwarder = _forwarder(pytest)
     run.pyfunc = vars(sys.modules["_pytest.python"]).get("pytest_pyfunc_call")
-    run.integrity = Integrity(workdir, plugins, found, audit.touched, provenance, tests_root)
-    report = os.path.join(os.environ["VERIFIER_RESULTS"], options["report"])
+    run.integrity = Integrity(
+        workdir, plugins, found, audit.touched, provenance, tests_root=tests_root, code=run.code
+    )
+    report = os.path.join(results, options["report"])
     # Taken before the case runs: what it may rebind later is checked, never called.
     finish, document, say, write = run.finish, run.document, os.write, _write
     own = (finish.__func__.__code__, document.__func__.__code__)
@@ -364,6 +389,9 @@ def main(argv):
     fixed = _fixed(workdir, options, tests_root)
     code = pytest.main([*fixed, *pytest_args], plugins=[forwarder, *plugins])
     finish()
+    if run.code is not None:  # a hint of what to compile next time: it can only cost time
+        with contextlib.suppress(Exception):
+            write(os.path.join(results, PYC_SEEN), run.code.seen_document())
     if finish.__func__.__code__ is not own[0] or document.__func__.__code__ is not own[1]:
         found.append("the launcher's own checks were rewritten")
     if found:  # nothing the case could have rebound writes it: the facts go to stderr
@@ -397,12 +425,17 @@ def _probe(workdir, options, pytest_args):
     return PROBE_FAILED
 
 
+def _provided():
+    """The dir of the trusted files the grader handed over (this script's)."""
+    return os.path.dirname(os.path.abspath(__file__))
+
+
 def _fixed(workdir, options, tests_root=None):
     """pytest's fixed arguments: the trusted ini (or none), and the root of the node ids
     and of the conftests it loads: the working dir, or the trusted tests' own dir when
     they are handed over (--tests): then their ids are relative to it, as when pytest
     runs them where they are, and no conftest of the case is on their way."""
-    ini = os.path.join(os.path.dirname(os.path.abspath(__file__)), options["ini"])
+    ini = os.path.join(_provided(), options["ini"])
     root = workdir if tests_root is None else tests_root
     return [
         "-c",
@@ -511,7 +544,8 @@ def _under_tests_root(pytest_args, tests_root):
 
 def _parse(argv):
     """--report NAME, --ini NAME, --tests NAME, --plugin MODULE (repeated), --native GLOB
-    (repeated), --probe, then `--` and pytest's own arguments."""
+    (repeated), --probe, --pyc (the grader's byte code store: see TrustedCode), then `--`
+    and pytest's own arguments."""
     options = {
         "report": "ctrf.json",
         "ini": "",
@@ -519,14 +553,15 @@ def _parse(argv):
         "plugins": [],
         "native": [],
         "probe": False,
+        "pyc": False,
     }
     rest = list(argv)
     while rest:
         item = rest.pop(0)
         if item == "--":
             break
-        if item == "--probe":
-            options["probe"] = True
+        if item in ("--probe", "--pyc"):
+            options[item[2:]] = True
         elif item in ("--report", "--ini", "--tests", "--plugin", "--native") and rest:
             value = rest.pop(0)
             if item == "--plugin":
@@ -558,7 +593,10 @@ class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname):
         path = self.get_filename(fullname)
-        return self.source_to_code(self.get_data(path), path)
+        source = self.get_data(path)
+        answer = []  # the trusted compile of this very source, when the store has one
+        _audit("pytest_launcher.pyc", path, source, "plain", answer)
+        return answer[0] if answer else self.source_to_code(source, path)
 
 
 def _source_only_hook(workdir):
@@ -646,7 +684,7 @@ class _CaseRoot:
 
 
 _seal_class(_CaseRoot, {"importlib": importlib})
-_seal_class(_SourceOnlyLoader)
+_seal_class(_SourceOnlyLoader, {"_audit": _audit})
 _seal_class(_StoredLoader)
 _seal_class(_StoredFinder, {"os": os, "_StoredLoader": _StoredLoader})
 
@@ -665,6 +703,10 @@ def _fresh_rewrite_cache(pytest_args, sources=None):
         return ["--assert=plain", *pytest_args]
     from pathlib import Path
 
+    if hasattr(rewrite, "_read_pyc"):
+        # never a .pyc the case's code could have written
+        source = _sealed(_source, {"_HANDED": _HANDED})
+        rewrite._read_pyc = _sealed(_rewritten_pyc, {"os": os, "_audit": _audit, "_source": source})
     if sources:
         nowhere = Path(os.devnull) / "pytest-rewrite"  # beneath a device: no dir is there
         rewrite.get_cache_dir = _sealed(lambda _file_path: nowhere)
@@ -673,6 +715,20 @@ def _fresh_rewrite_cache(pytest_args, sources=None):
     cache = Path(tempfile.mkdtemp(prefix="pytest-rewrite-"))
     rewrite.get_cache_dir = _sealed(lambda file_path: cache.joinpath(*file_path.parts[1:-1]))
     return pytest_args
+
+
+def _rewritten_pyc(source, pyc, trace=None):  # noqa: ARG001 (pytest's _read_pyc's signature)
+    """pytest's read of a rewritten test module's cached code: the store's trusted compile
+    of the source as it is now (TrustedCode), never a file of pytest's cache, which lies
+    where the code under test may write (a None has pytest rewrite it)."""
+    try:
+        path = os.fspath(source)
+        data = _source(path)  # a trusted test handed over: its source, not its stand-in
+    except (OSError, TypeError):
+        return None
+    answer = []
+    _audit("pytest_launcher.pyc", path, data, "test", answer)
+    return answer[0] if answer else None
 
 
 def _stored_rewrite(rewrite, sources):
@@ -719,13 +775,23 @@ class Provenance:
     """Whose code a file holds: the case's (in the working dir), or trusted: the test
     files pytest collects (or is given) and what lies beside and beneath them (unless
     that is the root: tests inside a package of the code trust that package's tests dir,
-    not the package), conftest.py files, and everything outside the working dir."""
+    not the package), conftest.py files (but with --tests), and outside the working dir
+    what lies beneath the toolchain's import path and this script's dir."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, conftests=True):
         self.workdir = workdir
         self.prefix = workdir.rstrip(os.sep) + os.sep
         self.test_files = set()
         self.test_dirs = []  # prefixes, each ending with os.sep
+        self.conftests = conftests  # False with --tests: no conftest of the case is loaded
+        # Trusted outside the working dir: the toolchain's import path and this script's
+        # dir, as they are before the case runs (its TMPDIR and HOME are not among them).
+        roots = [*sys.path, os.path.dirname(os.path.abspath(__file__))]
+        self.roots = tuple(
+            os.path.join(os.path.normpath(root), "")
+            for root in roots
+            if os.path.isabs(root) and root != os.sep and not _within(root, workdir)
+        )
 
     def trust_tests(self, path):
         """A test file of the run (given, or collected as a test module): it, and its dir
@@ -743,12 +809,18 @@ class Provenance:
 
     def of_case(self, filename):
         """A code object's filename (or a module's file) is the case's. A name that is not
-        a path (None, relative) counts as the case's: only the case adds such entries."""
+        a path (None, relative), or one not normalized, counts as the case's: only the
+        case adds such entries; so does a file outside the working dir and the trusted
+        roots (its TMPDIR, HOME, a world-writable dir)."""
         if type(filename) is not str or not filename.startswith(os.sep):
             return True
+        if filename.startswith("//") or os.path.normpath(filename) != filename:
+            return True  # a path spelled to miss the prefixes
         if not filename.startswith(self.prefix):
+            return not filename.startswith(self.roots)
+        if filename in self.test_files:
             return False
-        if filename in self.test_files or filename.endswith(os.sep + "conftest.py"):
+        if self.conftests and filename.endswith(os.sep + "conftest.py"):
             return False
         return not any(filename.startswith(prefix) for prefix in self.test_dirs)
 
@@ -905,6 +977,7 @@ class Audit:
         self.run = run
         self.touched = {}  # id -> each function whose code or defaults were set since
         self.known = {}  # id -> a code object found not to be the case's (accept)
+        self.chain = ([], {})  # the frames of the last stack accept found clean, and each's index
         stdlib = os.path.dirname(os.__file__) + os.sep
 
         def files(*names):
@@ -937,6 +1010,8 @@ class Audit:
         frame_attributes, replaced_attributes = _FRAME_ATTRIBUTES, _REPLACED_ATTRIBUTES
         judge, accept, run, frame_for = self.judge, self.accept, self.run, self.frame_for
         of_case = self.provenance.of_case
+        trusted_code = run.trusted_code
+        loaders = (_SourceOnlyLoader.get_code.__code__, _rewritten_pyc.__code__)
         forwarded = dict(_FORWARDED)
         unchecked = _UNCHECKED
         handlers = {event: getattr(run, event.split(".", 1)[1]) for event in forwarded}
@@ -970,6 +1045,11 @@ class Audit:
                 return
             elif event == "pytest_launcher.of_case":  # Assertions asks (filename, answer)
                 args[1].append(of_case(args[0]))
+                return
+            elif event == "pytest_launcher.pyc":  # a loader asks (path, source, kind, answer)
+                code = trusted_code(*args[:3], getframe(1).f_code in loaders)
+                if code is not None:
+                    args[3].append(code)
                 return
             elif event in unchecked:  # what these say can only lower the outcomes
                 try:
@@ -1038,8 +1118,12 @@ class Audit:
         if frame is None or frame.f_code is not code:
             return f"an event of the launcher's records was forged ({event})"
         frame = frame.f_back
-        known = self.known
+        known, (chain, depths), walked = self.known, self.chain, []
         while frame is not None and frame is not self.main:
+            at = depths.get(frame)  # a frame of the last stack found clean (hashed by identity)
+            if at is not None and _still_linked(chain, at, self.main):
+                walked += chain[at:]  # it and its callers up to main(): the same frames
+                break
             code = frame.f_code
             if known.get(id(code)) is not code:
                 filename = code.co_filename
@@ -1047,9 +1131,11 @@ class Audit:
                     culprit = _short(self, filename) if type(filename) is str else "the case"
                     return f"{culprit} called pytest's hooks itself ({event})"
                 known[id(code)] = code  # trusted code stays trusted
+            walked.append(frame)
             frame = frame.f_back
         if frame is None:
             return f"pytest's hooks were called outside its run ({event})"
+        self.chain = (walked, {frame: index for index, frame in enumerate(walked)})
         return None
 
     def judge(self, event, args, frame):
@@ -1151,6 +1237,18 @@ class Audit:
         if not self.provenance.of_case(filename):
             return None
         return f"{_short(self, filename)}:{culprit.f_lineno} {what}"
+
+
+def _still_linked(chain, at, main):
+    """Whether the frames of `chain` (in order, from a frame to the one main() called)
+    from `at` on still call each other and main() the last: a generator's frame, once
+    resumed by another caller, has another f_back (reading f_back is not audited, unlike
+    f_code and id())."""
+    for index in range(at, len(chain)):
+        caller = chain[index + 1] if index + 1 < len(chain) else main
+        if chain[index].f_back is not caller:
+            return False
+    return True
 
 
 def _close_own_memory():
@@ -1645,10 +1743,11 @@ class Integrity:
     that no object of the case is asked anything (an `__eq__` or a `__class__` could
     lie)."""
 
-    def __init__(self, workdir, plugins, found, touched, provenance, tests_root=None):
+    def __init__(self, workdir, plugins, found, touched, provenance, *, tests_root=None, code=None):
         self.workdir = workdir
         self.provenance = provenance
         self.tests_root = tests_root  # the trusted tests handed over, outside the repo
+        self.code = code  # TrustedCode: what the store's entries say a source imports
         self.started = time.time_ns()  # what was written after this, the case wrote
         self.found = found
         self.touched = touched  # the functions whose code or defaults were set: see holds()
@@ -1666,6 +1765,7 @@ class Integrity:
         self.collecting = None  # the pinned names' values before the first module
         self.trusted = set()  # ids of the pinned functions (kept alive): trusted hooks
         self.impls = []  # (hook, implementation, its function) before any conftest
+        self.impls_bulk = ((), ())  # the implementations and their functions, as tuples
         self.impl_ids = set()
         self.vetted = {}  # id -> (a later implementation found trusted, its function)
         self.seen = {}  # hook name -> its implementations, all good at the last check
@@ -1793,7 +1893,10 @@ class Integrity:
         # Tests at the repo's root: no telling their helpers from the code.
         handed = self.tests_root is not None and _within(top, self.tests_root)
         beside = handed or (top != self.workdir and _within(top, self.workdir))
-        for name, bound in _imports(path, vars(module).get("__package__")):
+        package = vars(module).get("__package__")
+        known = self.code.imports.get(path) if self.code is not None else None
+        imported = _resolved(known, package) if known is not None else _imports(path, package)
+        for name, bound in imported:
             helper = _helper_file(base, name) if beside else None
             if helper is None or not _within(helper, top):
                 self.check_import(module, name, bound)
@@ -1802,7 +1905,7 @@ class Integrity:
             origin = vars(found).get("__file__") if type(found) is _MODULE else None
             if origin != helper and not self.installed(origin):
                 self.find(f"{module.__name__} imported {name}, which is not {helper}")
-            elif origin == helper and bound in _definitions(helper):
+            elif origin == helper and bound in self.defined(helper):
                 value = vars(module).get(bound)
                 if not _defined_in(value, helper, name, self.workdir):
                     self.find(f"{module.__name__}.{bound} is not the one {name} defines")
@@ -1818,6 +1921,12 @@ class Integrity:
             return
         if _value_of_case(self.provenance, vars(module).get(bound)):
             self.find(f"{module.__name__}.{bound} (from {name}) is code of the case")
+
+    def defined(self, path):
+        """The names a helper's source defines at its top level: as the store's entry for
+        the source imported says, else parsed from the file."""
+        known = self.code.definitions.get(path) if self.code is not None else None
+        return known if known is not None else _definitions(path)
 
     def installed(self, path):
         """A file of the toolchain: outside the repo, there before the run."""
@@ -1888,8 +1997,8 @@ class Integrity:
         if self.bulk[index] is None or self.bulk[index][0] != sizes:
             self.bulk[index] = (sizes, self.gather(index))
         spaces, functions, classes = self.bulk[index][1]
-        for namespace, names, values in spaces:
-            if any(map(operator.is_not, map(namespace.get, names, repeat(_ABSENT)), values)):
+        for get, namespaces, names, values in spaces:  # one C loop per kind of namespace
+            if any(map(operator.is_not, map(get, namespaces, names, repeat(_ABSENT)), values)):
                 return False
         pinned, cells, contents = functions
         try:
@@ -1901,7 +2010,7 @@ class Integrity:
         # function (reading them raises one too, which makes comparing them all dear):
         # only those can have changed.
         for function in list(self.touched.values()):
-            held = pinned.get(id(function))
+            held = pinned.get(function)  # a function hashes by identity: no id() (audited)
             if held is not None and (
                 function.__code__ is not held[0]
                 or function.__defaults__ is not held[1]
@@ -1915,15 +2024,18 @@ class Integrity:
         )
 
     def gather(self, index):
-        """The pins of the index as parallel tuples: per namespace (names, values); the
-        functions' (code, defaults, kwdefaults) by id, and their closure cells (an empty
+        """The pins of the index as parallel tuples: per kind of namespace (dicts, the
+        classes' mapping proxies) its get, and (namespace, name, value) flattened; the
+        functions' (code, defaults, kwdefaults) by function, and their closure cells (an empty
         one is held empty by keeping it out: reading it raises); the classes' types and
         mros."""
         spaces = {}
         for _, namespace, name, value in self.bindings[index]:
-            entry = spaces.setdefault(id(namespace), (namespace, [], []))
-            entry[1].append(name)
-            entry[2].append(value)
+            kind = type(namespace)
+            entry = spaces.setdefault(kind, (kind.get, [], [], []))
+            entry[1].append(namespace)
+            entry[2].append(name)
+            entry[3].append(value)
         functions = self.functions[index]
         cells = [
             (cell, value)
@@ -1934,11 +2046,11 @@ class Integrity:
         objects = self.objects[index]
         return (
             tuple(
-                (namespace, tuple(names), tuple(values))
-                for namespace, names, values in spaces.values()
+                (get, tuple(namespaces), tuple(names), tuple(values))
+                for get, namespaces, names, values in spaces.values()
             ),
             (
-                {id(entry[1]): entry[2:5] for entry in functions},
+                {entry[1]: entry[2:5] for entry in functions},
                 tuple(cell for cell, _ in cells),
                 tuple(value for _, value in cells),
             ),
@@ -1969,8 +2081,12 @@ class Integrity:
                 continue
             if self.check_hook(name, implementations, ended):
                 self.seen[name] = tuple(implementations)
-        pinned = [implementation for _, implementation, _ in self.impls]
-        functions = tuple(function for _, _, function in self.impls)
+        if len(self.impls_bulk[0]) != len(self.impls):
+            self.impls_bulk = (
+                tuple(implementation for _, implementation, _ in self.impls),
+                tuple(function for _, _, function in self.impls),
+            )
+        pinned, functions = self.impls_bulk
         if any(map(operator.is_not, map(_IMPLEMENTED, pinned), functions)):
             for name, implementation, function in self.impls:
                 if implementation.function is not function:
@@ -2107,18 +2223,37 @@ def _imports(path, package):
         tree = ast.parse(_source(path))
     except (OSError, SyntaxError, ValueError):
         return []
+    return _resolved(_raw_imports(tree), package)
+
+
+def _raw_imports(tree):
+    """Each import at a module's top level: (0, None, ((module, None), ...)) for `import`,
+    (level, module, (name bound, ...)) for `from`."""
     found = []
     for node in tree.body:
         if type(node) is ast.Import:
-            found += [(alias.name, None) for alias in node.names]
+            found.append((0, None, tuple((alias.name, None) for alias in node.names)))
         elif type(node) is ast.ImportFrom and node.module:
-            name = node.module
-            if node.level:  # relative: within the test module's package
-                parts = package.split(".") if type(package) is str and package else []
-                if node.level - 1 > len(parts) or not parts:
-                    continue
-                name = ".".join([*parts[: len(parts) - node.level + 1], node.module])
-            found += [(name, alias.asname or alias.name) for alias in node.names]
+            names = tuple(alias.asname or alias.name for alias in node.names)
+            found.append((node.level, node.module, names))
+    return tuple(found)
+
+
+def _resolved(raw, package):
+    """_raw_imports' as (module, name bound from it or None), a relative one resolved
+    within the test module's package."""
+    found = []
+    for level, module, names in raw:
+        if module is None:
+            found += list(names)
+            continue
+        name = module
+        if level:
+            parts = package.split(".") if type(package) is str and package else []
+            if level - 1 > len(parts) or not parts:
+                continue
+            name = ".".join([*parts[: len(parts) - level + 1], module])
+        found += [(name, bound) for bound in names]
     return found
 
 
@@ -2155,8 +2290,12 @@ def _definitions(path):
         tree = ast.parse(_source(path))
     except (OSError, SyntaxError, ValueError):
         return set()
+    return _defined(tree)
+
+
+def _defined(tree):
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return {node.name for node in tree.body if type(node) in kinds}
+    return frozenset(node.name for node in tree.body if type(node) in kinds)
 
 
 def _defined_in(value, path, name, workdir):
@@ -2213,6 +2352,155 @@ def _same(cells, closure):
 def _plugin_name(implementation):
     name = getattr(implementation, "plugin_name", None)
     return name[:100] if type(name) is str else "a plugin"
+
+
+class TrustedCode:
+    """Byte code the launcher can trust without compiling: the grader's store (--pyc).
+
+    The grader keeps a store of compiled modules that no command can reach, each entry
+    named by the SHA-256 of the source it was compiled from and by its variant (the
+    interpreter's magic, and for a rewritten test module pytest's version, this script's
+    own digest and the author's plugins). For a run it hands over, read-only
+    ($VERIFIER_PROVIDED/pyc), the entries of the files the last run of the same tests
+    imported. A module of the case being imported (plain, or rewritten by pytest) is
+    looked up by the hash of the very source being imported, so an entry is that
+    source's compile or nothing: none of the case's can stand in for it. An entry holds
+    the code, and the imports and definitions at the source's top level (what
+    check_helpers asks, unparsed).
+
+    Entries are made only here, before any code of the case runs (fill: the files the
+    grader names, those the last run imported that the store lacks, for at most
+    _FILL_SECONDS), and handed back signed with the run's key; the code compiled so is
+    what this run imports. What this run looked up is handed back unsigned, as a hint of
+    what to compile next time: the code under test can forge it, which can only cost
+    time."""
+
+    def __init__(self, workdir, provided, pytest, plugins):
+        import importlib.util
+
+        self.workdir = workdir
+        self.provided = provided
+        self.store = os.path.join(provided, PYC_DIR)
+        own = hashlib.sha256()
+        with open(os.path.abspath(__file__), "rb") as handle:
+            own.update(handle.read())
+        for plugin in plugins:  # a plugin may change how pytest rewrites
+            own.update(f"\0{plugin.__name__}={getattr(plugin, '__version__', '')}".encode())
+        digest = own.hexdigest()[:16]
+        magic = importlib.util.MAGIC_NUMBER.hex()
+        plain = f"{sys.implementation.cache_tag}-{magic}-o{sys.flags.optimize}"
+        self.rewriting = f"{plain}-pytest-{getattr(pytest, '__version__', '')}-{digest}"
+        self.variants = {"plain": _safe(plain), "test": _safe(self.rewriting + "-h0")}
+        self.compiled = {}  # (source's sha256, variant) -> the entry compiled now (marshal)
+        self.seen = {}  # relative path -> (kind, variant, sha256) of each file looked up
+        self.imports = {}  # path -> the raw imports of the entry it was loaded from
+        self.definitions = {}  # path -> the names defined, likewise
+
+    def pass_hook(self, enabled):
+        """pytest's `enable_assertion_pass_hook` (the trusted ini's) changes the rewrite."""
+        self.variants["test"] = _safe(f"{self.rewriting}-h{int(bool(enabled))}")
+
+    def lookup(self, path, source, kind, loading=True):
+        """The code of the entry compiled from source (bytes) for kind ("plain", "test"),
+        its filename made path, or None; `loading`: what it imports and defines noted
+        as path's, and path as looked up."""
+        variant = self.variants.get(kind)
+        if variant is None or type(path) is not str or type(source) is not bytes:
+            return None
+        digest = hashlib.sha256(source).hexdigest()
+        if loading and _within(path, self.workdir) and len(self.seen) < _MAX_SEEN:
+            self.seen[os.path.relpath(path, self.workdir)] = (kind, variant, digest)
+        compiled = self.compiled.get((digest, variant))  # a fresh copy: no code is shared
+        if compiled is not None:
+            entry = _entry(compiled)
+        else:
+            entry = _read_entry(os.path.join(self.store, digest, variant))
+        if entry is None:
+            return None
+        imports, definitions, code = entry
+        if loading:
+            self.imports[path] = imports
+            self.definitions[path] = definitions
+        fix = getattr(sys.modules.get("_imp"), "_fix_co_filename", None)
+        if code.co_filename != path:
+            if fix is None:
+                return None
+            fix(code, path)  # as importlib does for a .pyc: nested code objects too
+        return code
+
+    def fill(self):
+        """Compile what the grader names (before any code of the case runs): the entries
+        as the JSON document to hand back, b"" when none."""
+        try:
+            with open(os.path.join(self.provided, PYC_FILL), "rb") as handle:
+                lines = handle.read(1024 * 1024).decode("utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return b""
+        root = os.path.realpath(self.workdir)
+        entries = []
+        deadline = time.monotonic() + _FILL_SECONDS  # the rest next time: a hint is forgeable
+        for line in lines[:_MAX_SEEN]:
+            if time.monotonic() > deadline:
+                break
+            kind, _, relative = line.partition("\t")
+            path = os.path.join(self.workdir, relative)
+            if kind not in self.variants or not _within(os.path.realpath(path), root):
+                continue
+            try:
+                with open(path, "rb") as handle:
+                    source = handle.read(_MAX_SOURCE + 1)
+                entry = _compile_entry(kind, source, path)
+            except Exception:  # noqa: S112 (what cannot be compiled now is compiled when imported)
+                continue
+            if len(source) > _MAX_SOURCE:
+                continue
+            digest, variant = hashlib.sha256(source).hexdigest(), self.variants[kind]
+            self.compiled[(digest, variant)] = data = marshal.dumps(entry)
+            encoded = base64.b64encode(data).decode("ascii")
+            entries.append({"sha256": digest, "variant": variant, "data": encoded})
+        return json.dumps({"entries": entries}).encode("utf-8") if entries else b""
+
+    def seen_document(self):
+        seen = [[kind, path, *found] for path, (kind, *found) in self.seen.items()]
+        return json.dumps({"seen": seen}).encode("utf-8")
+
+
+def _compile_entry(kind, source, path):
+    """(raw imports, definitions, code) of a source: compiled as importlib compiles a
+    module, or for a test module rewritten as pytest rewrites it (with the strict
+    assertions; the ini's pass hook off)."""
+    tree = ast.parse(source, filename=path)
+    meta = (_raw_imports(tree), _defined(tree))
+    if kind == "test":
+        from _pytest.assertion import rewrite
+
+        rewrite.rewrite_asserts(tree, source, path, None)
+        return (*meta, compile(tree, path, "exec", dont_inherit=True))
+    return (*meta, compile(source, path, "exec", dont_inherit=True))
+
+
+def _read_entry(path):
+    """An entry of the store (the grader's, read-only), or None."""
+    try:
+        with open(path, "rb") as handle:
+            return _entry(handle.read())
+    except OSError:
+        return None
+
+
+def _entry(data):
+    """(raw imports, definitions, code) of an entry's bytes, or None."""
+    try:
+        entry = marshal.loads(data)  # noqa: S302 (the store's, or compiled here: trusted)
+    except Exception:
+        return None
+    if type(entry) is not tuple or len(entry) != 3 or type(entry[2]) is not types.CodeType:
+        return None
+    return entry
+
+
+def _safe(name):
+    return "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)
 
 
 class Forwarder:
@@ -2324,6 +2612,7 @@ class Run:
         self.found = found
         self.integrity = None
         self.assertions = None
+        self.code = None  # TrustedCode, with the grader's store
         self.tests = {}
         self.bodies = {}  # node id -> its body's outcome; "running" while it runs
         self.made = {}  # (node id, phase) -> (the report pytest made, its outcome)
@@ -2337,12 +2626,26 @@ class Run:
         if fact not in self.found and len(self.found) < _MAX_FOUND:
             self.found.append(fact)
 
+    def trusted_code(self, path, source, kind, loading):
+        """The store's compile of source, or None: compile it. `loading`: the launcher's
+        loaders ask, for the file at path as they read it (only they note what it
+        imports, for check_helpers, and that it was looked up)."""
+        if self.code is None:
+            return None
+        try:
+            return self.code.lookup(path, source, kind, loading)
+        except Exception:
+            return None
+
     def load_initial_conftests(self, early_config):
         """Before any conftest: pytest's hooks as its own plugins left them pinned; and
         `pythonpath` of the trusted ini, which is relative to the ini (not in the repo),
         pointed at the working dir."""
         self.integrity.pin_hooks(early_config.pluginmanager)
         self.integrity.check_collecting()
+        if self.code is not None:  # a rewritten test's code depends on it
+            with contextlib.suppress(Exception):
+                self.code.pass_hook(early_config.getini("enable_assertion_pass_hook"))
         outcomes = sys.modules.get("_pytest.outcomes")
         self.outcomes = (outcomes.Skipped, getattr(outcomes, "XFailed", outcomes.Skipped))
         inipath = getattr(early_config, "inipath", None)

@@ -91,6 +91,7 @@ class RunnerPlan:
     handed: Mapping[str, Path] = attrs.field(factory=dict)
     views: tuple[View, ...] = ()  # the case's copy where the tests expect it
     start_at: str = ""
+    code_store: tuple[str, ...] = ()  # with the grader's byte code store: its flag (pyc_store)
 
     @property
     def label(self) -> str:
@@ -168,6 +169,18 @@ def pytest_plan(
         handed=handed,
         views=views,
         start_at=options.case_at or "",
+        code_store=("--pyc",),
+    )
+
+
+def with_code_store(plan: RunnerPlan, provided: Mapping[str, Path]) -> RunnerPlan:
+    """The plan whose launcher uses the grader's byte code store: its flag before the
+    launcher's own options, and the store's files for this run handed over too."""
+    at = len(plan.command) - len(plan.command[plan.command.index("--report") :])
+    return attrs.evolve(
+        plan,
+        command=(*plan.command[:at], *plan.code_store, *plan.command[at:]),
+        provided={**plan.provided, **provided},
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from verifier.judges.builtins import pyc_store
 from verifier.judges.builtins.files import MAX_FILE_BYTES
 from verifier.judges.builtins.pass_rate_arguments import PassRateArguments
 from verifier.judges.builtins.process import describe_run, provided_files
@@ -20,7 +21,12 @@ from verifier.judges.builtins.registry import BuiltinContext
 from verifier.judges.builtins.report_files import FreshReports
 from verifier.judges.builtins.reports import Reading
 from verifier.judges.builtins.runner_reports import SIGNATURE_SUFFIX, handed_back
-from verifier.judges.builtins.runners import PYTEST_TAMPERED_MARK, RunnerPlan, handed_input
+from verifier.judges.builtins.runners import (
+    PYTEST_TAMPERED_MARK,
+    RunnerPlan,
+    handed_input,
+    with_code_store,
+)
 from verifier.judges.builtins.toolchain import (
     PROBE_TIMEOUT_S,
     ToolchainFault,
@@ -74,13 +80,22 @@ def run_tests(
     for program in plan.programs:
         check_program(sandbox, [program], environment)
     key = secrets.token_bytes(32) if plan.signed else None
-    returned = (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
+    returned: tuple[str, ...] = (
+        (plan.report, f"{plan.report}{SIGNATURE_SUFFIX}") if plan.report else ()
+    )
     stdin = handed_input(key or b"", plan.handed) if plan.handed else key
+    store = pyc_store.open_store(sandbox.policy) if plan.code_store and key else None
+    handing, running = None, plan
+    if store is not None:
+        hint = pyc_store.hint_key(context.config_dir, plan.command)
+        handing = pyc_store.hand(store, context.case_dir, hint)
+        running = with_code_store(plan, handing.provided)
+        returned += pyc_store.RETURNED
     request = Command(
-        plan.command,
+        running.command,
         timeout,
         env=environment,
-        provided=plan.provided,
+        provided=running.provided,
         returned=returned,
         stdin=stdin,
         separate_stdout=plan.report is None,
@@ -89,6 +104,8 @@ def run_tests(
         start_at=plan.start_at,
     )
     run = sandbox.run(request, context.case_dir)
+    if store is not None and handing is not None and key is not None:
+        pyc_store.keep(store, handing, run.returned, key)
     if run.start_error is not None and plan.views:  # no view here: nothing of the case's
         raise ToolchainFault(
             f"{plan.label} cannot be run here: {run.start_error}", {"sandbox": run.confinement}

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from verifier.casefiles import CaseFile
-from verifier.config.fields import Text
+from verifier.config.fields import Flag, Number, Text
 from verifier.judges.base import JudgeAnswer
 from verifier.judges.builtins.arguments import (
     Environment,
@@ -108,6 +108,36 @@ class ScriptArguments:
         Words(description="the grader's variables handed to the script by name")
     )
     env: dict[str, str] | None = argument(Environment())
+    as_root: bool = argument(
+        Flag(
+            description="run as root of its own user namespace (UID 0 inside, the sandbox's "
+            "UID outside), with private copies of /etc, /home, /run, /var/log, ... and root's "
+            "HOME at /root, as Harbor runs test.sh as root"
+        ),
+        default=False,
+    )
+    entrypoint: tuple[str, ...] | None = argument(
+        Words(
+            description="the environment's ENTRYPOINT (exec form), started before the script "
+            "in its namespaces, as Harbor starts the agent's container"
+        )
+    )
+    entrypoint_wait: float = argument(
+        Number(
+            minimum=0,
+            maximum=600,
+            problem="must be a number of seconds from 0 to 600",
+            description="seconds the script waits at most for the entrypoint to reach its "
+            'command (`exec "$@"`)',
+        ),
+        default=30,
+    )
+    setuid: str | None = argument(
+        ImagePath(
+            description="a file of the image listing its setuid-root programs (a path a "
+            "line): with as_root, the users the script switches to run them as its root"
+        )
+    )
     timeout: float = argument(TIMEOUT, default=600)
 
 
@@ -259,11 +289,14 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
     tests = context.config_dir / arguments.tests
     path = str(PurePosixPath(tests_at) / arguments.script)
     argv = script_argv(tests / arguments.script, path)
+    as_root = arguments.as_root
     env = {
         **image_environment(arguments.image_env),
         **{name: os.environ[name] for name in arguments.pass_env or () if name in os.environ},
+        **({"HOME": "/root", "USER": "root", "LOGNAME": "root"} if as_root else {}),
         **(arguments.env or {}),
     }
+    home = arguments.home or ("/root" if as_root and os.path.isdir("/root") else None)
     sandbox = context.command_sandbox
     check_program(sandbox, argv, env)
     command = Command(
@@ -279,7 +312,11 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
             View("/tmp", "tmp"),  # noqa: S108 (the script's private /tmp)
         ),
         start_at=arguments.cwd or arguments.case_at,
-        home_from=Path(arguments.home) if arguments.home else None,
+        home_from=Path(home) if home else None,
+        as_root=as_root,
+        entrypoint=arguments.entrypoint or (),
+        entrypoint_wait=arguments.entrypoint_wait,
+        setuid=setuid_programs(arguments.setuid) if as_root else (),
     )
     run = sandbox.run(command, context.case_dir)
     if run.start_error is not None:
@@ -329,6 +366,15 @@ def image_environment(path: str | None) -> dict[str, str]:
         if equals and name.isidentifier() and "\0" not in value:
             variables[name] = value
     return variables
+
+
+def setuid_programs(path: str | None) -> tuple[str, ...]:
+    """The image's setuid-root programs, listed when the image was built (an absolute
+    path a line): the grader's file (a missing one is the author's fault: OSError)."""
+    if path is None:
+        return ()
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    return tuple(line for line in lines if line.startswith("/") and "\0" not in line)
 
 
 def _files(directory: Path) -> list[tuple[str, Path]]:
