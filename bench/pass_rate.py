@@ -77,7 +77,7 @@ ABLATIONS = (
         (
             "        watched = frozenset(_FORWARDED) | "
             "{'pytest_launcher.of_case', 'pytest_launcher.getframe', "
-            "'pytest_launcher.signal', 'pytest_launcher.compare'}\n"
+            "'pytest_launcher.signal', 'pytest_launcher.compare', 'pytest_launcher.pyc'}\n"
         ),
     ),
     (
