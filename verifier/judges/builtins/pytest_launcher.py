@@ -60,7 +60,7 @@ before any code of the case runs:
   function's defaults or a trusted object's class, is refused (the call raises) and the
   fact kept; so is any native module loaded from the working dir but those the author
   names (--native). sys._getframe gives code of the case a FrameView (code, line, read
-  only globals, only their strings for a trusted frame), never a frame; so is every
+  only globals, only their dunder strings for a trusted frame), never a frame; so is every
   signal handler installed once the case can run (the interpreter hands it the frame
   it interrupted, unaudited). Who did it is the calling frame, past the standard
   functions that only hand things on.
@@ -834,7 +834,7 @@ class FrameView:
     """What code of the case gets from sys._getframe (and inspect.currentframe): a
     frame's code, line and module globals (read only), and a view of its caller; never
     the frame itself (its locals, their objects, its trace). Of a frame of trusted code
-    (a test, pytest, the launcher) the globals are its strings alone (its __name__,
+    (a test, pytest, the launcher) the globals are its dunder strings alone (its __name__,
     __file__): its functions would hand their own, writable, __globals__ on. No method
     of its own: nothing of it leads back to the launcher's globals."""
 
@@ -858,7 +858,9 @@ def _view(frame, of_case):
         if not of_case(code.co_filename) or _pseudo(code.co_filename):
             if id(namespace) not in strings:
                 strings[id(namespace)] = {
-                    name: value for name, value in namespace.items() if type(value) is str
+                    name: value
+                    for name, value in namespace.items()
+                    if type(value) is str and name.startswith("__")
                 }
             namespace = strings[id(namespace)]
         made.f_globals = types.MappingProxyType(namespace)

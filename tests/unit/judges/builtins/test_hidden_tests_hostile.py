@@ -6,9 +6,8 @@ arbitrary UID, with Landlock and without it; each asserts the honest reward (0.5
 one of two listed tests), so an attack that finds the secret fails its test.
 
 Still open (these tests fail, see their docstrings): the test modules are loaded in
-the process that runs the code under test, so their globals (`sys.modules`), their
-lines (`linecache`) and the caller's globals through `sys._getframe`'s FrameView hold
-the secret; and code compiled under the name of a file in the toolchain's import path
+the process that runs the code under test, so their globals (`sys.modules`) and their
+lines (`linecache`) hold the secret; and code compiled under the name of a file in the toolchain's import path
 (the standard library's dir) gets real frames, through them the report's signing key,
 and signs a report of its own (1.0).
 
@@ -98,8 +97,10 @@ def test_code_under_test_that_looks_for_the_tests_secret_gets_the_honest_reward(
     who: str,
     landlock: bool,
 ) -> None:
-    """Open today, everywhere (reward 1.0): the test module is loaded in the process that
-    runs the code under test (docs/builtins.md, "Limits", names it)."""
+    """Open today, everywhere (reward 1.0), through sys.modules and linecache: the test
+    module is loaded in the process that runs the code under test (docs/builtins.md,
+    "Limits", names it). Through the FrameView: fixed (a trusted frame's view holds only
+    the dunder strings of its globals)."""
     uid = WHO[who]()
     config = task.gate()
     hostile = task.case(_FIND + ATTACKS[attack] + "\n\n" + _TWICE)
