@@ -203,6 +203,8 @@ _HANDED = {}  # type: dict[str, bytes]  # path -> a trusted test's source (--tes
 _WATCHED = (
     "import",
     "open",
+    "compile",
+    "code.__new__",
     "object.__getattr__",
     "object.__setattr__",
     "sys.settrace",
@@ -989,6 +991,10 @@ class Audit:
             "threading.py", "bdb.py", "pdb.py", "trace.py", "cProfile.py", "profile.py"
         )
         self.import_files = files("importlib" + os.sep + "__init__.py")
+        # Loaders that compile the file they read, under its own name (pytest's rewriting
+        # is known by its trusted file's name: it is not imported yet).
+        self.loader_files = frozenset([os.path.abspath(__file__), *self.import_files])
+        self.rewrite_file = os.sep + os.path.join("_pytest", "assertion", "rewrite.py")
         self.ctypes_dir = stdlib + "ctypes" + os.sep
         inspect, traceback = stdlib + "inspect.py", stdlib + "traceback.py"
         logging = stdlib + "logging" + os.sep + "__init__.py"
@@ -1151,6 +1157,12 @@ class Audit:
             return self.fact(culprit, f"reached a frame ({args[1]})")
         if event == "object.__setattr__":
             return self.judge_setattr(args, frame)
+        if event == "compile":
+            return self.judge_compile(args[1], frame)
+        if event == "code.__new__":  # made or replaced by the case itself (types.coroutine
+            # replaces the flags of the standard library's own functions)
+            culprit = frame if frame is not None and not _pseudo(frame.f_code.co_filename) else None
+            return self.judge_compile(args[1], culprit, walk=False)
         if event == "open":
             return self.fact(self.culprit(frame), f"opened a process's memory ({args[0]!r})")
         if event in ("sys.settrace", "sys.setprofile"):
@@ -1166,6 +1178,29 @@ class Audit:
             return self.fact(culprit, f"reached a frame ({event})")
         culprit = self.culprit(frame)
         return self.fact(culprit, _AUDIT_WORDS.get(event, event))
+
+    def judge_compile(self, filename, frame, walk=True):
+        """Code compiled (or a code object made) under the name of a trusted file while
+        code of the case is on the stack, other than by a loader compiling the file it
+        read (the import system, pytest's assertion rewriting, this launcher): a disguise,
+        which the provenance checks would take for trusted code."""
+        filename = os.fsdecode(filename) if isinstance(filename, (str, bytes)) else filename
+        if type(filename) is not str or _pseudo(filename) or self.provenance.of_case(filename):
+            return None
+        caller = frame.f_code.co_filename if frame is not None else None
+        if type(caller) is str and (
+            caller in self.loader_files
+            or caller.startswith("<frozen ")
+            or (caller.endswith(self.rewrite_file) and not self.provenance.of_case(caller))
+        ):
+            return None
+        while frame is not None:
+            code_file = frame.f_code.co_filename
+            if not _pseudo(code_file) and self.provenance.of_case(code_file):
+                where = f"{_short(self, code_file)}:{frame.f_lineno}"
+                return f"{where} compiled code under a trusted file's name ({filename[:200]!r})"
+            frame = frame.f_back if walk else None
+        return None
 
     def judge_thread_hook(self, event):
         threading = sys.modules.get("threading")

@@ -226,7 +226,9 @@ def test_byte_code_planted_in_pytests_rewrite_cache_while_tests_run_is_never_rea
     )
     for _ in range(3):  # cold, filled, from the store
         reward, tests = graded(config, case)
-        assert reward == pytest.approx(1 / 4), tests["rationale"]  # add passes, as it does
+        # Never more than add's pass: the plant itself (the case compiling a test module
+        # under its trusted name) voids the run now.
+        assert reward <= 1 / 4 + 1e-9, tests["rationale"]
 
 
 # --- the grader's side, as pure functions -------------------------------------------------
