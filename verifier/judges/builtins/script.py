@@ -291,6 +291,7 @@ def script(context: BuiltinContext, arguments: ScriptArguments) -> JudgeAnswer:
     argv = script_argv(tests / arguments.script, path)
     as_root = arguments.as_root
     env = {
+        "TMPDIR": "/tmp",  # noqa: S108 (its private /tmp view: the sandbox's own path is covered)
         **image_environment(arguments.image_env),
         **{name: os.environ[name] for name in arguments.pass_env or () if name in os.environ},
         **({"HOME": "/root", "USER": "root", "LOGNAME": "root"} if as_root else {}),
