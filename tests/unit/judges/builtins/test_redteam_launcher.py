@@ -212,6 +212,21 @@ VIEW_GLOBALS = NAMESPACE_REBOUND.replace(
     return function.__globals__
 """,
 )
+# What OUTCOME_SWAPPED and VARS_SWAPPED each end with: their _pass_once on sub and mul.
+_PASS_ONCE_IN_SUB_AND_MUL = """
+
+_sub, _mul = sub, mul
+
+
+def sub(a, b):
+    _pass_once()
+    return _sub(a, b)
+
+
+def mul(a, b):
+    _pass_once()
+    return _mul(a, b)
+"""
 # The launcher's own helper that reads a report's outcome, looked up in its module's
 # globals (sys.modules["__main__"], writable) when pytest logs the report: swapped from
 # inside the test's call for a stand-in that answers "passed" once and puts the original
@@ -231,18 +246,6 @@ def _pass_once():
 
     names["_outcome"] = stand_in
 
-
-_sub, _mul = sub, mul
-
-
-def sub(a, b):
-    _pass_once()
-    return _sub(a, b)
-
-
-def mul(a, b):
-    _pass_once()
-    return _mul(a, b)
 """
 # ... or a builtin the launcher calls on each report (vars), swapped in the builtins
 # module (pinned, but checked only after the run) until it has lied about one report.
@@ -266,18 +269,6 @@ def _pass_once():
 
     _builtins.vars = stand_in
 
-
-_sub, _mul = sub, mul
-
-
-def sub(a, b):
-    _pass_once()
-    return _sub(a, b)
-
-
-def mul(a, b):
-    _pass_once()
-    return _mul(a, b)
 """
 _FLIP_RECORDS = RECORDS_FLIPPED.split("class _Passing", 1)[1]
 ATTACKS = {  # attack: calc.py
@@ -303,8 +294,10 @@ ATTACKS = {  # attack: calc.py
     "a signal handler's frame, names computed: the run's records flipped": BUGGY
     + RECORDS_FLIPPED.replace(_MAIN_FRAME, _MAIN_FRAME_COMPUTED),
     "a test module's names rebound through sys.modules": BUGGY + NAMESPACE_REBOUND,
-    "the launcher's outcome helper swapped for one call": BUGGY + OUTCOME_SWAPPED,
-    "builtins.vars swapped for one report": BUGGY + VARS_SWAPPED,
+    "the launcher's outcome helper swapped for one call": BUGGY
+    + OUTCOME_SWAPPED
+    + _PASS_ONCE_IN_SUB_AND_MUL,
+    "builtins.vars swapped for one report": BUGGY + VARS_SWAPPED + _PASS_ONCE_IN_SUB_AND_MUL,
     "a test module's names rebound through a FrameView's __globals__": BUGGY + VIEW_GLOBALS,
 }
 
