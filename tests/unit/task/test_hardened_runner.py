@@ -15,37 +15,13 @@ import pytest
 import yaml
 
 from tests.unit.task.test_importer import TEST_SH, harbor_task
+from tests.unit.task.test_test_script import UV_SCRIPT  # Harbor's template: uv, then uvx pytest
 from verifier.errors import UsageError
 from verifier.grading import load_eval
 from verifier.task.hardened_runner import RUNNER_VENV, HardenedPlan, collect_ids, plan_hardened
 from verifier.task.importer import ImportOptions, import_task
 from verifier.task.test_script import plan_script
 
-# Harbor's own template: uv fetched at test time, pytest run by uvx.
-UVX_SH = """\
-#!/bin/bash
-apt-get update
-apt-get install -y curl
-curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh
-source $HOME/.local/bin/env
-
-if [ "$PWD" = "/" ]; then
-    echo "Error: No working directory set. Please set a WORKDIR in your Dockerfile."
-    exit 1
-fi
-
-uvx \\
-  -p 3.13 \\
-  -w pytest==8.4.1 \\
-  -w pytest-json-ctrf==0.3.5 \\
-  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA
-
-if [ $? -eq 0 ]; then
-  echo 1 > /logs/verifier/reward.txt
-else
-  echo 0 > /logs/verifier/reward.txt
-fi
-"""
 TESTS = """\
 import pytest
 
@@ -116,7 +92,7 @@ def test_pytest_over_tests_files_after_the_installs_is_taken(tmp_path: Path) -> 
 
 
 def test_harbors_uvx_template_gets_a_venv_of_its_own_at_build_time(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, UVX_SH, {"test_outputs.py": "def test_it():\n    assert True\n"})
+    plan = _plan(tmp_path, UV_SCRIPT, {"test_outputs.py": "def test_it():\n    assert True\n"})
     assert isinstance(plan, HardenedPlan), plan
     assert plan.executable == f"{RUNNER_VENV}/bin/python"
     assert plan.build == (
